@@ -1,0 +1,55 @@
+# Lectern: `make run` serves the app with its worker; `make test` runs the suite.
+# Both set everything up first: virtualenv, dependencies, embedded Postgres, migrations.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MANAGE := $(PY) manage.py
+HOST ?= 127.0.0.1:8000
+
+.PHONY: run test setup db migrate demo lint bench bench-search bench-index evaluate stop-db clean chromium
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	bash config/pgvector_portable.sh $(VENV)
+	touch $@
+
+setup: $(VENV)/.installed db migrate
+
+db: $(VENV)/.installed
+	@if [ -z "$$DATABASE_URL" ]; then $(PY) -m config.embedded_pg start >/dev/null && echo "embedded postgres: running (var/pgdata)"; fi
+
+migrate: db
+	$(MANAGE) migrate --no-input -v 0
+
+demo: migrate
+	$(MANAGE) load_demo
+
+run: setup demo
+	@echo "Lectern at http://$(HOST)/  (stop with Ctrl-C: stops the server and the worker)"
+	@trap 'kill 0' EXIT INT TERM; \
+	  $(MANAGE) qcluster & \
+	  $(MANAGE) runserver --noreload $(HOST)
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+test: setup chromium
+	$(VENV)/bin/pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+
+evaluate: setup
+	$(MANAGE) evaluate_nfcorpus
+
+bench: setup
+	$(MANAGE) bench
+
+stop-db:
+	$(PY) -m config.embedded_pg stop
+
+clean: stop-db
+	rm -rf var

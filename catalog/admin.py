@@ -1,0 +1,48 @@
+from django.contrib import admin
+
+from catalog.models import Catalog, Chunk, Document, ReferenceSource, Tag
+
+
+@admin.register(Catalog)
+class CatalogAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "chunk_count", "term_count", "embedding_model", "updated_at"]
+    search_fields = ["slug", "name"]
+    readonly_fields = ["chunk_count", "token_total", "term_count", "idf_sum", "created_at", "updated_at"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    list_display = ["name", "key"]
+    search_fields = ["name", "key"]
+
+    def save_model(self, request, obj, form, change):
+        obj.full_clean()
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(ReferenceSource)
+class ReferenceSourceAdmin(admin.ModelAdmin):
+    list_display = ["slug", "catalog", "name", "mode", "kind", "status", "requires_approval", "indexed_at"]
+    list_filter = ["catalog", "mode", "kind", "status", "requires_approval"]
+    search_fields = ["slug", "name", "description"]
+    filter_horizontal = ["tags"]
+    readonly_fields = ["fingerprint", "status", "last_error", "indexed_at", "created_at", "updated_at"]
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ["path", "source", "title", "size", "content_sha256"]
+    list_filter = ["source__catalog"]
+    search_fields = ["path", "title"]
+    list_select_related = ["source__catalog"]
+    readonly_fields = ["catalog", "source", "path", "title", "text", "content_sha256", "size", "mtime", "created_at"]
+
+
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
+    list_display = ["key", "ordinal", "byte_offset", "token_count"]
+    list_filter = ["catalog"]
+    search_fields = ["key"]
+    exclude = ["embedding"]
+    readonly_fields = ["key", "catalog", "source", "document", "ordinal", "byte_offset", "content", "token_count"]

@@ -1,0 +1,37 @@
+"""Lexical analysis shared by indexing and querying.
+
+Mirrors Lucene's EnglishAnalyzer, which the published BM25 baselines use: unicode word
+tokens, possessive `'s` removed, lower case, Lucene's English stop words, Porter stemming.
+Pure Python (plus PyStemmer's C Porter stemmer); no Django.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import Stemmer
+
+# Lucene EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+MAX_TERM_CHARS = 64
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
+_stemmer = Stemmer.Stemmer("porter")
+_stemmer.maxCacheSize = 200_000
+
+
+def analyze(text: str) -> list[str]:
+    """Terms of `text` in order, duplicates kept (document length counts them)."""
+    words = _WORD.findall(_POSSESSIVE.sub("", text.lower()))
+    kept = [w for w in words if w not in STOP_WORDS and len(w) <= MAX_TERM_CHARS]
+    return _stemmer.stemWords(kept)
+
+
+def term_frequencies(text: str) -> tuple[Counter[str], int]:
+    """(term -> frequency, document length in terms)."""
+    terms = analyze(text)
+    return Counter(terms), len(terms)

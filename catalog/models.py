@@ -1,0 +1,199 @@
+"""Catalogs of reference sources, their documents, chunks, embeddings and postings."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from catalog.embedder import DEFAULT_MODEL_ID, DIMENSIONS
+
+_TAG_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+class Catalog(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    chunk_size = models.PositiveIntegerField(
+        default=1000, validators=[MinValueValidator(100), MaxValueValidator(20_000)],
+        help_text="Characters per chunk; 1000 keeps all-MiniLM-L6-v2 (256 tokens) reading chunks whole.",
+    )
+    chunk_overlap = models.PositiveIntegerField(default=100, validators=[MaxValueValidator(10_000)])
+    embedding_model = models.CharField(max_length=100, default=DEFAULT_MODEL_ID)
+    # BM25 corpus statistics over current chunks, kept exact by every index write.
+    chunk_count = models.BigIntegerField(default=0)
+    token_total = models.BigIntegerField(default=0)
+    term_count = models.IntegerField(default=0)
+    idf_sum = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def clean(self) -> None:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValidationError({"chunk_overlap": "Overlap must be smaller than the chunk size."})
+
+    @property
+    def average_idf(self) -> float:
+        return self.idf_sum / self.term_count if self.term_count else 0.0
+
+    @property
+    def average_length(self) -> float:
+        return self.token_total / self.chunk_count if self.chunk_count else 0.0
+
+
+def tag_key(name: str) -> str:
+    """Case and separator-insensitive identity: 'Circuit Breaker' == 'circuit_breaker'."""
+    return _TAG_SEPARATORS.sub("-", name.strip().lower()).strip("-")
+
+
+class Tag(models.Model):
+    name = models.CharField(max_length=100)
+    key = models.CharField(max_length=100, unique=True, editable=False)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        self.key = tag_key(self.name)
+        if not self.key:
+            raise ValidationError({"name": "A tag needs at least one letter or digit."})
+
+
+class ReferenceSource(models.Model):
+    class Mode(models.TextChoices):
+        AUTO = "auto", "auto (always offered)"
+        SELECTABLE = "selectable", "selectable (on request or detection)"
+        PRESELECTED = "preselected", "preselected (pinned for agents)"
+
+    class Kind(models.TextChoices):
+        GLOB = "glob", "files matching a glob under a source root"
+        UPLOAD = "upload", "uploaded files"
+        INLINE = "inline", "inline text"
+
+    class Status(models.TextChoices):
+        NEW = "new"
+        INDEXING = "indexing"
+        READY = "ready"
+        LEXICAL_ONLY = "lexical_only", "ready (lexical only: no embedding model)"
+        ERROR = "error"
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="sources")
+    slug = models.SlugField(max_length=100, help_text="The reference id, unique within the catalog.")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.SELECTABLE)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.GLOB)
+    location = models.CharField(
+        max_length=1024, blank=True,
+        help_text="Glob relative to a source root (or absolute inside one); file name for uploads.",
+    )
+    content = models.TextField(blank=True, help_text="The text of an inline source.")
+    tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
+    requires_approval = models.BooleanField(default=False)
+    fingerprint = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
+    last_error = models.TextField(blank=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["catalog", "slug"]
+        constraints = [models.UniqueConstraint(fields=["catalog", "slug"], name="source_slug_unique_per_catalog")]
+
+    def __str__(self) -> str:
+        return f"{self.catalog.slug}/{self.slug}"
+
+    def clean(self) -> None:
+        if self.kind == self.Kind.GLOB and not self.location:
+            raise ValidationError({"location": "A glob source needs a glob pattern."})
+        if self.kind == self.Kind.INLINE and not self.content:
+            raise ValidationError({"content": "An inline source needs its text."})
+
+
+class Document(models.Model):
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="documents")
+    path = models.CharField(max_length=1024, help_text="Path under the source root, or an external id.")
+    title = models.CharField(max_length=500, blank=True)
+    text = models.TextField()
+    content_sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField()
+    mtime = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["source", "path"]
+        constraints = [models.UniqueConstraint(fields=["source", "path"], name="document_path_unique_per_source")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class Chunk(models.Model):
+    key = models.CharField(max_length=1200, unique=True, help_text="catalog:source:path:byte_offset")
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    byte_offset = models.BigIntegerField()
+    content = models.TextField()
+    token_count = models.PositiveIntegerField(help_text="Embedding-model tokens, [CLS]/[SEP] included.")
+    embedding = VectorField(dimensions=DIMENSIONS, null=True, blank=True)
+
+    class Meta:
+        ordering = ["document", "ordinal"]
+        indexes = [
+            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Term(models.Model):
+    """A catalog's vocabulary entry with its document (chunk) frequency."""
+
+    id = models.AutoField(primary_key=True)  # int4: postings arrays hold these ids
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    text = models.CharField(max_length=64)
+    df = models.IntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "text"], name="term_unique_per_catalog")]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Postings(models.Model):
+    """A chunk's lexical postings: its term ids and their frequencies.
+
+    Stored per chunk (a forward index) in a narrow table; the GIN index over `terms`
+    is the inverted index that BM25 candidate generation walks.
+    """
+
+    chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, related_name="postings")
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    length = models.IntegerField(help_text="Document length in analysed terms (BM25 dl).")
+    terms = ArrayField(models.IntegerField())
+    tfs = ArrayField(models.IntegerField())
+
+    class Meta:
+        indexes = [GinIndex(fields=["terms"], name="postings_terms_gin")]

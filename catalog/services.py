@@ -1,0 +1,405 @@
+"""The catalog write path: resolve a source's files, chunk, embed, write.
+
+source_index() orchestrates:
+  1. collect the source's documents (glob files under a source root, upload rows, inline text)
+  2. chunk each document to fit the embedding model; analyse each chunk into postings
+  3. embed all chunks in length-sorted batches (outside any transaction)
+  4. in one transaction: replace the source's documents, chunks and postings, adjust
+     term document frequencies and recompute the catalog's BM25 statistics
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from catalog import analysis
+from catalog.chunker import Chunk as TextChunk
+from catalog.chunker import chunk_text, fit_to_model
+from catalog.embedder import Embedder, get_embedder
+from catalog.models import Catalog, Document, ReferenceSource
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".rst"}
+EMBED_GROUP = 256  # texts per embedder call, between progress reports
+Progress = Callable[[str, int, int], None]
+
+
+class SourceError(Exception):
+    """A source that cannot be read as configured (bad glob, bad upload, ...)."""
+
+
+@dataclass
+class DocumentInput:
+    path: str
+    title: str
+    text: str
+    size: int
+    mtime: float | None = None
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sha256:
+            self.sha256 = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Collected:
+    documents: list[DocumentInput]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    fingerprint: str = ""
+
+
+@dataclass
+class IndexReport:
+    documents: int
+    chunks: int
+    embedded: bool
+    skipped: list[tuple[str, str]]
+    timings: dict[str, float]
+
+
+# --- resolving files --------------------------------------------------------------------
+
+
+def source_roots() -> list[Path]:
+    return [Path(root).resolve() for root in settings.LECTERN_SOURCE_ROOTS]
+
+
+def _root_and_pattern(pattern: str) -> tuple[Path, str]:
+    """The source root a glob reads from and the pattern relative to it.
+
+    Refuses `..` anywhere and absolute patterns outside every configured root.
+    """
+    roots = source_roots()
+    if not pattern.strip():
+        raise SourceError("empty glob pattern")
+    if ".." in PurePosixPath(pattern).parts or "\x00" in pattern:
+        raise SourceError(f"glob {pattern!r} may not contain '..'")
+    if not os.path.isabs(pattern):
+        if not roots:
+            raise SourceError("no source roots are configured (LECTERN_SOURCE_ROOTS)")
+        return roots[0], pattern
+    for root in roots:
+        try:
+            return root, str(PurePosixPath(pattern).relative_to(root))
+        except ValueError:
+            continue
+    raise SourceError(f"glob {pattern!r} is outside the configured source roots")
+
+
+def glob_resolve(pattern: str) -> tuple[list[tuple[str, Path]], list[tuple[str, str]]]:
+    """([(relative path, real path)], [(relative path, reason skipped)]) for a glob."""
+    root, relative = _root_and_pattern(pattern)
+    files, skipped = [], []
+    for match in sorted(glob.glob(relative, root_dir=root, recursive=True)):
+        absolute = root / match
+        real = absolute.resolve()
+        if not real.is_relative_to(root):
+            skipped.append((match, "symlink points outside the source root"))
+        elif real.is_file():
+            files.append((match, real))
+    return files, skipped
+
+
+def fingerprint(entries: Iterable[tuple[str, int, float | None]]) -> str:
+    """sha256 over the sorted (relative path, size, integer mtime) of a source's files."""
+    digest = hashlib.sha256()
+    for path, size, mtime in sorted(entries):
+        digest.update(f"{path}\0{size}\0{int(mtime or 0)}\n".encode())
+    return digest.hexdigest()
+
+
+def _title_of(path: str, text: str) -> str:
+    for line in text.splitlines()[:50]:
+        if line.startswith("# "):
+            return line[2:].strip()[:500]
+    return PurePosixPath(path).stem.replace("-", " ").replace("_", " ")[:500]
+
+
+def _read_glob(source: ReferenceSource) -> Collected:
+    files, skipped = glob_resolve(source.location)
+    documents, stats = [], []
+    for relative, real in files:
+        info = real.stat()
+        stats.append((relative, info.st_size, info.st_mtime))
+        if real.suffix.lower() not in TEXT_SUFFIXES:
+            skipped.append((relative, f"unsupported file type {real.suffix or '(none)'}; md, txt and rst are read"))
+            continue
+        try:
+            text = real.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            skipped.append((relative, f"not UTF-8 text (byte {exc.start})"))
+            continue
+        documents.append(DocumentInput(relative, _title_of(relative, text), text, info.st_size, info.st_mtime))
+    return Collected(documents, skipped, fingerprint(stats))
+
+
+def source_collect(*, source: ReferenceSource) -> Collected:
+    """The documents a source holds now, with its fingerprint."""
+    if source.kind == ReferenceSource.Kind.GLOB:
+        return _read_glob(source)
+    if source.kind == ReferenceSource.Kind.INLINE:
+        path = f"{source.slug}.md"
+        doc = DocumentInput(path, source.name or source.slug, source.content, len(source.content.encode()))
+        return Collected([doc], [], doc.sha256)
+    stored = Document.objects.filter(source=source).order_by("path")
+    documents = [DocumentInput(d.path, d.title, d.text, d.size, d.mtime, d.content_sha256) for d in stored]
+    return Collected(documents, [], fingerprint((d.path, d.size, 0) for d in documents) if documents else "")
+
+
+# --- preparing chunks -------------------------------------------------------------------
+
+
+@dataclass
+class PreparedChunk:
+    document: int  # index into the document list
+    chunk: TextChunk
+    token_count: int
+    terms: Counter[str]
+    length: int
+
+
+def _approximate_tokens(texts: list[str]) -> list[int]:
+    return [len(t.split()) + 2 for t in texts]
+
+
+def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: Embedder | None) -> list[PreparedChunk]:
+    prepared = []
+    for index, doc in enumerate(documents):
+        pieces = chunk_text(doc.text, size=catalog.chunk_size, overlap=catalog.chunk_overlap)
+        if embedder is not None:
+            fitted = fit_to_model(doc.text, pieces, count_tokens=embedder.count_tokens,
+                                  max_tokens=embedder.max_tokens, overlap=catalog.chunk_overlap)
+        else:
+            fitted = list(zip(pieces, _approximate_tokens([p.content for p in pieces]), strict=True))
+        for piece, tokens in fitted:
+            terms, length = analysis.term_frequencies(piece.content)
+            prepared.append(PreparedChunk(index, piece, tokens, terms, length))
+    return prepared
+
+
+def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None = None) -> np.ndarray:
+    """Embed in groups of similar length, reporting progress between groups."""
+    vectors = np.zeros((len(texts), 384), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    for lo in range(0, len(order), EMBED_GROUP):
+        idx = order[lo : lo + EMBED_GROUP]
+        vectors[idx] = embedder.embed([texts[i] for i in idx])
+        if progress:
+            progress("embed", min(lo + EMBED_GROUP, len(order)), len(order))
+    return vectors
+
+
+# --- writing ----------------------------------------------------------------------------
+
+
+def _vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(map(str, vector.tolist())) + "]"
+
+
+def _delete_source_rows(cursor, source_id: int) -> None:
+    """Remove a source's documents, chunks and postings, releasing their term counts."""
+    cursor.execute(
+        """
+        UPDATE catalog_term t SET df = t.df - x.n
+        FROM (SELECT unnest(p.terms) AS term_id, count(*) AS n
+              FROM catalog_postings p JOIN catalog_chunk c ON c.id = p.chunk_id
+              WHERE c.source_id = %s GROUP BY 1) x
+        WHERE t.id = x.term_id
+        """,
+        [source_id],
+    )
+    cursor.execute(
+        "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.id = p.chunk_id AND c.source_id = %s",
+        [source_id],
+    )
+    cursor.execute("DELETE FROM catalog_chunk WHERE source_id = %s", [source_id])
+    cursor.execute("DELETE FROM catalog_document WHERE source_id = %s", [source_id])
+
+
+def _upsert_terms(cursor, catalog_id: int, df: Counter[str]) -> dict[str, int]:
+    if not df:
+        return {}
+    texts = sorted(df)  # a fixed order: concurrent writers lock term rows alike
+    cursor.execute(
+        """
+        INSERT INTO catalog_term (catalog_id, text, df)
+        SELECT %s, t, d FROM unnest(%s::text[], %s::int[]) AS x(t, d) ORDER BY t
+        ON CONFLICT (catalog_id, text) DO UPDATE SET df = catalog_term.df + EXCLUDED.df
+        RETURNING id, text
+        """,
+        [catalog_id, texts, [df[t] for t in texts]],
+    )
+    return {text: term_id for term_id, text in cursor.fetchall()}
+
+
+def refresh_catalog_stats(cursor, catalog_id: int) -> None:
+    """Recompute N, total length and the vocabulary's idf sum (rank_bm25's average idf)."""
+    cursor.execute("DELETE FROM catalog_term WHERE catalog_id = %s AND df <= 0", [catalog_id])
+    cursor.execute(
+        "SELECT count(*), coalesce(sum(length), 0) FROM catalog_postings WHERE catalog_id = %s", [catalog_id]
+    )
+    n_chunks, total = cursor.fetchone()
+    cursor.execute(
+        """
+        SELECT count(*), coalesce(sum(ln(%s - df + 0.5) - ln(df + 0.5)), 0)
+        FROM catalog_term WHERE catalog_id = %s
+        """,
+        [float(n_chunks), catalog_id],
+    )
+    n_terms, idf_sum = cursor.fetchone()
+    Catalog.objects.filter(pk=catalog_id).update(
+        chunk_count=n_chunks, token_total=total, term_count=n_terms, idf_sum=idf_sum, updated_at=timezone.now()
+    )
+
+
+def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], prepared: list[PreparedChunk],
+                  vectors: np.ndarray | None) -> None:
+    cursor.execute(
+        "SELECT nextval(pg_get_serial_sequence('catalog_chunk', 'id')) FROM generate_series(1, %s)", [len(prepared)]
+    )
+    ids = [row[0] for row in cursor.fetchall()]
+    df: Counter[str] = Counter()
+    for item in prepared:
+        df.update(item.terms.keys())
+    term_ids = _upsert_terms(cursor, source.catalog_id, df)
+    prefix = f"{source.catalog.slug}:{source.slug}:"
+    raw = cursor.cursor  # psycopg cursor: COPY is far faster than INSERTs here
+    columns = "id, key, catalog_id, source_id, document_id, ordinal, byte_offset, content, token_count, embedding"
+    with raw.copy(f"COPY catalog_chunk ({columns}) FROM STDIN") as copy:
+        for i, item in enumerate(prepared):
+            doc = documents[item.document]
+            vector = _vector_literal(vectors[i]) if vectors is not None else None
+            copy.write_row((ids[i], f"{prefix}{doc.path}:{item.chunk.byte_offset}", source.catalog_id, source.id,
+                            doc.id, item.chunk.ordinal, item.chunk.byte_offset, item.chunk.content,
+                            item.token_count, vector))
+    with raw.copy("COPY catalog_postings (chunk_id, catalog_id, length, terms, tfs) FROM STDIN") as copy:
+        for i, item in enumerate(prepared):
+            terms = sorted(item.terms.items(), key=lambda kv: term_ids[kv[0]])
+            copy.write_row((ids[i], source.catalog_id, item.length,
+                            [term_ids[t] for t, _ in terms], [n for _, n in terms]))
+
+
+def _replace_source_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
+                         vectors: np.ndarray | None) -> None:
+    with transaction.atomic():
+        # One writer per catalog at a time: term frequencies and statistics stay exact.
+        Catalog.objects.select_for_update().filter(pk=source.catalog_id).first()
+        with connection.cursor() as cursor:
+            _delete_source_rows(cursor, source.id)
+            documents = Document.objects.bulk_create([
+                Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.text,
+                         content_sha256=d.sha256, size=d.size, mtime=d.mtime)
+                for d in collected.documents
+            ])
+            if prepared:
+                _write_chunks(cursor, source, documents, prepared, vectors)
+            refresh_catalog_stats(cursor, source.catalog_id)
+        status = ReferenceSource.Status.READY if vectors is not None else ReferenceSource.Status.LEXICAL_ONLY
+        ReferenceSource.objects.filter(pk=source.pk).update(
+            status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),
+            indexed_at=timezone.now(),
+        )
+
+
+def _skipped_note(skipped: list[tuple[str, str]]) -> str:
+    return "\n".join(f"skipped {path}: {reason}" for path, reason in skipped)
+
+
+def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | None = None,
+                 progress: Progress | None = None) -> IndexReport:
+    """Rebuild a source's index; see the module docstring for the steps.
+
+    `documents` replaces what the source would collect (imports hand them in). On
+    failure the source keeps its previous rows and records the error.
+    """
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
+    try:
+        collected = Collected(documents, [], _documents_fingerprint(documents)) if documents is not None \
+            else source_collect(source=source)
+        timings["collect"] = time.perf_counter() - started
+        embedder = get_embedder()
+        prepared = prepare_chunks(source.catalog, collected.documents, embedder)
+        timings["chunk"] = time.perf_counter() - started - sum(timings.values())
+        vectors = None
+        if embedder is not None:
+            vectors = embed_texts(embedder, [p.chunk.content for p in prepared], progress)
+        timings["embed"] = time.perf_counter() - started - sum(timings.values())
+        _replace_source_rows(source, collected, prepared, vectors)
+        timings["write"] = time.perf_counter() - started - sum(timings.values())
+    except Exception as exc:
+        ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.ERROR,
+                                                             last_error=f"{type(exc).__name__}: {exc}")
+        raise
+    logger.info("indexed %s: %d documents, %d chunks in %.2fs", source, len(collected.documents),
+                len(prepared), time.perf_counter() - started)
+    return IndexReport(len(collected.documents), len(prepared), vectors is not None, collected.skipped, timings)
+
+
+def _documents_fingerprint(documents: list[DocumentInput]) -> str:
+    return fingerprint((d.path, d.size, 0) for d in documents) if documents else ""
+
+
+def catalog_index(*, catalog: Catalog, progress: Progress | None = None) -> dict[str, IndexReport]:
+    """Rebuild every glob and inline source of a catalog (uploads keep their rows)."""
+    reports = {}
+    for source in catalog.sources.select_related("catalog").exclude(kind=ReferenceSource.Kind.UPLOAD):
+        reports[source.slug] = source_index(source=source, progress=progress)
+    return reports
+
+
+# --- importing --------------------------------------------------------------------------
+
+
+def parse_beir_jsonl(lines: Iterable[str]) -> list[DocumentInput]:
+    """BEIR corpus lines ({"_id", "title"?, "text"}) as documents; the title is
+    prepended to the text so that both are searchable. Raises SourceError naming the
+    first bad line."""
+    documents, seen = [], set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("_id"), str) or not row["_id"]:
+            raise SourceError(f"line {number}: needs a non-empty string '_id'")
+        title, text = row.get("title") or "", row.get("text") or ""
+        if not isinstance(title, str) or not isinstance(text, str):
+            raise SourceError(f"line {number}: 'title' and 'text' must be strings")
+        if row["_id"] in seen:
+            raise SourceError(f"line {number}: duplicate _id {row['_id']!r}")
+        seen.add(row["_id"])
+        body = f"{title}\n\n{text}" if title and text else title or text
+        documents.append(DocumentInput(row["_id"], title[:500], body, len(body.encode("utf-8"))))
+    return documents
+
+
+def source_import_documents(*, catalog: Catalog, slug: str, documents: list[DocumentInput],
+                            progress: Progress | None = None) -> tuple[ReferenceSource, IndexReport]:
+    """Create or replace an upload source holding `documents`, and index it."""
+    source, _ = ReferenceSource.objects.get_or_create(
+        catalog=catalog, slug=slug,
+        defaults={"name": slug, "kind": ReferenceSource.Kind.UPLOAD, "location": slug},
+    )
+    if source.kind != ReferenceSource.Kind.UPLOAD:
+        raise SourceError(f"source {slug!r} exists and is a {source.kind} source, not an upload")
+    return source, source_index(source=source, documents=documents, progress=progress)

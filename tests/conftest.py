@@ -1,0 +1,54 @@
+"""Shared fixtures: a real embedded Postgres (pytest-django's test database), the real
+ONNX embedder, and named callers per role."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from catalog.models import Catalog
+from catalog.services import DocumentInput, source_import_documents
+from retrieval.models import Agent, hash_token, new_token
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture
+def make_catalog(db):
+    def make(slug: str = "docs", **fields) -> Catalog:
+        return Catalog.objects.create(slug=slug, name=fields.pop("name", slug.title()), **fields)
+
+    return make
+
+
+@pytest.fixture
+def indexed_catalog(make_catalog):
+    """A small catalog indexed through the real write path (chunker, ONNX, Postgres)."""
+    catalog = make_catalog("ops")
+    documents = [
+        DocumentInput("circuit-breaker.md", "Circuit breaker",
+                      "A circuit breaker stops calls to a failing dependency. After repeated failures it opens; "
+                      "after a cool-down it lets one trial request through.", 140),
+        DocumentInput("retries.md", "Retries", "Retry transient failures with exponential backoff and jitter. "
+                      "Cap the number of attempts.", 90),
+        DocumentInput("caching.md", "Caching", "Cache responses with a time to live. Invalidate the cache on "
+                      "every write to the underlying record.", 100),
+        DocumentInput("logging.md", "Logging", "Log in JSON. Never log secrets or tokens in clear text.", 60),
+    ]
+    source_import_documents(catalog=catalog, slug="handbook", documents=documents)
+    catalog.refresh_from_db()
+    return catalog
+
+
+@pytest.fixture
+def agent_token(db):
+    """make(name, catalogs) -> bearer token of a new agent scoped to those catalogs."""
+
+    def make(name: str, catalogs: list[Catalog]) -> str:
+        token = new_token()
+        agent = Agent.objects.create(name=name, token_hash=hash_token(token), token_hint=token[:8])
+        agent.catalogs.set(catalogs)
+        return token
+
+    return make
