@@ -1,8 +1,12 @@
 """Test settings: what must differ when the suite runs."""
 
+import os
+
 from config.settings import *  # noqa: F403
-from config.settings import Q_CLUSTER
+from config.settings import DATABASES, Q_CLUSTER
 
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LECTERN_EMBEDDING_BATCH = 16
+# Parallel runs on one server (several checkouts, CI beside a dev) need distinct names.
+DATABASES["default"]["TEST"] = {"NAME": os.environ.get("LECTERN_TEST_DB", "test_lectern")}
