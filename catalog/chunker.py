@@ -55,14 +55,16 @@ def _raw_split(text: str, start: int, end: int, size: int, overlap: int) -> list
 
 def _spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     segments, spans, i = _segments(text), [], 0
+    # Chunks are stripped, so a segment's trailing whitespace counts toward no size.
+    ends = [start + len(text[start:end].rstrip()) for start, end in segments]
     while i < len(segments):
         seg_start, seg_end = segments[i]
-        if seg_end - seg_start > size:
+        if ends[i] - seg_start > size:
             spans.extend(_raw_split(text, seg_start, seg_end, size, overlap))
             i += 1
             continue
         j = i
-        while j + 1 < len(segments) and segments[j + 1][1] - seg_start <= size:
+        while j + 1 < len(segments) and ends[j + 1] - seg_start <= size:
             j += 1
         spans.append((seg_start, segments[j][1]))
         if j + 1 >= len(segments):
@@ -70,7 +72,7 @@ def _spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
         # Rewind: the next chunk starts at the earliest segment after i that lies
         # within `overlap` characters of this chunk's end, provided that chunk can
         # still reach past this one's end (else it would only repeat text).
-        nxt, reach = j + 1, segments[j + 1][1]
+        nxt, reach = j + 1, ends[j + 1]
         while (nxt - 1 > i and segments[j][1] - segments[nxt - 1][0] <= overlap
                and reach - segments[nxt - 1][0] <= size):
             nxt -= 1
@@ -124,4 +126,17 @@ def fit_to_model(
         ]
         fitted.extend(fit_to_model(text, relocated, count_tokens=count_tokens, max_tokens=max_tokens,
                                    overlap=overlap))
-    return [(Chunk(i, c.start, c.end, c.byte_offset, c.content), n) for i, (c, n) in enumerate(fitted)]
+    kept = _drop_contained(fitted)
+    return [(Chunk(i, c.start, c.end, c.byte_offset, c.content), n) for i, (c, n) in enumerate(kept)]
+
+
+def _drop_contained(chunks: list[tuple[Chunk, int]]) -> list[tuple[Chunk, int]]:
+    """Re-splitting one chunk can yield a piece lying wholly inside its overlapping
+    neighbour (same start offset, hence the same chunk id): such pieces add nothing."""
+    ordered = sorted(chunks, key=lambda pair: (pair[0].start, -pair[0].end))
+    kept: list[tuple[Chunk, int]] = []
+    for pair in ordered:
+        if kept and pair[0].end <= kept[-1][0].end:
+            continue
+        kept.append(pair)
+    return kept

@@ -197,3 +197,22 @@ class Postings(models.Model):
 
     class Meta:
         indexes = [GinIndex(fields=["terms"], name="postings_terms_gin")]
+
+    def __str__(self) -> str:
+        return f"postings of chunk {self.chunk_id}"
+
+
+class EmbeddingCache(models.Model):
+    """Vectors by (model, sha256 of the chunk text): text that moved or was re-imported
+    is never embedded twice, and an interrupted run resumes from what it embedded."""
+
+    model = models.CharField(max_length=100)
+    text_sha256 = models.CharField(max_length=64)
+    embedding = VectorField(dimensions=DIMENSIONS)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "text_sha256"], name="embedding_cache_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.model}:{self.text_sha256[:12]}"

@@ -71,6 +71,7 @@ class IndexReport:
     embedded: bool
     skipped: list[tuple[str, str]]
     timings: dict[str, float]
+    reused_embeddings: int = 0
 
 
 # --- resolving files --------------------------------------------------------------------
@@ -193,16 +194,56 @@ def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: E
     return prepared
 
 
-def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None = None) -> np.ndarray:
-    """Embed in groups of similar length, reporting progress between groups."""
+def _text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cached_vectors(model: str, digests: list[str]) -> dict[str, np.ndarray]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT text_sha256, embedding::text FROM catalog_embeddingcache "
+            "WHERE model = %s AND text_sha256 = ANY(%s)",
+            [model, list(set(digests))],
+        )
+        return {digest: np.array(json.loads(literal), dtype=np.float32) for digest, literal in cursor.fetchall()}
+
+
+def _cache_vectors(model: str, digests: list[str], vectors: np.ndarray) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO catalog_embeddingcache (model, text_sha256, embedding, created_at)
+            SELECT %s, d, e::vector, now() FROM unnest(%s::text[], %s::text[]) AS x(d, e)
+            ON CONFLICT (model, text_sha256) DO NOTHING
+            """,
+            [model, digests, [_vector_literal(v) for v in vectors]],
+        )
+
+
+def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None = None) -> tuple[np.ndarray, int]:
+    """(vectors, how many came from the cache). Misses are embedded in groups of
+    similar length; each group is cached as soon as it is done (committed on its own,
+    so a killed run resumes from there), and progress is reported between groups."""
+    digests = [_text_sha256(t) for t in texts]
+    cached = _cached_vectors(embedder.model_id, digests)
     vectors = np.zeros((len(texts), 384), dtype=np.float32)
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    misses = []
+    for i, digest in enumerate(digests):
+        if digest in cached:
+            vectors[i] = cached[digest]
+        else:
+            misses.append(i)
+    order = sorted(misses, key=lambda i: len(texts[i]))
+    done = len(texts) - len(misses)
     for lo in range(0, len(order), EMBED_GROUP):
         idx = order[lo : lo + EMBED_GROUP]
         vectors[idx] = embedder.embed([texts[i] for i in idx])
+        _cache_vectors(embedder.model_id, [digests[i] for i in idx], vectors[idx])
         if progress:
-            progress("embed", min(lo + EMBED_GROUP, len(order)), len(order))
-    return vectors
+            progress("embed", done + lo + len(idx), len(texts))
+    if progress and not order:
+        progress("embed", len(texts), len(texts))
+    return vectors, len(texts) - len(misses)
 
 
 # --- writing ----------------------------------------------------------------------------
@@ -295,7 +336,7 @@ def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], pr
                             [term_ids[t] for t, _ in terms], [n for _, n in terms]))
 
 
-def _replace_source_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
+def source_replace_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
                          vectors: np.ndarray | None) -> None:
     with transaction.atomic():
         # One writer per catalog at a time: term frequencies and statistics stay exact.
@@ -338,11 +379,11 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
         embedder = get_embedder()
         prepared = prepare_chunks(source.catalog, collected.documents, embedder)
         timings["chunk"] = time.perf_counter() - started - sum(timings.values())
-        vectors = None
+        vectors, reused = None, 0
         if embedder is not None:
-            vectors = embed_texts(embedder, [p.chunk.content for p in prepared], progress)
+            vectors, reused = embed_texts(embedder, [p.chunk.content for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
-        _replace_source_rows(source, collected, prepared, vectors)
+        source_replace_rows(source, collected, prepared, vectors)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
     except Exception as exc:
         ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.ERROR,
@@ -350,7 +391,8 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
         raise
     logger.info("indexed %s: %d documents, %d chunks in %.2fs", source, len(collected.documents),
                 len(prepared), time.perf_counter() - started)
-    return IndexReport(len(collected.documents), len(prepared), vectors is not None, collected.skipped, timings)
+    return IndexReport(len(collected.documents), len(prepared), vectors is not None, collected.skipped, timings,
+                       reused)
 
 
 def _documents_fingerprint(documents: list[DocumentInput]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -47,6 +47,9 @@ class SearchApi(APIView):
         scores = serializers.DictField(child=serializers.FloatField(allow_null=True))
         ranks = serializers.DictField(child=serializers.IntegerField(allow_null=True))
 
+    # Distinct component names: both views' serializers would otherwise be "Output",
+    # and the schema would describe search results as catalogs.
+    @extend_schema_serializer(component_name="SearchResponse")
     class OutputSerializer(serializers.Serializer):
         results = serializers.ListField(child=serializers.DictField())
         mode = serializers.CharField()
@@ -73,6 +76,7 @@ class SearchApi(APIView):
 class CatalogListApi(APIView):
     """The catalogs this caller may search, with their index statistics."""
 
+    @extend_schema_serializer(component_name="Catalog")
     class OutputSerializer(serializers.Serializer):
         slug = serializers.SlugField()
         name = serializers.CharField()

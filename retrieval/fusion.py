@@ -13,7 +13,9 @@ K = TypeVar("K", bound=Hashable)
 Ranking = Sequence[tuple[K, float]]
 
 
-def rrf(rankings: Mapping[str, Ranking], *, k: int = 60, weights: Mapping[str, float] | None = None) -> list[tuple[K, float]]:
+def rrf(
+    rankings: Mapping[str, Ranking], *, k: int = 60, weights: Mapping[str, float] | None = None
+) -> list[tuple[K, float]]:
     """Reciprocal rank fusion: score = sum of weight / (k + rank), ranks from 1."""
     fused: dict = {}
     for name, ranking in rankings.items():

@@ -201,8 +201,13 @@ def _ranked(rows: list[Row], dedup: bool) -> list[Row]:
     return kept
 
 
+def _key(row: Row, dedup: bool) -> int:
+    """What fusion ranks: chunks, or documents when deduplicating."""
+    return row[1] if dedup else row[0]
+
+
 def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int, float]]:
-    rankings = {name: [(row[0], row[2]) for row in rows] for name, rows in lists.items()}
+    rankings = {name: [(_key(row, options.dedup), row[2]) for row in rows] for name, rows in lists.items()}
     if options.mode == "hybrid" and options.fusion == "convex":
         weights = options.weights or {"bm25": 0.5, "vector": 0.5}
         return fusion.convex(rankings, weights=weights, normalise=options.normalization)
@@ -243,22 +248,27 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
         lists["vector"] = sorted(((pk, doc, sims[pk]) for pk, doc, _ in lists["bm25"] if pk in sims),
                                  key=lambda row: -row[2])
     fused = _fuse(lists, options)[: options.top_k]
-    hits = _hydrate(catalog, query, vector, fused, lists)
+    hits = _hydrate(catalog, query, vector, fused, lists, options.dedup)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes)
 
 
 def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple[int, float]],
-             lists: dict[str, list[Row]]) -> list[Hit]:
-    """Hits for the fused top chunks, with both component scores and ranks."""
-    pks = [pk for pk, _ in fused]
-    scores = {name: {row[0]: row[2] for row in rows} for name, rows in lists.items()}
-    ranks = {name: {row[0]: i for i, row in enumerate(rows, start=1)} for name, rows in lists.items()}
-    missing_bm25 = [pk for pk in pks if pk not in scores.get("bm25", {})]
-    scores.setdefault("bm25", {}).update(bm25_scores_for(catalog=catalog, query=query, chunk_pks=missing_bm25))
-    if vector is not None:
-        missing_vector = [pk for pk in pks if pk not in scores.get("vector", {})]
-        scores.setdefault("vector", {}).update(vector_scores_for(vector=vector, chunk_pks=missing_vector))
+             lists: dict[str, list[Row]], dedup: bool) -> list[Hit]:
+    """Hits for the fused keys, with both component scores and ranks.
+
+    A key is a chunk, or with dedup a document shown by its best chunk (the lexical
+    one when both lists hold the document); its ranks and scores are the document's.
+    """
+    scores = {name: {_key(row, dedup): row[2] for row in rows} for name, rows in lists.items()}
+    ranks = {name: {_key(row, dedup): i for i, row in enumerate(rows, start=1)} for name, rows in lists.items()}
+    shown: dict[int, int] = {}
+    for name in ("vector", "bm25"):  # bm25 last: it wins when both hold the key
+        shown.update({_key(row, dedup): row[0] for row in lists.get(name, [])})
+    keys = [key for key, _ in fused]
+    missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
+    extra = {"bm25": bm25_scores_for(catalog=catalog, query=query, chunk_pks=missing["bm25"]),
+             "vector": vector_scores_for(vector=vector, chunk_pks=missing["vector"]) if vector else {}}
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -266,17 +276,17 @@ def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple
             FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
             JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.id = ANY(%s)
             """,
-            [pks],
+            [[shown[k] for k in keys]],
         )
         rows = {row[0]: row for row in cursor.fetchall()}
     hits = []
-    for pk, fused_score in fused:
-        _, doc_pk, key, path, title, source, content, offset = rows[pk]
+    for key, fused_score in fused:
+        pk, doc_pk, chunk_key, path, title, source, content, offset = rows[shown[key]]
+        component = {name: scores.get(name, {}).get(key, extra[name].get(pk)) for name in ("bm25", "vector")}
         hits.append(Hit(
             chunk_pk=pk, document_pk=doc_pk, score=fused_score,
-            scores={"bm25": scores["bm25"].get(pk, 0.0), "vector": scores.get("vector", {}).get(pk),
-                    "fused": fused_score},
-            ranks={"bm25": ranks.get("bm25", {}).get(pk), "vector": ranks.get("vector", {}).get(pk)},
-            key=key, document_id=path, title=title, source=source, content=content, byte_offset=offset,
+            scores={"bm25": component["bm25"] or 0.0, "vector": component["vector"], "fused": fused_score},
+            ranks={"bm25": ranks.get("bm25", {}).get(key), "vector": ranks.get("vector", {}).get(key)},
+            key=chunk_key, document_id=path, title=title, source=source, content=content, byte_offset=offset,
         ))
     return hits

@@ -1,0 +1,129 @@
+"""The demo catalog: the engineering handbook shipped in catalog/demo/.
+
+demo_load() is idempotent, so `make run` can call it on every start:
+  1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
+  2. index each source whose files changed since it was last indexed (by fingerprint)
+  3. create the superuser "admin" (password "lectern") unless that user exists
+  4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from catalog.embedder import get_embedder
+from catalog.models import Catalog, ReferenceSource, Tag, tag_key
+from catalog.services import IndexReport, Progress, source_collect, source_index, source_roots
+from retrieval.models import Agent, hash_token, new_token
+
+DEMO_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_CATALOG = {"slug": "demo", "name": "Engineering handbook",
+                "description": "A software-engineering handbook: resilience patterns, APIs, data, operations "
+                               "and team practices. Shipped with Lectern as a demo."}
+ADMIN_USERNAME, ADMIN_PASSWORD = "admin", "lectern"
+AGENT_NAME = "demo-agent"
+
+
+@dataclass
+class DemoReport:
+    catalog: Catalog
+    indexed: dict[str, IndexReport] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+    admin_created: bool = False
+    token: str = ""
+
+
+def demo_load(*, sources_file: Path = DEMO_DIR / "sources.json", progress: Progress | None = None) -> DemoReport:
+    """Load the demo; see the module docstring for the steps."""
+    specs = json.loads(sources_file.read_text(encoding="utf-8"))
+    catalog = demo_catalog_upsert()
+    report = DemoReport(catalog=catalog)
+    for spec in specs:
+        source = demo_source_upsert(catalog=catalog, spec=spec)
+        if source_is_current(source=source):
+            report.unchanged.append(source.slug)
+        else:
+            report.indexed[source.slug] = source_index(source=source, progress=progress)
+    catalog.refresh_from_db()
+    report.admin_created = demo_admin_ensure()
+    report.token = agent_token_rotate(name=AGENT_NAME, catalogs=[catalog])
+    return report
+
+
+def demo_catalog_upsert() -> Catalog:
+    catalog = Catalog.objects.filter(slug=DEMO_CATALOG["slug"]).first() or Catalog(slug=DEMO_CATALOG["slug"])
+    catalog.name, catalog.description = DEMO_CATALOG["name"], DEMO_CATALOG["description"]
+    catalog.full_clean()
+    catalog.save()
+    return catalog
+
+
+def tags_ensure(*, names: list[str]) -> list[Tag]:
+    """One Tag per distinct key; an existing tag keeps the spelling it was created with."""
+    tags = {}
+    for name in names:
+        tag, _ = Tag.objects.get_or_create(key=tag_key(name), defaults={"name": name.strip()})
+        tags[tag.key] = tag
+    return list(tags.values())
+
+
+def _demo_location(location: str) -> str:
+    """Relative globs resolve against the first source root; when another root comes
+    first (LECTERN_SOURCE_ROOTS), point at the shipped files by absolute path instead."""
+    roots = source_roots()
+    if roots and roots[0] == DEMO_DIR:
+        return location
+    return str(DEMO_DIR / location)
+
+
+@transaction.atomic
+def demo_source_upsert(*, catalog: Catalog, spec: dict) -> ReferenceSource:
+    source = ReferenceSource.objects.filter(catalog=catalog, slug=spec["slug"]).first() \
+        or ReferenceSource(catalog=catalog, slug=spec["slug"])
+    source.name, source.description = spec["name"], spec.get("description", "")
+    source.kind, source.location = ReferenceSource.Kind.GLOB, _demo_location(spec["location"])
+    source.mode = spec.get("mode", ReferenceSource.Mode.SELECTABLE)
+    source.requires_approval = bool(spec.get("requires_approval", False))
+    source.full_clean()
+    source.save()
+    source.tags.set(tags_ensure(names=spec.get("tags", [])))
+    return source
+
+
+def source_is_current(*, source: ReferenceSource) -> bool:
+    """Indexed from the files as they are now, and with embeddings if a model is loaded
+    (a source indexed lexical-only before the model was available is stale)."""
+    done = {ReferenceSource.Status.READY}
+    if get_embedder() is None:
+        done.add(ReferenceSource.Status.LEXICAL_ONLY)
+    if source.status not in done or not source.fingerprint:
+        return False
+    return source.fingerprint == source_collect(source=source).fingerprint
+
+
+def demo_admin_ensure() -> bool:
+    """Create the demo superuser unless a user of that name exists (its password is
+    then left alone). True when created."""
+    users = get_user_model()
+    if users.objects.filter(username=ADMIN_USERNAME).exists():
+        return False
+    users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=ADMIN_PASSWORD)
+    return True
+
+
+@transaction.atomic
+def agent_token_rotate(*, name: str, catalogs: list[Catalog]) -> str:
+    """Issue a new token for agent `name` (created if missing), scoped to `catalogs`.
+    Only the hash is stored, so the token can be shown once and never again."""
+    token = new_token()
+    agent = Agent.objects.select_for_update().filter(name=name).first() or Agent(name=name)
+    agent.token_hash, agent.token_hint, agent.is_active = hash_token(token), token[:8], True
+    agent.full_clean()
+    agent.save()
+    agent.catalogs.set(catalogs)
+    return token

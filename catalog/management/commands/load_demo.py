@@ -1,0 +1,42 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from catalog.demo_loader import ADMIN_PASSWORD, ADMIN_USERNAME, AGENT_NAME, demo_load
+from catalog.progress import ProgressBar
+from catalog.services import SourceError
+
+CURL = ("curl -s -X POST http://127.0.0.1:8000/api/v1/search -H \"Authorization: Bearer $TOKEN\" "
+        "-H 'Content-Type: application/json' "
+        "-d '{\"catalog\":\"demo\",\"query\":\"how should we handle transient failures?\",\"top_k\":3}'")
+
+
+class Command(BaseCommand):
+    help = ("Load the demo catalog (catalog/demo/), index what changed, ensure the admin user and "
+            "print a fresh token for the demo agent. Safe to run repeatedly.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args, no_progress: bool, **options):
+        progress = ProgressBar(enabled=not no_progress)
+        try:
+            report = demo_load(progress=progress)
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
+        finally:
+            progress.close()
+        catalog = report.catalog
+        self.stdout.write(f"Catalog {catalog.slug} ({catalog.name}): {catalog.sources.count()} sources, "
+                          f"{catalog.chunk_count} chunks")
+        for slug, index in report.indexed.items():
+            mode = "hybrid" if index.embedded else "lexical only"
+            self.stdout.write(f"  indexed {slug}: {index.documents} documents, {index.chunks} chunks ({mode})")
+        if report.unchanged:
+            self.stdout.write(f"  unchanged, not re-indexed: {len(report.unchanged)} sources")
+        if report.admin_created:
+            self.stdout.write(f"Superuser created: {ADMIN_USERNAME} / {ADMIN_PASSWORD} (sign in at /accounts/login/)")
+        else:
+            self.stdout.write(f"Superuser {ADMIN_USERNAME} exists; its password was left unchanged")
+        self.stdout.write(f"Agent token ({AGENT_NAME}): {report.token}")
+        self.stdout.write("Try it (the previous demo token no longer works):")
+        self.stdout.write(f"  export TOKEN={report.token}")
+        self.stdout.write(f"  {CURL}")

@@ -1,0 +1,422 @@
+"""The measurements behind `manage.py bench`.
+
+Search latency (`search_benchmark`):
+  1. wait until the real base catalog (NFCorpus) is indexed
+  2. grow a synthetic catalog `bench-<N>` of exactly N chunks from it: each synthetic
+     chunk copies a random real chunk, drops and swaps some words and jitters the
+     embedding, so terms stay Zipfian and vectors stay clustered like real ones; it
+     is written through the real write path (prepare_chunks, source_replace_rows)
+     without embedding
+  3. time chunk_search (query embedding included) per mode over the test queries
+
+Indexing throughput (`index_benchmark`): the full import pipeline (chunk, count
+tokens, embed, write) against a bare ONNX Runtime loop over the same chunk texts,
+alternating the two so that machine noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from catalog.embedder import default_model_files, get_embedder
+from catalog.models import Catalog, Chunk, ReferenceSource
+from catalog.services import (
+    Collected,
+    DocumentInput,
+    parse_beir_jsonl,
+    prepare_chunks,
+    source_import_documents,
+    source_replace_rows,
+)
+from retrieval.evaluation import read_qrels, read_queries
+from retrieval.metrics import percentile
+from retrieval.selectors import SearchOptions, chunk_search, embed_query
+
+Log = Callable[[str], None]
+
+SEARCH_MODES = ("bm25", "vector", "hybrid")
+SOURCE_ROWS = 10_000  # synthetic chunks per source: one write transaction each
+MAX_SYNTHETIC_CHARS = 900  # below the catalog's chunk size: one document, one chunk
+_WORD_CHARS = re.compile(r"^[A-Za-z][A-Za-z-]{2,}$")
+
+
+class BenchmarkError(Exception):
+    """A benchmark that cannot run as asked (missing base catalog, data files, ...)."""
+
+
+def default_dataset_dir() -> Path:
+    return Path(settings.BASE_DIR).parent / "shared" / "datasets" / "nfcorpus"
+
+
+# --- the synthetic catalog: pure parts ----------------------------------------------------
+
+
+def perturb_text(text: str, rng: np.random.Generator, vocabulary: list[str], *, drop: float = 0.2,
+                 swaps: int = 3, max_chars: int = MAX_SYNTHETIC_CHARS) -> str:
+    """`text` with about `drop` of its words removed and `swaps` words replaced by
+    random vocabulary words, cut at a word boundary to at most `max_chars`."""
+    words = text.split()
+    kept = [w for w in words if rng.random() >= drop] or words[:1]
+    for position in rng.choice(len(kept), size=min(swaps, len(kept)), replace=False):
+        kept[position] = vocabulary[rng.integers(len(vocabulary))]
+    out = " ".join(kept)
+    if len(out) > max_chars:
+        cut = out.rfind(" ", 0, max_chars + 1)
+        out = out[: cut if cut > 0 else max_chars]
+    return out
+
+
+def jitter(vectors: np.ndarray, rng: np.random.Generator, sigma: float) -> np.ndarray:
+    """Unit vectors near `vectors`: Gaussian noise per dimension, re-normalised."""
+    noisy = vectors + rng.normal(0.0, sigma, size=vectors.shape).astype(np.float32)
+    return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+
+
+def vocabulary_of(texts: list[str]) -> list[str]:
+    """The corpus's distinct plain words, sorted so that a seeded RNG draws alike."""
+    return sorted({w for text in texts for w in text.split() if _WORD_CHARS.match(w)})
+
+
+# --- the synthetic catalog: reading and writing -------------------------------------------
+
+
+def base_wait(*, slug: str, poll_s: float, timeout_s: float, log: Log) -> Catalog:
+    """The base catalog once every source is ready (an import may still be running)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        catalog = Catalog.objects.filter(slug=slug).first()
+        if catalog is None:
+            raise BenchmarkError(f"no catalog {slug!r}: import NFCorpus first "
+                                 f"(manage.py import_jsonl corpus.jsonl --catalog {slug})")
+        statuses = list(catalog.sources.values_list("status", flat=True))
+        if catalog.chunk_count and statuses and all(s == ReferenceSource.Status.READY for s in statuses):
+            return catalog
+        if ReferenceSource.Status.ERROR in statuses:
+            raise BenchmarkError(f"catalog {slug!r} has a source that failed to index; re-import it first")
+        if time.monotonic() > deadline:
+            raise BenchmarkError(f"catalog {slug!r} not ready after {timeout_s:.0f}s (sources: {statuses})")
+        log(f"waiting for {slug}: {catalog.chunk_count} chunks, sources {statuses}; next look in {poll_s:.0f}s")
+        time.sleep(poll_s)
+
+
+def base_chunks(catalog: Catalog) -> tuple[list[str], np.ndarray]:
+    """The base catalog's embedded chunk texts and their (n, 384) float32 vectors."""
+    rows = Chunk.objects.filter(catalog=catalog, embedding__isnull=False).order_by("id")
+    texts, vectors = [], []
+    for content, embedding in rows.values_list("content", "embedding").iterator(chunk_size=2000):
+        texts.append(content)
+        vectors.append(np.asarray(embedding, dtype=np.float32))
+    if not texts:
+        raise BenchmarkError(f"catalog {catalog.slug!r} has no embedded chunks to grow a synthetic catalog from")
+    return texts, np.vstack(vectors)
+
+
+def synthetic_documents(texts: list[str], vectors: np.ndarray, vocabulary: list[str], *, start: int,
+                        count: int, rng: np.random.Generator, sigma: float) -> tuple[list[DocumentInput], np.ndarray]:
+    """`count` short documents (syn-<start>...) copied from random base chunks, with their vectors."""
+    picks = rng.integers(len(texts), size=count)
+    documents = []
+    for offset, pick in enumerate(picks):
+        text = perturb_text(texts[pick], rng, vocabulary)
+        documents.append(DocumentInput(f"syn-{start + offset:07d}", "", text, len(text.encode("utf-8"))))
+    return documents, jitter(vectors[picks], rng, sigma)
+
+
+def synthetic_source_write(*, catalog: Catalog, slug: str, documents: list[DocumentInput],
+                           vectors: np.ndarray) -> int:
+    """Write pre-embedded documents as one upload source; the chunks written."""
+    source = ReferenceSource(catalog=catalog, slug=slug, name=slug, kind=ReferenceSource.Kind.UPLOAD, location=slug)
+    source.full_clean()
+    source.save()
+    prepared = prepare_chunks(catalog, documents, embedder=None)
+    if len(prepared) != len(documents):
+        raise BenchmarkError(f"{slug}: {len(documents)} documents made {len(prepared)} chunks, expected one each")
+    source_replace_rows(source, Collected(documents, [], ""), prepared, vectors)
+    return len(prepared)
+
+
+def bench_catalog_drop(catalog: Catalog) -> None:
+    """Delete a catalog; its bulk rows go by SQL, not through the ORM's cascade collector."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        for table in ("catalog_postings", "catalog_chunk", "catalog_document", "catalog_term"):
+            cursor.execute(f"DELETE FROM {table} WHERE catalog_id = %s", [catalog.pk])
+        catalog.delete()
+
+
+def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, log: Log) -> Catalog:
+    """A fresh `bench-<chunks>` catalog grown from `base` (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    texts, vectors = base_chunks(base)
+    vocabulary = vocabulary_of(texts)
+    catalog = Catalog(slug=f"bench-{chunks}", name=f"Benchmark: {chunks} synthetic chunks",
+                      description=f"Synthetic chunks grown from {base.slug} (seed {seed}, sigma {sigma}).")
+    catalog.full_clean()
+    catalog.save()
+    started = time.perf_counter()
+    for start in range(0, chunks, SOURCE_ROWS):
+        count = min(SOURCE_ROWS, chunks - start)
+        documents, jittered = synthetic_documents(texts, vectors, vocabulary, start=start, count=count,
+                                                  rng=rng, sigma=sigma)
+        synthetic_source_write(catalog=catalog, slug=f"synthetic-{start // SOURCE_ROWS:03d}",
+                               documents=documents, vectors=jittered)
+        log(f"  {catalog.slug}: {start + count}/{chunks} chunks written ({time.perf_counter() - started:.0f}s)")
+    catalog.refresh_from_db()
+    return catalog
+
+
+def bench_catalog_ensure(*, base: Catalog, chunks: int, rebuild: bool, seed: int, sigma: float,
+                         log: Log) -> tuple[Catalog, float | None]:
+    """The `bench-<chunks>` catalog, built when missing, the wrong size or asked to;
+    with the build time in seconds (None when it was reused)."""
+    existing = Catalog.objects.filter(slug=f"bench-{chunks}").first()
+    if existing is not None and existing.chunk_count == chunks and not rebuild:
+        log(f"reusing {existing.slug} ({existing.chunk_count} chunks)")
+        return existing, None
+    if existing is not None:
+        log(f"dropping {existing.slug} ({existing.chunk_count} chunks)")
+        bench_catalog_drop(existing)
+    started = time.perf_counter()
+    catalog = bench_catalog_build(base=base, chunks=chunks, seed=seed, sigma=sigma, log=log)
+    if catalog.chunk_count != chunks:
+        raise BenchmarkError(f"{catalog.slug} holds {catalog.chunk_count} chunks, not {chunks}")
+    return catalog, time.perf_counter() - started
+
+
+# --- search latency -----------------------------------------------------------------------
+
+
+@dataclass
+class LatencyReport:
+    catalog: str
+    chunks: int
+    mode: str
+    queries: int
+    p50_ms: float
+    p95_ms: float
+    mean_ms: float
+    bm25_passes: float | None = None  # mean MaxScore SQL passes per query
+
+
+def test_queries(dataset: Path) -> list[str]:
+    """The texts of the queries judged in qrels/test.tsv, in qrels order."""
+    try:
+        with (dataset / "queries.jsonl").open(encoding="utf-8") as q, \
+                (dataset / "qrels" / "test.tsv").open(encoding="utf-8", newline="") as r:
+            texts, judged = read_queries(q), read_qrels(r)
+    except FileNotFoundError as exc:
+        raise BenchmarkError(f"no such file: {exc.filename}") from None
+    return [texts[query_id] for query_id in judged if query_id in texts]
+
+
+def _latency_report(catalog: Catalog, mode: str, latencies: list[float], passes: list[int]) -> LatencyReport:
+    return LatencyReport(
+        catalog=catalog.slug, chunks=catalog.chunk_count, mode=mode, queries=len(latencies),
+        p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), mean_ms=statistics.fmean(latencies),
+        bm25_passes=statistics.fmean(passes) if mode in ("bm25", "hybrid") else None,
+    )
+
+
+def search_latency(*, catalog: Catalog, mode: str, queries: list[str], warmup: int = 20,
+                   top_k: int = 10) -> LatencyReport:
+    """Wall time of chunk_search per query (query embedding included), after `warmup` queries."""
+    options = SearchOptions(mode=mode, top_k=top_k)
+    for query in queries[:warmup]:
+        chunk_search(catalog=catalog, query=query, options=options)
+    latencies, passes = [], []
+    for query in queries:
+        started = time.perf_counter()
+        result = chunk_search(catalog=catalog, query=query, options=options)
+        latencies.append((time.perf_counter() - started) * 1000)
+        passes.append(result.bm25_passes)
+    return _latency_report(catalog, mode, latencies, passes)
+
+
+def embed_latency(*, catalog: Catalog, queries: list[str], warmup: int = 20) -> LatencyReport:
+    """The query-embedding share of vector and hybrid latency, timed alone."""
+    for query in queries[:warmup]:
+        embed_query(query)
+    latencies = []
+    for query in queries:
+        started = time.perf_counter()
+        embed_query(query)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return _latency_report(catalog, "embed-only", latencies, [])
+
+
+def catalog_latencies(*, catalog: Catalog, queries: list[str], log: Log) -> list[LatencyReport]:
+    reports = [embed_latency(catalog=catalog, queries=queries)]
+    for mode in SEARCH_MODES:
+        reports.append(search_latency(catalog=catalog, mode=mode, queries=queries))
+        log(f"  {catalog.slug} {mode}: p95 {reports[-1].p95_ms:.1f} ms")
+    return reports
+
+
+@dataclass
+class SearchBenchmark:
+    chunks: int
+    build_s: float | None
+    reports: list[LatencyReport]
+    targets_p95_ms: dict[str, float] = field(default_factory=lambda: {"bm25": 20.0, "vector": 15.0, "hybrid": 40.0})
+
+    def missed(self) -> list[LatencyReport]:
+        """The reports on the synthetic catalog whose p95 is over its target."""
+        return [r for r in self.reports if r.chunks == self.chunks and r.mode in self.targets_p95_ms
+                and r.p95_ms > self.targets_p95_ms[r.mode]]
+
+
+def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: bool, seed: int = 42,
+                     sigma: float = 0.02, wait_timeout_s: float = 7200, log: Log) -> SearchBenchmark:
+    """Latency on the base catalog and on a synthetic `bench-<chunks>` one; see the module docstring."""
+    queries = test_queries(dataset)
+    base = base_wait(slug=base_slug, poll_s=30, timeout_s=wait_timeout_s, log=log)
+    bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma, log=log)
+    if get_embedder() is None:
+        raise BenchmarkError("no embedding model loaded: vector and hybrid latency cannot be measured")
+    reports = []
+    for catalog in (base, bench):
+        reports += catalog_latencies(catalog=catalog, queries=queries, log=log)
+    return SearchBenchmark(chunks, build_s, reports)
+
+
+# --- indexing throughput ------------------------------------------------------------------
+
+
+class BareOnnx:
+    """The minimal inference loop: tokenizer, per-batch padding, ONNX, mean pooling."""
+
+    def __init__(self, *, threads: int, batch_size: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        files = default_model_files()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(files.model), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        self.tokenizer.no_padding()  # tokenizer.json pads to 128 and truncates at 128
+        self.tokenizer.enable_truncation(max_length=files.max_tokens)
+        self.batch_size = batch_size
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        ordered = sorted(texts, key=len)
+        return np.vstack([self._batch(ordered[lo : lo + self.batch_size])
+                          for lo in range(0, len(ordered), self.batch_size)])
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})[0]
+        pooled = (hidden * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+@dataclass
+class IndexBenchmark:
+    documents: int
+    chunks: int
+    threads: int
+    batch_size: int
+    pipeline_chunks_per_s: list[float]
+    bare_chunks_per_s: list[float]
+
+    @property
+    def pipeline_median(self) -> float:
+        return statistics.median(self.pipeline_chunks_per_s)
+
+    @property
+    def bare_median(self) -> float:
+        return statistics.median(self.bare_chunks_per_s)
+
+    @property
+    def ratio(self) -> float:
+        return self.pipeline_median / self.bare_median
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "pipeline_median": self.pipeline_median, "bare_median": self.bare_median,
+                "ratio": self.ratio}
+
+
+def corpus_head(dataset: Path, documents: int) -> list[DocumentInput]:
+    """The first `documents` corpus documents, parsed as the importer parses them."""
+    try:
+        with (dataset / "corpus.jsonl").open(encoding="utf-8") as handle:
+            lines = [line for _, line in zip(range(documents), handle, strict=False)]
+    except FileNotFoundError as exc:
+        raise BenchmarkError(f"no such file: {exc.filename}") from None
+    return parse_beir_jsonl(lines)
+
+
+def pipeline_run(*, catalog: Catalog, documents: list[DocumentInput]) -> tuple[list[str], float]:
+    """Run the full import once: (the chunk texts it wrote, in order; chunks per second)."""
+    started = time.perf_counter()
+    source, report = source_import_documents(catalog=catalog, slug="throughput", documents=documents)
+    elapsed = time.perf_counter() - started
+    texts = list(Chunk.objects.filter(source=source).order_by("id").values_list("content", flat=True))
+    return texts, report.chunks / elapsed
+
+
+def bare_run(model: BareOnnx, texts: list[str]) -> float:
+    started = time.perf_counter()
+    model.embed(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+def index_benchmark(*, dataset: Path, documents: int, rounds: int, log: Log) -> IndexBenchmark:
+    """A/B rounds of the full pipeline and the bare loop; see the module docstring."""
+    docs = corpus_head(dataset, documents)
+    embedder = get_embedder()
+    if embedder is None:
+        raise BenchmarkError("no embedding model loaded: indexing throughput needs one")
+    threads, batch = settings.LECTERN_EMBEDDING_THREADS, settings.LECTERN_EMBEDDING_BATCH
+    bare = BareOnnx(threads=threads, batch_size=batch)
+    warm = [d.text[:1000] for d in docs[:batch]]
+    embedder.embed(warm)
+    bare.embed(warm)
+    catalog, _ = Catalog.objects.get_or_create(slug="bench-index", defaults={"name": "Benchmark: indexing"})
+    pipeline, plain, texts = [], [], []
+    for round_ in range(1, rounds + 1):
+        texts, rate = pipeline_run(catalog=catalog, documents=docs)
+        pipeline.append(rate)
+        plain.append(bare_run(bare, texts))
+        log(f"  round {round_}: pipeline {pipeline[-1]:.1f} chunks/s, bare onnx {plain[-1]:.1f} chunks/s")
+    return IndexBenchmark(len(docs), len(texts), threads, batch, pipeline, plain)
+
+
+# --- the machine --------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, str | int | float]:
+    """What a timing needs beside it: cores, memory, CPU model, Postgres version."""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except FileNotFoundError:
+        lscpu = ""
+    model = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines()
+                  if line.startswith("Model name")), platform.processor())
+    flags = next((line.split(":", 1)[1].split() for line in lscpu.splitlines() if line.startswith("Flags")), [])
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        postgres = cursor.fetchone()[0]
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"nproc": len(os.sched_getaffinity(0)), "memory_gib": round(memory, 1), "cpu": model,
+            "avx512": any(f.startswith("avx512") for f in flags), "postgres": postgres}

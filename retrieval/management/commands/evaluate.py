@@ -1,0 +1,67 @@
+import json
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from catalog.models import Catalog
+from retrieval.evaluation import EvaluationInputError, read_qrels, read_queries, score_run
+from retrieval.selectors import MODES, SearchOptions, SearchUnavailable, chunk_search
+
+
+class Command(BaseCommand):
+    help = ("Score search modes on a BEIR test set: nDCG@10, Recall@100, MRR@10 and p50/p95 latency. "
+            "Documents are ranked by their best chunk (dedup); document ids are the imported _ids.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--catalog", required=True)
+        parser.add_argument("--queries", required=True, help="BEIR queries.jsonl")
+        parser.add_argument("--qrels", required=True, help="BEIR qrels TSV (e.g. qrels/test.tsv)")
+        parser.add_argument("--modes", default="bm25,vector,hybrid", help=f"comma-separated: {', '.join(MODES)}")
+        parser.add_argument("--json", dest="json_out", help="also write the report as JSON here")
+        parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries (0: all)")
+
+    def handle(self, *args, catalog, queries, qrels, modes, json_out, limit, **options):
+        target = Catalog.objects.filter(slug=catalog).first()
+        if target is None:
+            raise CommandError(f"no catalog {catalog!r}")
+        wanted = [m.strip() for m in modes.split(",") if m.strip()]
+        unknown = [m for m in wanted if m not in MODES]
+        if unknown or not wanted:
+            raise CommandError(f"unknown modes {unknown}; choose from {', '.join(MODES)}")
+        texts, judged = self._read(Path(queries), Path(qrels))
+        ids = [q for q in judged if q in texts][: limit or None]
+        reports = [self._run_mode(target, mode, ids, texts, judged) for mode in wanted]
+        header = ("mode", "queries", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms")
+        self.stdout.write(f"{header[0]:<14}" + "".join(f"{h:>9}" for h in header[1:]))
+        for r in reports:
+            self.stdout.write(f"{r.mode:<14}{r.queries:>9}{r.ndcg_at_10:>9.4f}{r.recall_at_100:>9.4f}"
+                              f"{r.mrr_at_10:>9.4f}{r.p50_ms:>9.1f}{r.p95_ms:>9.1f}")
+        if json_out:
+            Path(json_out).write_text(json.dumps({"catalog": catalog, "modes": [r.as_dict() for r in reports]},
+                                                 indent=2) + "\n")
+
+    def _read(self, queries: Path, qrels: Path):
+        try:
+            with queries.open(encoding="utf-8") as q, qrels.open(encoding="utf-8", newline="") as r:
+                return read_queries(q), read_qrels(r)
+        except FileNotFoundError as exc:
+            raise CommandError(f"no such file: {exc.filename}") from None
+        except EvaluationInputError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _run_mode(self, catalog, mode, ids, texts, judged):
+        runs, latencies = {}, []
+        options = SearchOptions(mode=mode, top_k=100, dedup=True)
+        for query_id in ids:
+            started = time.perf_counter()
+            try:
+                result = chunk_search(catalog=catalog, query=texts[query_id], options=options)
+            except SearchUnavailable as exc:
+                raise CommandError(f"{mode}: {exc}") from None
+            latencies.append((time.perf_counter() - started) * 1000)
+            runs[query_id] = [hit.document_id for hit in result.hits]
+        try:
+            return score_run(mode, runs, judged, latencies)
+        except EvaluationInputError as exc:
+            raise CommandError(str(exc)) from None
