@@ -152,8 +152,12 @@ class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     ordinal = models.PositiveIntegerField()
     byte_offset = models.BigIntegerField()
-    content = models.TextField()
-    token_count = models.PositiveIntegerField(help_text="Embedding-model tokens, [CLS]/[SEP] included.")
+    content = models.TextField(help_text="The exact slice of the document text at byte_offset.")
+    heading = models.CharField(
+        max_length=300, blank=True,
+        help_text="The document title, indexed with a chunk that does not itself contain it.",
+    )
+    token_count = models.PositiveIntegerField(help_text="Embedding-model tokens of the indexed text.")
     embedding = VectorField(dimensions=DIMENSIONS, null=True, blank=True)
 
     class Meta:
@@ -165,6 +169,15 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+    @property
+    def indexed_text(self) -> str:
+        """What BM25 and the embedding see: the heading (if any), then the content."""
+        return indexed_text(self.heading, self.content)
+
+
+def indexed_text(heading: str, content: str) -> str:
+    return f"{heading}\n{content}" if heading else content
 
 
 class Term(models.Model):

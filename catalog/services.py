@@ -30,12 +30,13 @@ from catalog import analysis
 from catalog.chunker import Chunk as TextChunk
 from catalog.chunker import chunk_text, fit_to_model
 from catalog.embedder import Embedder, get_embedder
-from catalog.models import Catalog, Document, ReferenceSource
+from catalog.models import Catalog, Document, ReferenceSource, indexed_text
 
 logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".rst"}
 EMBED_GROUP = 256  # texts per embedder call, between progress reports
+HEADING_CHARS = 200  # longest title indexed as a chunk heading
 Progress = Callable[[str, int, int], None]
 
 
@@ -170,27 +171,43 @@ def source_collect(*, source: ReferenceSource) -> Collected:
 class PreparedChunk:
     document: int  # index into the document list
     chunk: TextChunk
+    heading: str
     token_count: int
     terms: Counter[str]
     length: int
+
+    @property
+    def text(self) -> str:
+        return indexed_text(self.heading, self.chunk.content)
 
 
 def _approximate_tokens(texts: list[str]) -> list[int]:
     return [len(t.split()) + 2 for t in texts]
 
 
+def _heading_counter(embedder: Embedder | None, title: str) -> Callable[[list[str]], list[int]]:
+    """Token counts of texts as they will be embedded: with the title as heading."""
+    count = embedder.count_tokens if embedder is not None else _approximate_tokens
+    return lambda texts: count([indexed_text(title, text) for text in texts])
+
+
 def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: Embedder | None) -> list[PreparedChunk]:
+    """Chunks of every document with their postings.
+
+    A chunk that does not contain its document's title is indexed with the title as a
+    heading (lexically and for the embedding), so a passage deep in a document still
+    matches what the document is about; the token budget reserves room for it.
+    """
     prepared = []
     for index, doc in enumerate(documents):
+        title = doc.title.strip()[:HEADING_CHARS]
         pieces = chunk_text(doc.text, size=catalog.chunk_size, overlap=catalog.chunk_overlap)
-        if embedder is not None:
-            fitted = fit_to_model(doc.text, pieces, count_tokens=embedder.count_tokens,
-                                  max_tokens=embedder.max_tokens, overlap=catalog.chunk_overlap)
-        else:
-            fitted = list(zip(pieces, _approximate_tokens([p.content for p in pieces]), strict=True))
+        fitted = fit_to_model(doc.text, pieces, count_tokens=_heading_counter(embedder, title),
+                              max_tokens=embedder.max_tokens if embedder else 10**9, overlap=catalog.chunk_overlap)
         for piece, tokens in fitted:
-            terms, length = analysis.term_frequencies(piece.content)
-            prepared.append(PreparedChunk(index, piece, tokens, terms, length))
+            heading = "" if not title or title in piece.content else title
+            terms, length = analysis.term_frequencies(indexed_text(heading, piece.content))
+            prepared.append(PreparedChunk(index, piece, heading, tokens, terms, length))
     return prepared
 
 
@@ -321,14 +338,15 @@ def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], pr
     term_ids = _upsert_terms(cursor, source.catalog_id, df)
     prefix = f"{source.catalog.slug}:{source.slug}:"
     raw = cursor.cursor  # psycopg cursor: COPY is far faster than INSERTs here
-    columns = "id, key, catalog_id, source_id, document_id, ordinal, byte_offset, content, token_count, embedding"
+    columns = ("id, key, catalog_id, source_id, document_id, ordinal, byte_offset, content, heading, token_count, "
+               "embedding")
     with raw.copy(f"COPY catalog_chunk ({columns}) FROM STDIN") as copy:
         for i, item in enumerate(prepared):
             doc = documents[item.document]
             vector = _vector_literal(vectors[i]) if vectors is not None else None
             copy.write_row((ids[i], f"{prefix}{doc.path}:{item.chunk.byte_offset}", source.catalog_id, source.id,
                             doc.id, item.chunk.ordinal, item.chunk.byte_offset, item.chunk.content,
-                            item.token_count, vector))
+                            item.heading, item.token_count, vector))
     with raw.copy("COPY catalog_postings (chunk_id, catalog_id, length, terms, tfs) FROM STDIN") as copy:
         for i, item in enumerate(prepared):
             terms = sorted(item.terms.items(), key=lambda kv: term_ids[kv[0]])
@@ -381,7 +399,7 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
         timings["chunk"] = time.perf_counter() - started - sum(timings.values())
         vectors, reused = None, 0
         if embedder is not None:
-            vectors, reused = embed_texts(embedder, [p.chunk.content for p in prepared], progress)
+            vectors, reused = embed_texts(embedder, [p.text for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
         source_replace_rows(source, collected, prepared, vectors)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
