@@ -95,6 +95,12 @@ def chunk_text(text: str, *, size: int, overlap: int) -> list[Chunk]:
         end = start + len(stripped)
         byte_pos += len(text[char_pos:start].encode("utf-8"))
         char_pos = start
+        if chunks and chunks[-1].start == start:
+            # A window that began in whitespace stripped back to the previous chunk's
+            # start (same byte offset, same chunk key): keep whichever reaches further.
+            if end <= chunks[-1].end:
+                continue
+            chunks.pop()
         chunks.append(Chunk(len(chunks), start, end, byte_pos, stripped))
     return chunks
 

@@ -239,6 +239,8 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
     passes = 0
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
         rows, passes = bm25_search(catalog=catalog, query=query, limit=depth)
+        if mode == "hybrid":  # a zero score (idf 0: a term in half the chunks) is no evidence
+            rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     if mode in ("vector", "hybrid"):
         lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth), options.dedup)
