@@ -47,20 +47,24 @@ NORMALISERS = {"minmax": minmax, "zscore": zscore}
 def convex(
     rankings: Mapping[str, Ranking], *, weights: Mapping[str, float], normalise: str = "minmax"
 ) -> list[tuple[K, float]]:
-    """Weighted sum of per-list normalised scores; a key missing from a list gets that
-    list's minimum normalised score (it scored no better than the worst retrieved hit)."""
+    """Weighted sum of per-list normalised scores.
+
+    A key missing from a list ranks below everything that list retrieved: it gets 0
+    under min-max (where the worst retrieved hit also gets 0, unless the list holds one
+    score only) and one standard deviation below the worst hit under z-score.
+    """
     norm = NORMALISERS[normalise]
     normalised: dict[str, dict] = {}
+    floors: dict[str, float] = {}
     for name, ranking in rankings.items():
         if ranking:
-            normalised[name] = dict(zip((key for key, _ in ranking), norm([s for _, s in ranking]), strict=True))
+            values = norm([s for _, s in ranking])
+            normalised[name] = dict(zip((key for key, _ in ranking), values, strict=True))
+            floors[name] = 0.0 if normalise == "minmax" else min(values) - 1.0
     keys = {key for ranking in normalised.values() for key in ranking}
     fused = {}
     for key in keys:
-        total = 0.0
-        for name, scores in normalised.items():
-            total += weights.get(name, 0.0) * scores.get(key, min(scores.values()))
-        fused[key] = total
+        fused[key] = sum(weights.get(name, 0.0) * scores.get(key, floors[name]) for name, scores in normalised.items())
     return sorted(fused.items(), key=lambda item: -item[1])
 
 

@@ -98,8 +98,8 @@ def test_convex_minmax_weighs_normalised_scores():
     })
 
 
-def test_convex_zscore_gives_a_missing_key_the_lists_lowest_score():
-    # bm25 z-scores: a +r, b 0, c -r with r = 1/sqrt(2/3); vector (4, 2): c +1, a -1
+def test_convex_zscore_puts_a_missing_key_one_deviation_below_the_lists_worst():
+    # bm25 z-scores: a +r, b 0, c -r with r = 1/sqrt(2/3); vector (4, 2): c +1, a -1, b missing -> -2
     r = 1 / math.sqrt(2 / 3)
     bm25 = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
     vector = [("c", 4.0), ("a", 2.0)]
@@ -107,7 +107,14 @@ def test_convex_zscore_gives_a_missing_key_the_lists_lowest_score():
     fused = convex({"bm25": bm25, "vector": vector}, weights={"bm25": 1.0, "vector": 1.0}, normalise="zscore")
 
     assert keys(fused) == ["a", "c", "b"]
-    assert dict(fused) == pytest.approx({"a": r - 1, "c": -r + 1, "b": 0 + -1})
+    assert dict(fused) == pytest.approx({"a": r - 1, "c": -r + 1, "b": 0 + -2})
+
+
+def test_convex_minmax_ranks_a_single_hit_list_above_its_missing_keys():
+    fused = convex({"bm25": [("a", 3.0)], "vector": [("b", 0.9), ("a", 0.1)]},
+                   weights={"bm25": 1.0, "vector": 0.0})
+
+    assert dict(fused) == {"a": 1.0, "b": 0.0}
 
 
 def test_convex_ignores_an_empty_list_and_a_component_without_weight():
