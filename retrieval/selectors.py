@@ -232,9 +232,10 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
                 raise
             mode, degraded = "bm25", f"lexical-only: {exc}"
             options = SearchOptions(**{**options.__dict__, "mode": "bm25"})
-    depth = max(options.top_k, settings.LECTERN_FUSION_DEPTH) * (3 if options.dedup else 1)
-    if mode == "bm25":
-        depth = options.top_k * (3 if options.dedup else 1)
+    # Fusion needs each component's list beyond top_k; a single component does not.
+    fused_modes = ("hybrid", "bm25_tiebreak")
+    depth = max(options.top_k, settings.LECTERN_FUSION_DEPTH) if mode in fused_modes else options.top_k
+    depth *= 3 if options.dedup else 1  # chunks per distinct document, roughly
     lists: dict[str, list[Row]] = {}
     passes = 0
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
