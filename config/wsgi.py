@@ -1,6 +1,17 @@
 import os
+import threading
 
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
+
+
+def _warm_up() -> None:
+    """Load (and sha256-check) the embedding model now, not on the first query."""
+    from catalog.embedder import get_embedder
+
+    get_embedder()
+
+
+threading.Thread(target=_warm_up, name="embedder-warm-up", daemon=True).start()
