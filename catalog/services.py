@@ -29,6 +29,7 @@ from django.utils import timezone
 from catalog import analysis
 from catalog.chunker import Chunk as TextChunk
 from catalog.chunker import chunk_text, fit_to_model
+from catalog.diffing import Diff, StoredDocument, diff_documents, stat_unchanged
 from catalog.embedder import Embedder, get_embedder
 from catalog.models import Catalog, Document, ReferenceSource, indexed_text
 
@@ -48,13 +49,14 @@ class SourceError(Exception):
 class DocumentInput:
     path: str
     title: str
-    text: str
+    text: str | None  # None: not read, unchanged by size and mtime (see catalog.diffing)
     size: int
     mtime: float | None = None
     sha256: str = ""
+    replaces: int | None = None  # the stored document this one supersedes
 
     def __post_init__(self) -> None:
-        if not self.sha256:
+        if not self.sha256 and self.text is not None:
             self.sha256 = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
@@ -67,12 +69,23 @@ class Collected:
 
 @dataclass
 class IndexReport:
-    documents: int
-    chunks: int
+    documents: int  # in the source now
+    chunks: int  # written by this run
     embedded: bool
     skipped: list[tuple[str, str]]
     timings: dict[str, float]
     reused_embeddings: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"documents_added": self.added, "documents_changed": self.changed,
+                "documents_removed": self.removed, "documents_unchanged": self.unchanged,
+                "chunks_embedded": self.chunks - self.reused_embeddings if self.embedded else 0,
+                "chunks_reused": self.reused_embeddings, "chunks_written": self.chunks}
 
 
 # --- resolving files --------------------------------------------------------------------
@@ -133,7 +146,7 @@ def _title_of(path: str, text: str) -> str:
     return PurePosixPath(path).stem.replace("-", " ").replace("_", " ")[:500]
 
 
-def _read_glob(source: ReferenceSource) -> Collected:
+def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Collected:
     files, skipped = glob_resolve(source.location)
     documents, stats = [], []
     for relative, real in files:
@@ -141,6 +154,10 @@ def _read_glob(source: ReferenceSource) -> Collected:
         stats.append((relative, info.st_size, info.st_mtime))
         if real.suffix.lower() not in TEXT_SUFFIXES:
             skipped.append((relative, f"unsupported file type {real.suffix or '(none)'}; md, txt and rst are read"))
+            continue
+        known = stored.get(relative)
+        if stat_unchanged(known, info.st_size, info.st_mtime):
+            documents.append(DocumentInput(relative, "", None, info.st_size, info.st_mtime, known.sha256))
             continue
         try:
             text = real.read_bytes().decode("utf-8")
@@ -151,10 +168,16 @@ def _read_glob(source: ReferenceSource) -> Collected:
     return Collected(documents, skipped, fingerprint(stats))
 
 
-def source_collect(*, source: ReferenceSource) -> Collected:
-    """The documents a source holds now, with its fingerprint."""
+def stored_documents(source: ReferenceSource) -> list[StoredDocument]:
+    rows = Document.objects.filter(source=source).values_list("pk", "path", "content_sha256", "size", "mtime")
+    return [StoredDocument(*row) for row in rows]
+
+
+def source_collect(*, source: ReferenceSource, stored: list[StoredDocument] | None = None) -> Collected:
+    """The documents a source holds now, with its fingerprint. Glob files whose size and
+    mtime match `stored` are not read (their text is None)."""
     if source.kind == ReferenceSource.Kind.GLOB:
-        return _read_glob(source)
+        return _read_glob(source, {doc.path: doc for doc in stored or []})
     if source.kind == ReferenceSource.Kind.INLINE:
         path = f"{source.slug}.md"
         doc = DocumentInput(path, source.name or source.slug, source.content, len(source.content.encode()))
@@ -270,24 +293,26 @@ def _vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(map(str, vector.tolist())) + "]"
 
 
-def _delete_source_rows(cursor, source_id: int) -> None:
-    """Remove a source's documents, chunks and postings, releasing their term counts."""
+def _delete_document_rows(cursor, document_pks: list[int]) -> None:
+    """Remove documents with their chunks and postings, releasing their term counts."""
+    if not document_pks:
+        return
     cursor.execute(
         """
         UPDATE catalog_term t SET df = t.df - x.n
         FROM (SELECT unnest(p.terms) AS term_id, count(*) AS n
               FROM catalog_postings p JOIN catalog_chunk c ON c.id = p.chunk_id
-              WHERE c.source_id = %s GROUP BY 1) x
+              WHERE c.document_id = ANY(%s) GROUP BY 1) x
         WHERE t.id = x.term_id
         """,
-        [source_id],
+        [document_pks],
     )
     cursor.execute(
-        "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.id = p.chunk_id AND c.source_id = %s",
-        [source_id],
+        "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.id = p.chunk_id AND c.document_id = ANY(%s)",
+        [document_pks],
     )
-    cursor.execute("DELETE FROM catalog_chunk WHERE source_id = %s", [source_id])
-    cursor.execute("DELETE FROM catalog_document WHERE source_id = %s", [source_id])
+    cursor.execute("DELETE FROM catalog_chunk WHERE document_id = ANY(%s)", [document_pks])
+    cursor.execute("DELETE FROM catalog_document WHERE id = ANY(%s)", [document_pks])
 
 
 def _upsert_terms(cursor, catalog_id: int, df: Counter[str]) -> dict[str, int]:
@@ -354,18 +379,22 @@ def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], pr
                             [term_ids[t] for t, _ in terms], [n for _, n in terms]))
 
 
-def source_replace_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
-                         vectors: np.ndarray | None) -> None:
+def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff, prepared: list[PreparedChunk],
+                      vectors: np.ndarray | None) -> None:
+    """Switch the source to its new state in one transaction: readers see the old rows
+    or the new ones, never a mix; unchanged documents and their chunks are untouched."""
     with transaction.atomic():
         # One writer per catalog at a time: term frequencies and statistics stay exact.
         Catalog.objects.select_for_update().filter(pk=source.catalog_id).first()
         with connection.cursor() as cursor:
-            _delete_source_rows(cursor, source.id)
+            _delete_document_rows(cursor, diff.stale_pks)
             documents = Document.objects.bulk_create([
                 Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.text,
                          content_sha256=d.sha256, size=d.size, mtime=d.mtime)
-                for d in collected.documents
+                for d in diff.to_index
             ])
+            for pk, size, mtime in diff.restat:
+                Document.objects.filter(pk=pk).update(size=size, mtime=mtime)
             if prepared:
                 _write_chunks(cursor, source, documents, prepared, vectors)
             refresh_catalog_stats(cursor, source.catalog_id)
@@ -376,14 +405,22 @@ def source_replace_rows(source: ReferenceSource, collected: Collected, prepared:
         )
 
 
+def source_replace_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
+                        vectors: np.ndarray | None) -> None:
+    """Replace all of a source's rows by `collected` (chunks prepared from all of it)."""
+    diff = Diff(added=list(collected.documents), removed=[doc.pk for doc in stored_documents(source)])
+    source_apply_diff(source, collected, diff, prepared, vectors)
+
+
 def _skipped_note(skipped: list[tuple[str, str]]) -> str:
     return "\n".join(f"skipped {path}: {reason}" for path, reason in skipped)
 
 
 def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | None = None,
-                 progress: Progress | None = None) -> IndexReport:
-    """Rebuild a source's index; see the module docstring for the steps.
+                 progress: Progress | None = None, full: bool = False) -> IndexReport:
+    """Bring a source's index up to date; see the module docstring for the steps.
 
+    Only added and changed documents are chunked and embedded (`full` re-does all);
     `documents` replaces what the source would collect (imports hand them in). On
     failure the source keeps its previous rows and records the error.
     """
@@ -391,26 +428,39 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
     started = time.perf_counter()
     ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
     try:
+        stored = stored_documents(source)
         collected = Collected(documents, [], _documents_fingerprint(documents)) if documents is not None \
-            else source_collect(source=source)
+            else source_collect(source=source, stored=stored)
+        diff = diff_documents(stored, collected.documents, full=full)
+        if full:
+            _read_unread(source, diff.changed)
         timings["collect"] = time.perf_counter() - started
         embedder = get_embedder()
-        prepared = prepare_chunks(source.catalog, collected.documents, embedder)
+        prepared = prepare_chunks(source.catalog, diff.to_index, embedder)
         timings["chunk"] = time.perf_counter() - started - sum(timings.values())
         vectors, reused = None, 0
         if embedder is not None:
             vectors, reused = embed_texts(embedder, [p.text for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
-        source_replace_rows(source, collected, prepared, vectors)
+        source_apply_diff(source, collected, diff, prepared, vectors)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
     except Exception as exc:
         ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.ERROR,
                                                              last_error=f"{type(exc).__name__}: {exc}")
         raise
-    logger.info("indexed %s: %d documents, %d chunks in %.2fs", source, len(collected.documents),
-                len(prepared), time.perf_counter() - started)
-    return IndexReport(len(collected.documents), len(prepared), vectors is not None, collected.skipped, timings,
-                       reused)
+    logger.info("indexed %s: +%d ~%d -%d =%d documents, %d chunks in %.2fs", source, len(diff.added),
+                len(diff.changed), len(diff.removed), diff.unchanged, len(prepared), time.perf_counter() - started)
+    return IndexReport(len(collected.documents), len(prepared), embedder is not None, collected.skipped, timings,
+                       reused, len(diff.added), len(diff.changed), len(diff.removed), diff.unchanged)
+
+
+def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> None:
+    """A full rebuild needs the text of files the stat cache skipped."""
+    stored = {d.pk: d for d in Document.objects.filter(pk__in=[d.replaces for d in documents if d.text is None])}
+    for doc in documents:
+        if doc.text is None:
+            old = stored[doc.replaces]
+            doc.text, doc.title = old.text, old.title
 
 
 def _documents_fingerprint(documents: list[DocumentInput]) -> str:
