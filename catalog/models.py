@@ -229,3 +229,40 @@ class EmbeddingCache(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}:{self.text_sha256[:12]}"
+
+
+class IndexRun(models.Model):
+    """One reindex of one source: what triggered it, how far it got, what it did."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule"
+        API = "api"
+        COMMAND = "command"
+        UI = "ui"
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="index_runs")
+    source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="index_runs")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    full = models.BooleanField(default=False, help_text="Re-chunk and re-embed every document.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=16, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])
+    counts = models.JSONField(default=dict, blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["source", "status"], name="indexrun_source_status")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.source_id} ({self.status})"

@@ -15,8 +15,8 @@ class ProgressBar:
         self._bars: dict[str, tqdm] = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
+        if not self.enabled or (total <= 1 and stage not in self._bars):
+            return  # one-step stages (collect, chunk, write) need no bar
         bar = self._bars.get(stage)
         if bar is None:
             bar = self._bars[stage] = tqdm(total=total, desc=stage, unit="chunk", file=sys.stderr,

@@ -146,11 +146,25 @@ def _title_of(path: str, text: str) -> str:
     return PurePosixPath(path).stem.replace("-", " ").replace("_", " ")[:500]
 
 
-def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Collected:
+def _glob_stats(source: ReferenceSource) -> tuple[list[tuple[str, Path, os.stat_result]], list[tuple[str, str]]]:
     files, skipped = glob_resolve(source.location)
+    return [(relative, real, real.stat()) for relative, real in files], skipped
+
+
+def source_fingerprint(*, source: ReferenceSource) -> str:
+    """The fingerprint a source has now, computed without reading file contents."""
+    if source.kind == ReferenceSource.Kind.GLOB:
+        files, _ = _glob_stats(source)
+        return fingerprint((relative, info.st_size, info.st_mtime) for relative, _, info in files)
+    if source.kind == ReferenceSource.Kind.INLINE:
+        return hashlib.sha256(source.content.encode("utf-8")).hexdigest()
+    return _documents_fingerprint(stored_documents(source))
+
+
+def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Collected:
+    files, skipped = _glob_stats(source)
     documents, stats = [], []
-    for relative, real in files:
-        info = real.stat()
+    for relative, real, info in files:
         stats.append((relative, info.st_size, info.st_mtime))
         if real.suffix.lower() not in TEXT_SUFFIXES:
             skipped.append((relative, f"unsupported file type {real.suffix or '(none)'}; md, txt and rst are read"))
@@ -182,9 +196,9 @@ def source_collect(*, source: ReferenceSource, stored: list[StoredDocument] | No
         path = f"{source.slug}.md"
         doc = DocumentInput(path, source.name or source.slug, source.content, len(source.content.encode()))
         return Collected([doc], [], doc.sha256)
-    stored = Document.objects.filter(source=source).order_by("path")
-    documents = [DocumentInput(d.path, d.title, d.text, d.size, d.mtime, d.content_sha256) for d in stored]
-    return Collected(documents, [], fingerprint((d.path, d.size, 0) for d in documents) if documents else "")
+    rows = Document.objects.filter(source=source).order_by("path")
+    documents = [DocumentInput(d.path, d.title, d.text, d.size, d.mtime, d.content_sha256) for d in rows]
+    return Collected(documents, [], _documents_fingerprint(documents))
 
 
 # --- preparing chunks -------------------------------------------------------------------
@@ -435,15 +449,18 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
         if full:
             _read_unread(source, diff.changed)
         timings["collect"] = time.perf_counter() - started
+        _report(progress, "collect")
         embedder = get_embedder()
         prepared = prepare_chunks(source.catalog, diff.to_index, embedder)
         timings["chunk"] = time.perf_counter() - started - sum(timings.values())
+        _report(progress, "chunk")
         vectors, reused = None, 0
         if embedder is not None:
             vectors, reused = embed_texts(embedder, [p.text for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
         source_apply_diff(source, collected, diff, prepared, vectors)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
+        _report(progress, "write")
     except Exception as exc:
         ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.ERROR,
                                                              last_error=f"{type(exc).__name__}: {exc}")
@@ -452,6 +469,11 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
                 len(diff.changed), len(diff.removed), diff.unchanged, len(prepared), time.perf_counter() - started)
     return IndexReport(len(collected.documents), len(prepared), embedder is not None, collected.skipped, timings,
                        reused, len(diff.added), len(diff.changed), len(diff.removed), diff.unchanged)
+
+
+def _report(progress: Progress | None, stage: str) -> None:
+    if progress:
+        progress(stage, 1, 1)
 
 
 def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> None:
@@ -463,7 +485,7 @@ def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> Non
             doc.text, doc.title = old.text, old.title
 
 
-def _documents_fingerprint(documents: list[DocumentInput]) -> str:
+def _documents_fingerprint(documents: list[DocumentInput] | list[StoredDocument]) -> str:
     return fingerprint((d.path, d.size, 0) for d in documents) if documents else ""
 
 

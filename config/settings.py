@@ -169,6 +169,8 @@ LECTERN_BM25_B = float(env_str("LECTERN_BM25_B", "0.75"))
 LECTERN_RRF_K = env_int("LECTERN_RRF_K", 60, minimum=1)
 # How many hits each component contributes to fusion (at least top_k).
 LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
+# Minutes between scheduled scans that reindex sources whose fingerprint moved.
+LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
 LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
 
 LOGGING = {

@@ -8,6 +8,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("retrieval.urls")),
+    path("api/v1/", include("catalog.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
          name="api-docs"),

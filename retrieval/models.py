@@ -25,6 +25,7 @@ class Agent(models.Model):
     token_hint = models.CharField(max_length=12, editable=False, help_text="First characters, to tell tokens apart.")
     catalogs = models.ManyToManyField("catalog.Catalog", related_name="agents", blank=True)
     is_active = models.BooleanField(default=True)
+    is_curator = models.BooleanField(default=False, help_text="May trigger reindexing of its catalogs.")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 

@@ -12,8 +12,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--catalogs", required=True, help="comma-separated catalog slugs")
         parser.add_argument("--rotate", action="store_true", help="replace the token of an existing agent")
+        parser.add_argument("--curator", action="store_true", help="the agent may also trigger reindexing")
 
-    def handle(self, *args, name: str, catalogs: str, rotate: bool, **options):
+    def handle(self, *args, name: str, catalogs: str, rotate: bool, curator: bool, **options):
         slugs = [s.strip() for s in catalogs.split(",") if s.strip()]
         found = list(Catalog.objects.filter(slug__in=slugs))
         missing = sorted(set(slugs) - {c.slug for c in found})
@@ -26,6 +27,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             agent = existing or Agent(name=name)
             agent.token_hash, agent.token_hint = hash_token(token), token[:8]
+            agent.is_curator = curator
             agent.save()
             agent.catalogs.set(found)
         self.stdout.write(token)

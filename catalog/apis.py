@@ -1,0 +1,73 @@
+"""Curator API for reindexing: request runs, watch them."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog.models import IndexRun
+from catalog.reindex import index_run_request
+from retrieval.auth import get_catalog_for_caller, visible_catalogs
+from retrieval.models import Agent
+
+
+def _require_curator(caller) -> None:
+    if isinstance(caller, Agent):
+        allowed = caller.is_curator
+    else:
+        allowed = caller.is_staff or caller.groups.filter(name="curator").exists()
+    if not allowed:
+        raise PermissionDenied("Reindexing needs a curator token or a curator's session.")
+
+
+class IndexRunSerializer(serializers.ModelSerializer):
+    catalog = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = IndexRun
+        fields = ["id", "catalog", "source", "trigger", "full", "status", "stage", "progress", "counts", "timings",
+                  "error", "created_at", "started_at", "finished_at"]
+
+
+class ReindexApi(APIView):
+    """Queue a reindex of a catalog's sources (or one with ?source=); ?full=1 re-embeds all.
+
+    A source that already has a queued or running run returns that run instead.
+    """
+
+    class QuerySerializer(serializers.Serializer):
+        source = serializers.SlugField(required=False)
+        full = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(request=None, responses={202: IndexRunSerializer(many=True)}, operation_id="reindex_catalog",
+                   parameters=[OpenApiParameter("source", str), OpenApiParameter("full", bool)])
+    def post(self, request, slug: str):
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        catalog = get_catalog_for_caller(request.user, slug)
+        _require_curator(request.user)
+        sources = catalog.sources.all()
+        if "source" in query.validated_data:
+            sources = sources.filter(slug=query.validated_data["source"])
+            if not sources:
+                raise Http404(f"Catalog {slug!r} has no source {query.validated_data['source']!r}.")
+        trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
+        runs = [index_run_request(source=s, trigger=trigger, full=query.validated_data["full"])[0] for s in sources]
+        return Response({"runs": IndexRunSerializer(runs, many=True).data}, status=status.HTTP_202_ACCEPTED)
+
+
+class IndexRunApi(APIView):
+    """One index run: status, progress, counts, timings, error."""
+
+    @extend_schema(responses=IndexRunSerializer, operation_id="get_index_run")
+    def get(self, request, pk: int):
+        run = IndexRun.objects.select_related("catalog", "source").filter(
+            pk=pk, catalog__in=visible_catalogs(request.user)).first()
+        if run is None:
+            raise Http404(f"No index run {pk}.")
+        return Response(IndexRunSerializer(run).data)
