@@ -132,10 +132,10 @@ def glob_resolve(pattern: str) -> tuple[list[tuple[str, Path]], list[tuple[str, 
 
 
 def fingerprint(entries: Iterable[tuple[str, int, float | None]]) -> str:
-    """sha256 over the sorted (relative path, size, integer mtime) of a source's files."""
+    """sha256 over the sorted (relative path, size, mtime in microseconds) of a source's files."""
     digest = hashlib.sha256()
     for path, size, mtime in sorted(entries):
-        digest.update(f"{path}\0{size}\0{int(mtime or 0)}\n".encode())
+        digest.update(f"{path}\0{size}\0{int((mtime or 0) * 1_000_000)}\n".encode())
     return digest.hexdigest()
 
 

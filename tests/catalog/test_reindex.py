@@ -1,0 +1,262 @@
+"""Incremental reindexing: exact equivalence with a from-scratch build, stable chunk ids,
+the embedding cache, index runs, the scheduled scan and the reindex API."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from django_q.models import Schedule
+from rest_framework.test import APIClient
+
+from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
+from catalog.reindex import index_run_create, index_run_execute, index_run_request, sources_scan
+from catalog.services import source_index
+from catalog.tasks import SCAN_SCHEDULE
+from retrieval.models import Agent, hash_token, new_token
+from retrieval.selectors import bm25_search
+
+WORDS = ("retry backoff jitter circuit breaker cache ttl invalidate token secret rotate log json metric "
+         "trace span queue worker lock lease shard replica index vector search rank fusion chunk "
+         "budget deadline timeout failure transient outage alert page review test deploy rollback").split()
+QUERIES = ["retry with backoff", "cache invalidate ttl", "worker lock lease", "transient failure alert"]
+
+
+class Files:
+    """A source root whose files get strictly increasing mtimes (no same-second ambiguity)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.clock = root, 1_700_000_000.0
+
+    def write(self, name: str, text: str) -> None:
+        path = self.root / name
+        path.write_text(text, encoding="utf-8")
+        self.clock += 1.5
+        os.utime(path, (self.clock, self.clock))
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.root.glob("*.md"))
+
+
+def random_text(rng: random.Random) -> str:
+    title = " ".join(rng.sample(WORDS, 3)).title()
+    sentences = [" ".join(rng.choices(WORDS, k=rng.randint(4, 14))).capitalize() + "."
+                 for _ in range(rng.randint(1, 8))]
+    return f"# {title}\n\n" + " ".join(sentences) + "\n"
+
+
+@pytest.fixture
+def files(db, tmp_path, settings):
+    root = tmp_path / "root"
+    root.mkdir()
+    settings.LECTERN_SOURCE_ROOTS = [root]
+    return Files(root)
+
+
+def glob_source(slug: str, **catalog_fields) -> ReferenceSource:
+    catalog = Catalog.objects.create(slug=slug, name=slug, chunk_size=200, chunk_overlap=40, **catalog_fields)
+    return ReferenceSource.objects.create(catalog=catalog, slug="notes", name="Notes", kind="glob", location="*.md")
+
+
+def snapshot(catalog: Catalog) -> dict:
+    catalog.refresh_from_db()
+    chunks = sorted(Chunk.objects.filter(catalog=catalog).values_list("document__path", "byte_offset", "content",
+                                                                      "heading"))
+    scores = {q: sorted((round(s, 9),) for _, _, s in bm25_search(catalog=catalog, query=q, limit=1000)[0])
+              for q in QUERIES}
+    return {"chunks": chunks, "df": dict(Term.objects.filter(catalog=catalog).values_list("text", "df")),
+            "stats": (catalog.chunk_count, catalog.token_total, catalog.term_count, round(catalog.idf_sum, 9)),
+            "scores": scores}
+
+
+def test_random_edits_end_with_exactly_the_from_scratch_index(files):
+    rng = random.Random(20261121)
+    source = glob_source("incremental")
+    for i in range(4):
+        files.write(f"doc{i}.md", random_text(rng))
+    source_index(source=source)
+
+    for step in range(24):
+        names = files.names()
+        action = rng.choice(["add", "edit", "edit", "delete", "rename"] if names else ["add"])
+        if action == "add":
+            files.write(f"new{step}.md", random_text(rng))
+        elif action == "edit":
+            files.write(rng.choice(names), random_text(rng))
+        elif action == "delete":
+            (files.root / rng.choice(names)).unlink()
+        else:
+            old = rng.choice(names)
+            (files.root / old).rename(files.root / f"moved{step}.md")
+        report = source_index(source=source)
+        assert report.documents == len(files.names())
+
+    scratch = glob_source("scratch")
+    source_index(source=scratch)
+    assert snapshot(source.catalog) == snapshot(scratch.catalog)
+
+
+def test_unchanged_documents_keep_their_chunk_ids_and_moved_text_is_not_embedded_again(files):
+    rng = random.Random(7)
+    for name in ("a.md", "b.md", "c.md"):
+        files.write(name, random_text(rng))
+    source = glob_source("stable")
+    source_index(source=source)
+    before = dict(Chunk.objects.filter(document__path="a.md").values_list("key", "pk"))
+
+    files.write("b.md", random_text(rng))
+    (files.root / "c.md").rename(files.root / "d.md")
+    report = source_index(source=source)
+
+    after = dict(Chunk.objects.filter(document__path="a.md").values_list("key", "pk"))
+    assert after == before
+    assert (report.added, report.changed, report.removed, report.unchanged) == (1, 1, 1, 1)
+    moved_chunks = Chunk.objects.filter(document__path="d.md").count()
+    assert report.reused_embeddings >= moved_chunks  # d.md is c.md's text: all from the cache
+    assert report.counts["chunks_embedded"] == report.chunks - report.reused_embeddings
+
+
+def test_a_full_run_rechunks_everything_but_embeds_nothing_new(files):
+    files.write("a.md", random_text(random.Random(1)))
+    source = glob_source("full")
+    source_index(source=source)
+    old_pks = set(Chunk.objects.filter(source=source).values_list("pk", flat=True))
+
+    report = source_index(source=source, full=True)
+
+    assert report.changed == 1
+    assert report.counts["chunks_embedded"] == 0
+    assert set(Chunk.objects.filter(source=source).values_list("pk", flat=True)).isdisjoint(old_pks)
+
+
+def test_an_index_run_records_counts_progress_and_timings(files):
+    files.write("a.md", random_text(random.Random(2)))
+    source = glob_source("runs")
+
+    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+
+    assert run.status == IndexRun.Status.SUCCEEDED
+    assert run.progress == 100
+    assert run.counts["documents_added"] == 1
+    assert set(run.timings) == {"collect", "chunk", "embed", "write"}
+    assert run.started_at <= run.finished_at
+
+
+def test_executing_a_finished_run_again_does_nothing(files):
+    files.write("a.md", random_text(random.Random(3)))
+    source = glob_source("idem")
+    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+    finished_at = run.finished_at
+
+    again = index_run_execute(run_id=run.pk)
+
+    assert again.finished_at == finished_at
+    assert again.status == IndexRun.Status.SUCCEEDED
+
+
+def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next(files):
+    files.write("a.md", random_text(random.Random(4)))
+    source = glob_source("stale")
+    dead = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="schedule", status="running")
+
+    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+
+    dead.refresh_from_db()
+    assert run.status == IndexRun.Status.SUCCEEDED
+    assert dead.status == IndexRun.Status.FAILED
+    assert "interrupted" in dead.error
+
+
+def test_a_second_request_returns_the_queued_run(files):
+    source = glob_source("queue")
+
+    first, created = index_run_request(source=source, trigger=IndexRun.Trigger.API)
+    second, created_again = index_run_request(source=source, trigger=IndexRun.Trigger.API)
+    full, created_full = index_run_request(source=source, trigger=IndexRun.Trigger.API, full=True)
+
+    assert created and not created_again and second.pk == first.pk
+    assert created_full and full.pk != first.pk
+    assert IndexRun.objects.filter(source=source).count() == 2
+
+
+def test_the_scan_requests_runs_only_where_the_fingerprint_moved(files, django_capture_on_commit_callbacks):
+    rng = random.Random(5)
+    files.write("a.md", random_text(rng))
+    source = glob_source("scan")
+    broken = ReferenceSource.objects.create(catalog=source.catalog, slug="broken", name="Broken", kind="glob",
+                                            location="../outside/*.md")
+    source_index(source=source)
+
+    quiet = sources_scan()
+    files.write("a.md", random_text(rng))
+    with django_capture_on_commit_callbacks(execute=True):
+        moved = sources_scan()
+
+    broken.refresh_from_db()
+    assert [r.source_id for r in quiet] == []
+    assert [r.source_id for r in moved] == [source.pk]
+    assert IndexRun.objects.get(pk=moved[0].pk).status == IndexRun.Status.SUCCEEDED  # sync queue in tests
+    assert broken.status == ReferenceSource.Status.ERROR
+    assert ".." in broken.last_error
+
+
+def test_the_scan_schedule_follows_the_setting(db):
+    schedule = Schedule.objects.get(name=SCAN_SCHEDULE)
+
+    assert schedule.func == "catalog.tasks.scan"
+    assert schedule.schedule_type == Schedule.MINUTES
+
+
+# --- API ------------------------------------------------------------------------------------
+
+
+def token_for(name: str, catalogs: list[Catalog], *, curator: bool) -> str:
+    token = new_token()
+    agent = Agent.objects.create(name=name, token_hash=hash_token(token), token_hint=token[:8], is_curator=curator)
+    agent.catalogs.set(catalogs)
+    return token
+
+
+def api(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def test_a_curator_token_queues_a_run_and_watches_it(files, django_capture_on_commit_callbacks):
+    files.write("a.md", random_text(random.Random(6)))
+    source = glob_source("api")
+    client = api(token_for("curator", [source.catalog], curator=True))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/api/v1/catalogs/api/reindex?source=notes&full=1")
+    run_id = response.json()["runs"][0]["id"]
+    watched = client.get(f"/api/v1/index-runs/{run_id}")
+
+    assert response.status_code == 202
+    assert response.json()["runs"][0]["source"] == "notes"
+    assert watched.status_code == 200
+    assert watched.json()["status"] == "succeeded"
+    assert watched.json()["counts"]["documents_added"] == 1
+
+
+def test_reindex_refusals_change_nothing(files):
+    source = glob_source("guarded")
+    other = Catalog.objects.create(slug="other", name="Other")
+    reader = api(token_for("reader", [source.catalog], curator=False))
+    outsider = api(token_for("outsider", [other], curator=True))
+
+    denied = reader.post("/api/v1/catalogs/guarded/reindex")
+    hidden = outsider.post("/api/v1/catalogs/guarded/reindex")
+    curator = api(token_for("curator2", [source.catalog], curator=True))
+    bad = curator.post("/api/v1/catalogs/guarded/reindex?full=maybe")
+    missing = curator.post("/api/v1/catalogs/guarded/reindex?source=nope")
+    direct = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="api")
+    run_hidden = outsider.get(f"/api/v1/index-runs/{direct.pk}")
+
+    assert (denied.status_code, denied.json()["error"]["code"]) == (403, "forbidden")
+    assert hidden.status_code == 404 and bad.status_code == 400 and missing.status_code == 404
+    assert run_hidden.status_code == 404
+    assert IndexRun.objects.filter(source=source).count() == 1  # only the one this test made directly
