@@ -9,8 +9,10 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog.models import IndexRun
+from catalog.models import IndexRun, ReferenceSource
 from catalog.reindex import index_run_request
+from catalog.services import SourceError, inline_set, upload_delete, upload_put
+from config.api_errors import DomainError
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.models import Agent
 
@@ -71,3 +73,68 @@ class IndexRunApi(APIView):
         if run is None:
             raise Http404(f"No index run {pk}.")
         return Response(IndexRunSerializer(run).data)
+
+
+def _curated_source(request, slug: str, source_slug: str) -> ReferenceSource:
+    catalog = get_catalog_for_caller(request.user, slug)
+    _require_curator(request.user)
+    source = catalog.sources.select_related("catalog").filter(slug=source_slug).first()
+    if source is None:
+        raise Http404(f"Catalog {slug!r} has no source {source_slug!r}.")
+    return source
+
+
+def _queued(request, source: ReferenceSource) -> dict:
+    trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
+    run, _ = index_run_request(source=source, trigger=trigger)
+    return IndexRunSerializer(run).data
+
+
+class SourceContentApi(APIView):
+    """Replace an inline source's text; a reindex run is queued (returned)."""
+
+    class InputSerializer(serializers.Serializer):
+        content = serializers.CharField(trim_whitespace=False)
+
+    @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="set_inline_content")
+    def put(self, request, slug: str, source: str):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        target = _curated_source(request, slug, source)
+        try:
+            inline_set(source=target, content=data.validated_data["content"])
+        except SourceError as exc:
+            raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
+        return Response({"source": target.slug, "run": _queued(request, target)}, status=status.HTTP_202_ACCEPTED)
+
+
+class SourceFilesApi(APIView):
+    """Add, replace (PUT) or remove (DELETE ?path=) one file of an upload source; a
+    reindex run is queued (returned) and indexes only that file's change."""
+
+    class InputSerializer(serializers.Serializer):
+        path = serializers.CharField(max_length=1024)
+        title = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+        text = serializers.CharField(trim_whitespace=False)
+
+    @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="put_upload_file")
+    def put(self, request, slug: str, source: str):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        target = _curated_source(request, slug, source)
+        try:
+            upload_put(source=target, **data.validated_data)
+        except SourceError as exc:
+            raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
+        return Response({"source": target.slug, "path": data.validated_data["path"], "run": _queued(request, target)},
+                        status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(parameters=[OpenApiParameter("path", str, required=True)], responses={202: dict},
+                   operation_id="delete_upload_file")
+    def delete(self, request, slug: str, source: str):
+        path = request.query_params.get("path", "")
+        target = _curated_source(request, slug, source)
+        if not upload_delete(source=target, path=path):
+            raise Http404(f"Source {source!r} has no file {path!r}.")
+        return Response({"source": target.slug, "path": path, "run": _queued(request, target)},
+                        status=status.HTTP_202_ACCEPTED)

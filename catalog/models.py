@@ -126,6 +126,29 @@ class ReferenceSource(models.Model):
             raise ValidationError({"content": "An inline source needs its text."})
 
 
+class UploadedFile(models.Model):
+    """The content of record of an upload source: what curators uploaded or imported.
+
+    Documents (and their chunks) are derived from these by indexing, so an edit here
+    moves the source's fingerprint and the next scan reindexes just what changed.
+    """
+
+    source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="uploads")
+    path = models.CharField(max_length=1024, help_text="File name or external id.")
+    title = models.CharField(max_length=500, blank=True)
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["source", "path"]
+        constraints = [models.UniqueConstraint(fields=["source", "path"], name="upload_path_unique_per_source")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
 class Document(models.Model):
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
     source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="documents")

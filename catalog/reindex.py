@@ -115,7 +115,7 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
 def sources_scan(*, trigger: str = IndexRun.Trigger.SCHEDULE) -> list[IndexRun]:
     """Request a run for every source whose fingerprint moved (or that never indexed)."""
     runs = []
-    for source in ReferenceSource.objects.select_related("catalog").exclude(kind=ReferenceSource.Kind.UPLOAD):
+    for source in ReferenceSource.objects.select_related("catalog"):
         try:
             current = source_fingerprint(source=source)
         except (SourceError, OSError) as exc:  # reported on the source; the scan goes on

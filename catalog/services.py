@@ -31,7 +31,7 @@ from catalog.chunker import Chunk as TextChunk
 from catalog.chunker import chunk_text, fit_to_model
 from catalog.diffing import Diff, StoredDocument, diff_documents, stat_unchanged
 from catalog.embedder import Embedder, get_embedder
-from catalog.models import Catalog, Document, ReferenceSource, indexed_text
+from catalog.models import Catalog, Document, ReferenceSource, UploadedFile, indexed_text
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,18 @@ def source_fingerprint(*, source: ReferenceSource) -> str:
         return fingerprint((relative, info.st_size, info.st_mtime) for relative, _, info in files)
     if source.kind == ReferenceSource.Kind.INLINE:
         return hashlib.sha256(source.content.encode("utf-8")).hexdigest()
-    return _documents_fingerprint(stored_documents(source))
+    return uploads_fingerprint(UploadedFile.objects.filter(source=source).values_list("path", "sha256"))
+
+
+def uploads_fingerprint(entries: Iterable[tuple[str, str]]) -> str:
+    """sha256 over the sorted (path, content sha256) of an upload source's files."""
+    entries = sorted(entries)
+    if not entries:
+        return ""
+    digest = hashlib.sha256()
+    for path, sha in entries:
+        digest.update(f"{path}\0{sha}\n".encode())
+    return digest.hexdigest()
 
 
 def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Collected:
@@ -196,9 +207,9 @@ def source_collect(*, source: ReferenceSource, stored: list[StoredDocument] | No
         path = f"{source.slug}.md"
         doc = DocumentInput(path, source.name or source.slug, source.content, len(source.content.encode()))
         return Collected([doc], [], doc.sha256)
-    rows = Document.objects.filter(source=source).order_by("path")
-    documents = [DocumentInput(d.path, d.title, d.text, d.size, d.mtime, d.content_sha256) for d in rows]
-    return Collected(documents, [], _documents_fingerprint(documents))
+    rows = UploadedFile.objects.filter(source=source).order_by("path")
+    documents = [DocumentInput(u.path, u.title, u.text, u.size, None, u.sha256) for u in rows]
+    return Collected(documents, [], uploads_fingerprint((d.path, d.sha256) for d in documents))
 
 
 # --- preparing chunks -------------------------------------------------------------------
@@ -430,12 +441,10 @@ def _skipped_note(skipped: list[tuple[str, str]]) -> str:
     return "\n".join(f"skipped {path}: {reason}" for path, reason in skipped)
 
 
-def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | None = None,
-                 progress: Progress | None = None, full: bool = False) -> IndexReport:
+def source_index(*, source: ReferenceSource, progress: Progress | None = None, full: bool = False) -> IndexReport:
     """Bring a source's index up to date; see the module docstring for the steps.
 
-    Only added and changed documents are chunked and embedded (`full` re-does all);
-    `documents` replaces what the source would collect (imports hand them in). On
+    Only added and changed documents are chunked and embedded (`full` re-does all). On
     failure the source keeps its previous rows and records the error.
     """
     timings: dict[str, float] = {}
@@ -443,8 +452,7 @@ def source_index(*, source: ReferenceSource, documents: list[DocumentInput] | No
     ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
     try:
         stored = stored_documents(source)
-        collected = Collected(documents, [], _documents_fingerprint(documents)) if documents is not None \
-            else source_collect(source=source, stored=stored)
+        collected = source_collect(source=source, stored=stored)
         diff = diff_documents(stored, collected.documents, full=full)
         if full:
             _read_unread(source, diff.changed)
@@ -485,14 +493,10 @@ def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> Non
             doc.text, doc.title = old.text, old.title
 
 
-def _documents_fingerprint(documents: list[DocumentInput] | list[StoredDocument]) -> str:
-    return fingerprint((d.path, d.size, 0) for d in documents) if documents else ""
-
-
 def catalog_index(*, catalog: Catalog, progress: Progress | None = None) -> dict[str, IndexReport]:
-    """Rebuild every glob and inline source of a catalog (uploads keep their rows)."""
+    """Bring every source of a catalog up to date."""
     reports = {}
-    for source in catalog.sources.select_related("catalog").exclude(kind=ReferenceSource.Kind.UPLOAD):
+    for source in catalog.sources.select_related("catalog"):
         reports[source.slug] = source_index(source=source, progress=progress)
     return reports
 
@@ -527,11 +531,45 @@ def parse_beir_jsonl(lines: Iterable[str]) -> list[DocumentInput]:
 
 def source_import_documents(*, catalog: Catalog, slug: str, documents: list[DocumentInput],
                             progress: Progress | None = None) -> tuple[ReferenceSource, IndexReport]:
-    """Create or replace an upload source holding `documents`, and index it."""
+    """Make `documents` the whole content of upload source `slug` (created if missing),
+    then index what changed."""
     source, _ = ReferenceSource.objects.get_or_create(
         catalog=catalog, slug=slug,
         defaults={"name": slug, "kind": ReferenceSource.Kind.UPLOAD, "location": slug},
     )
     if source.kind != ReferenceSource.Kind.UPLOAD:
         raise SourceError(f"source {slug!r} exists and is a {source.kind} source, not an upload")
-    return source, source_index(source=source, documents=documents, progress=progress)
+    uploads_replace(source=source, documents=documents)
+    return source, source_index(source=source, progress=progress)
+
+
+def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput]) -> None:
+    with transaction.atomic():
+        UploadedFile.objects.filter(source=source).delete()
+        UploadedFile.objects.bulk_create([
+            UploadedFile(source=source, path=d.path, title=d.title, text=d.text, sha256=d.sha256, size=d.size)
+            for d in documents
+        ])
+
+
+def upload_put(*, source: ReferenceSource, path: str, title: str, text: str) -> UploadedFile:
+    """Add or replace one file of an upload source (the next run indexes it)."""
+    if source.kind != ReferenceSource.Kind.UPLOAD:
+        raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources take files")
+    doc = DocumentInput(path, title, text, len(text.encode("utf-8")))
+    upload, _ = UploadedFile.objects.update_or_create(
+        source=source, path=path, defaults={"title": title, "text": text, "sha256": doc.sha256, "size": doc.size})
+    return upload
+
+
+def upload_delete(*, source: ReferenceSource, path: str) -> bool:
+    return UploadedFile.objects.filter(source=source, path=path).delete()[0] > 0
+
+
+def inline_set(*, source: ReferenceSource, content: str) -> ReferenceSource:
+    if source.kind != ReferenceSource.Kind.INLINE:
+        raise SourceError(f"source {source.slug!r} is a {source.kind} source, not inline")
+    source.content = content
+    source.full_clean()
+    source.save(update_fields=["content", "updated_at"])
+    return source

@@ -7,7 +7,7 @@ from catalog.services import SourceError
 
 
 class Command(BaseCommand):
-    help = ("Bring a catalog's glob and inline sources (or one source) up to date: only added and changed "
+    help = ("Bring a catalog's sources (or one source) up to date: only added and changed "
             "documents are chunked and embedded, unless --full. Each source's run is recorded as an IndexRun.")
 
     def add_arguments(self, parser):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         found = Catalog.objects.filter(slug=catalog).first()
         if found is None:
             raise CommandError(f"no catalog {catalog!r}")
-        sources = found.sources.select_related("catalog").exclude(kind=ReferenceSource.Kind.UPLOAD)
+        sources = found.sources.select_related("catalog")
         if source:
             sources = found.sources.select_related("catalog").filter(slug=source)
             if not sources:

@@ -1,0 +1,103 @@
+"""Editing inline and upload sources through the API moves their fingerprint and
+reindexes just the change."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, UploadedFile
+from catalog.reindex import sources_scan
+from catalog.services import DocumentInput, source_fingerprint, source_import_documents
+from retrieval.models import Agent, hash_token, new_token
+
+
+@pytest.fixture
+def curator(db):
+    def make(catalog: Catalog, *, is_curator: bool = True) -> APIClient:
+        token = new_token()
+        agent = Agent.objects.create(name=f"agent-{Agent.objects.count()}", token_hash=hash_token(token), token_hint=token[:8],
+                                     is_curator=is_curator)
+        agent.catalogs.set([catalog])
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def uploads(make_catalog):
+    catalog = make_catalog("kb")
+    source, _ = source_import_documents(catalog=catalog, slug="faq", documents=[
+        DocumentInput("q1", "Refunds", "Refunds are paid within five days.", 34),
+        DocumentInput("q2", "Shipping", "Parcels ship on weekdays.", 25),
+    ])
+    return source
+
+
+def test_putting_an_upload_file_reindexes_only_that_file(uploads, curator, django_capture_on_commit_callbacks):
+    client = curator(uploads.catalog)
+    before_q2 = list(Chunk.objects.filter(document__path="q2").values_list("pk", flat=True))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.put("/api/v1/catalogs/kb/sources/faq/files",
+                              {"path": "q1", "title": "Refunds", "text": "Refunds are paid within ten days."},
+                              format="json")
+
+    run = IndexRun.objects.get(pk=response.json()["run"]["id"])
+    assert response.status_code == 202
+    assert run.status == IndexRun.Status.SUCCEEDED
+    assert (run.counts["documents_changed"], run.counts["documents_unchanged"]) == (1, 1)
+    assert "ten days" in Chunk.objects.get(document__path="q1").content
+    assert list(Chunk.objects.filter(document__path="q2").values_list("pk", flat=True)) == before_q2
+
+
+def test_deleting_an_upload_file_removes_its_document(uploads, curator, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = curator(uploads.catalog).delete("/api/v1/catalogs/kb/sources/faq/files?path=q2")
+
+    assert response.status_code == 202
+    assert not Chunk.objects.filter(document__path="q2").exists()
+    assert curator(uploads.catalog, is_curator=True).delete(
+        "/api/v1/catalogs/kb/sources/faq/files?path=q2").status_code == 404
+
+
+def test_an_upload_edit_moves_the_fingerprint_the_scan_watches(uploads):
+    from catalog.services import upload_put
+
+    upload_put(source=uploads, path="q3", title="Returns", text="Returns are free.")
+
+    uploads.refresh_from_db()
+    assert source_fingerprint(source=uploads) != uploads.fingerprint
+    assert [run.source_id for run in sources_scan()] == [uploads.pk]
+
+
+def test_setting_inline_content_reindexes_it(make_catalog, curator, django_capture_on_commit_callbacks):
+    catalog = make_catalog("policies")
+    source = ReferenceSource.objects.create(catalog=catalog, slug="oncall", name="On-call", kind="inline",
+                                            content="Page the secondary after 15 minutes.")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = curator(catalog).put("/api/v1/catalogs/policies/sources/oncall/content",
+                                        {"content": "Page the secondary after 10 minutes."}, format="json")
+
+    source.refresh_from_db()
+    assert response.status_code == 202
+    assert source.fingerprint == source_fingerprint(source=source)
+    assert "10 minutes" in Chunk.objects.get(source=source).content
+
+
+def test_editing_refusals_change_nothing(uploads, curator):
+    reader = curator(uploads.catalog, is_curator=False)
+    editor = curator(uploads.catalog)
+
+    denied = reader.put("/api/v1/catalogs/kb/sources/faq/files", {"path": "q1", "text": "x"}, format="json")
+    wrong_kind = editor.put("/api/v1/catalogs/kb/sources/faq/content", {"content": "x"}, format="json")
+    invalid = editor.put("/api/v1/catalogs/kb/sources/faq/files", {"path": "q1"}, format="json")
+    missing = editor.put("/api/v1/catalogs/kb/sources/nope/files", {"path": "q1", "text": "x"}, format="json")
+
+    assert (denied.status_code, wrong_kind.status_code, invalid.status_code, missing.status_code) == (403, 409, 400,
+                                                                                                      404)
+    assert wrong_kind.json()["error"]["code"] == "wrong_source_kind"
+    assert UploadedFile.objects.get(source=uploads, path="q1").text == "Refunds are paid within five days."
+    assert not IndexRun.objects.filter(source=uploads).exists()
