@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from catalog.models import Catalog, Chunk, Document, ReferenceSource, Tag
+from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
+from catalog.services import upload_put
 
 
 @admin.register(Catalog)
@@ -46,3 +47,32 @@ class ChunkAdmin(admin.ModelAdmin):
     search_fields = ["key"]
     exclude = ["embedding"]
     readonly_fields = ["key", "catalog", "source", "document", "ordinal", "byte_offset", "content", "token_count"]
+
+
+@admin.register(IndexRun)
+class IndexRunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "source", "trigger", "full", "status", "stage", "progress", "created_at", "finished_at"]
+    list_filter = ["status", "trigger", "catalog"]
+    list_select_related = ["source__catalog"]
+    readonly_fields = [f.name for f in IndexRun._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(UploadedFile)
+class UploadedFileAdmin(admin.ModelAdmin):
+    """Editing a file here moves its source's fingerprint: the next scan reindexes it."""
+
+    list_display = ["path", "source", "title", "size", "updated_at"]
+    list_filter = ["source__catalog"]
+    search_fields = ["path", "title"]
+    readonly_fields = ["sha256", "size", "updated_at"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "source":
+            kwargs["queryset"] = ReferenceSource.objects.filter(kind=ReferenceSource.Kind.UPLOAD)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text)
