@@ -42,6 +42,24 @@ def source_lock(source_id: int) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, source_id])
 
 
+def _lock_is_free(source_id: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source_id])
+        if not cursor.fetchone()[0]:
+            return False
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, source_id])
+    return True
+
+
+def _fail_stale_runs(source_id: int, *, keep: int | None = None) -> None:
+    """Runs marked running while nobody holds the source's lock: their worker died."""
+    stale = IndexRun.objects.filter(source_id=source_id, status=IndexRun.Status.RUNNING).exclude(pk=keep)
+    if stale.update(status=IndexRun.Status.FAILED, error="interrupted: its worker stopped",
+                    finished_at=timezone.now()):
+        ReferenceSource.objects.filter(pk=source_id, status=ReferenceSource.Status.INDEXING).update(
+            status=ReferenceSource.Status.ERROR, last_error="indexing interrupted: its worker stopped")
+
+
 def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = False) -> tuple[IndexRun, bool]:
     """(run, created): a new queued run, or the source's queued or running one.
 
@@ -50,6 +68,9 @@ def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = Fal
     with transaction.atomic():
         ReferenceSource.objects.select_for_update().filter(pk=source.pk).first()
         active = IndexRun.objects.filter(source=source, status__in=ACTIVE).order_by("pk").first()
+        if active is not None and active.status == IndexRun.Status.RUNNING and _lock_is_free(source.pk):
+            _fail_stale_runs(source.pk)  # its worker died: do not hand back a run nobody executes
+            active = IndexRun.objects.filter(source=source, status=IndexRun.Status.QUEUED).order_by("pk").first()
         if active is not None and (active.full or not full):
             return active, False
         run = IndexRun.objects.create(catalog_id=source.catalog_id, source=source, trigger=trigger, full=full)
@@ -93,8 +114,7 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
     if run is None:
         return None
     with source_lock(run.source_id):
-        IndexRun.objects.filter(source_id=run.source_id, status=IndexRun.Status.RUNNING).exclude(pk=run_id).update(
-            status=IndexRun.Status.FAILED, error="interrupted: its worker stopped", finished_at=timezone.now())
+        _fail_stale_runs(run.source_id, keep=run_id)
         claimed = IndexRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
             status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="")
         if not claimed:

@@ -36,7 +36,7 @@ from catalog.models import Catalog, Document, ReferenceSource, UploadedFile, ind
 logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".rst"}
-EMBED_GROUP = 256  # texts per embedder call, between progress reports
+EMBED_GROUP = 64  # texts per embedder call: progress is reported and vectors cached per group
 HEADING_CHARS = 200  # longest title indexed as a chunk heading
 Progress = Callable[[str, int, int], None]
 
@@ -410,7 +410,8 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff,
     or the new ones, never a mix; unchanged documents and their chunks are untouched."""
     with transaction.atomic():
         # One writer per catalog at a time: term frequencies and statistics stay exact.
-        Catalog.objects.select_for_update().filter(pk=source.catalog_id).first()
+        # no_key: rows that reference the catalog (runs, sources) can still be inserted.
+        Catalog.objects.select_for_update(no_key=True).filter(pk=source.catalog_id).first()
         with connection.cursor() as cursor:
             _delete_document_rows(cursor, diff.stale_pks)
             documents = Document.objects.bulk_create([

@@ -260,3 +260,17 @@ def test_reindex_refusals_change_nothing(files):
     assert hidden.status_code == 404 and bad.status_code == 400 and missing.status_code == 404
     assert run_hidden.status_code == 404
     assert IndexRun.objects.filter(source=source).count() == 1  # only the one this test made directly
+
+
+def test_a_dead_workers_running_run_does_not_swallow_new_requests(files):
+    source = glob_source("dead")
+    ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
+    dead = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="schedule", status="running")
+
+    run, created = index_run_request(source=source, trigger=IndexRun.Trigger.API)
+
+    dead.refresh_from_db()
+    source.refresh_from_db()
+    assert created and run.pk != dead.pk and run.status == IndexRun.Status.QUEUED
+    assert dead.status == IndexRun.Status.FAILED
+    assert source.status == ReferenceSource.Status.ERROR and "interrupted" in source.last_error

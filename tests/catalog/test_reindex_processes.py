@@ -1,0 +1,511 @@
+"""Index runs in real processes (`manage.py index` children on the test database).
+
+A worker SIGKILLed while embedding, or inside the write transaction, leaves the previous
+generation searchable and exactly consistent (no orphan rows, exact term frequencies and
+catalog statistics); its run stays "running" until the next run fails it as interrupted
+and builds exactly what a from-scratch build holds. Two workers on one source serialise
+on the source's advisory lock: one does the work, the other waits and finds none.
+
+The children see only committed rows, hence `transactional_db`. Their database
+connections are tagged with PGAPPNAME so that pg_stat_activity and pg_locks tell them
+apart from this process's connections.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.db import connection
+
+from catalog.embedder import get_embedder
+from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term
+from catalog.reindex import LOCK_NAMESPACE, index_run_create, index_run_execute
+from catalog.services import EMBED_GROUP, DocumentInput, prepare_chunks, source_fingerprint, source_index
+from retrieval.selectors import SearchOptions, bm25_search, chunk_search
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+FIRST = "firstgen"  # in every first-generation chunk (its document's title is the heading)
+SECOND = "secondgen"  # in every second-generation chunk
+WORDS = {
+    FIRST: "retry backoff jitter circuit breaker cache ttl invalidate token secret rotate log json metric".split(),
+    SECOND: ("harbor lantern meadow orchard pebble quarry ribbon saddle thimble velvet walnut yarrow anchor "
+             "beacon cobble dune ember fjord glacier hollow inlet juniper kelp lagoon marsh").split(),
+}
+QUERIES = [FIRST, SECOND, f"{FIRST} retry cache", f"{SECOND} harbor glacier", "lantern token"]
+POLL = 0.02
+
+
+# --- files and generations ---------------------------------------------------------------
+
+
+class Tree:
+    """A source root whose writes get strictly increasing mtimes; `tag` makes this test's
+    texts unique, so no other run's embedding cache can stand in for the embedder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.clock, self.tag = root, 1_700_000_000.0, uuid.uuid4().hex[:8]
+
+    def write(self, name: str, generation: str, sentences: int, seed: int) -> None:
+        rng = random.Random(seed)  # sizes (and so chunk counts) do not depend on the tag
+        words = WORDS[generation]
+        body = " ".join(" ".join(rng.choices(words, k=rng.randint(6, 12))).capitalize() + "."
+                        for _ in range(sentences))
+        path = self.root / name
+        path.write_text(f"# {generation.title()} {self.tag} {name}\n\n{body}\n", encoding="utf-8")
+        self.clock += 1.5
+        os.utime(path, (self.clock, self.clock))
+
+    def first_generation(self) -> None:
+        for seed, name in enumerate(("a.md", "b.md", "c.md")):
+            self.write(name, FIRST, 4, seed)
+
+    def second_generation(self, new_documents: int, sentences: int = 40) -> None:
+        """a.md changes, b.md stays, c.md goes, d*.md are new."""
+        self.write("a.md", SECOND, sentences, 100)
+        (self.root / "c.md").unlink()
+        for i in range(new_documents):
+            self.write(f"d{i:02d}.md", SECOND, sentences, 200 + i)
+
+    def documents(self) -> list[DocumentInput]:
+        return [DocumentInput(p.name, p.read_text().splitlines()[0][2:], p.read_text(), p.stat().st_size)
+                for p in sorted(self.root.glob("*.md"))]
+
+
+@pytest.fixture
+def tree(tmp_path, settings) -> Tree:
+    root = tmp_path / "root"
+    root.mkdir()
+    settings.LECTERN_SOURCE_ROOTS = [root]
+    return Tree(root)
+
+
+def glob_source(slug: str) -> ReferenceSource:
+    catalog = Catalog.objects.create(slug=slug, name=slug, chunk_size=200, chunk_overlap=40)
+    return ReferenceSource.objects.create(catalog=catalog, slug="notes", name="Notes", kind="glob", location="*.md")
+
+
+def run_in_process(source: ReferenceSource) -> IndexRun:
+    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+    assert run.status == IndexRun.Status.SUCCEEDED, run.error
+    return run
+
+
+def chunk_count(catalog: Catalog, documents: list[DocumentInput]) -> int:
+    return len(prepare_chunks(catalog, documents, get_embedder()))
+
+
+# --- child processes and the database's view of them ------------------------------------
+
+
+class Children:
+    def __init__(self, tmp_path: Path, root: Path) -> None:
+        self.app = f"lectern-test-child-{uuid.uuid4().hex[:8]}"
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
+                    "LECTERN_DB_NAME": connection.settings_dict["NAME"], "LECTERN_SOURCE_ROOTS": str(root),
+                    "PGAPPNAME": self.app}
+        self.env.pop("DATABASE_URL", None)
+        self.tmp_path, self.started = tmp_path, []
+
+    def start(self, source: ReferenceSource) -> subprocess.Popen:
+        log = self.tmp_path / f"child-{len(self.started)}.log"
+        with open(log, "wb") as out:
+            child = subprocess.Popen(
+                [sys.executable, "manage.py", "index", "--catalog", source.catalog.slug, "--source", source.slug,
+                 "--no-progress"], cwd=BASE_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        child.log = log
+        self.started.append(child)
+        return child
+
+    def finish(self, child: subprocess.Popen, timeout: float = 60) -> str:
+        """The output of a child that must exit 0 within `timeout` seconds."""
+        try:
+            rc = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            pytest.fail(f"child {child.pid} still running after {timeout}s:\n{output(child)}")
+        assert rc == 0, f"child {child.pid} exited {rc}:\n{output(child)}"
+        return output(child)
+
+    def backends(self) -> list[dict]:
+        """The children's live connections to the test database."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, state, wait_event_type, query, backend_xid IS NOT NULL FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s", [self.app])
+            keys = ("pid", "state", "wait_event_type", "query", "wrote")
+            return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
+
+    def wait_gone(self, timeout: float = 30) -> None:
+        wait_for(lambda: not self.backends(), timeout, "the killed children's backends to exit")
+
+    def close(self) -> None:
+        for child in self.started:
+            if child.poll() is None:
+                child.kill()
+            child.wait(timeout=30)
+        if self.backends():  # one blocked on a lock outlives its client: end it, or the flush waits
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND application_name = %s", [self.app])
+            self.wait_gone()
+
+
+def output(child: subprocess.Popen) -> str:
+    return child.log.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def children(transactional_db, tree, tmp_path):
+    spawned = Children(tmp_path, tree.root)
+    try:
+        yield spawned
+    finally:
+        spawned.close()
+
+
+@pytest.fixture
+def holder(transactional_db):
+    """A second connection of this process, for holding row locks the children run into."""
+    s = connection.settings_dict
+    conn = psycopg.connect(dbname=s["NAME"], user=s["USER"], password=s["PASSWORD"], host=s["HOST"],
+                           port=s["PORT"] or None, application_name="lectern-test-holder")
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str,
+             alive: tuple[subprocess.Popen, ...] = ()) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for child in alive:
+            if child.poll() is not None:
+                pytest.fail(f"child {child.pid} exited {child.returncode} while waiting for {what}:\n{output(child)}")
+        if time.monotonic() > deadline:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pid, application_name, state, wait_event_type, wait_event, left(query, 120) "
+                               "FROM pg_stat_activity WHERE datname = current_database()")
+                activity = "\n".join(map(str, cursor.fetchall()))
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; connections:\n{activity}")
+        time.sleep(POLL)
+
+
+def latest_run(source: ReferenceSource, after: int = 0) -> IndexRun | None:
+    return IndexRun.objects.filter(source=source, pk__gt=after).order_by("-pk").first()
+
+
+def lock_source_row(holder: psycopg.Connection, source: ReferenceSource) -> None:
+    """Hold the source row FOR NO KEY UPDATE (open transaction): foreign-key checks (KEY
+    SHARE) pass, so a worker writes documents, chunks, postings and terms, refreshes the
+    statistics, and then blocks on the last statement of source_apply_diff's transaction,
+    the update of the source row."""
+    holder.execute("SELECT 1 FROM catalog_referencesource WHERE id = %s FOR NO KEY UPDATE", [source.pk])
+
+
+def blocked_in_write(children: Children) -> dict | None:
+    """The child backend that waits on the source row lock with its writes done."""
+    for backend in children.backends():
+        if (backend["state"] == "active" and backend["wait_event_type"] == "Lock" and backend["wrote"]
+                and backend["query"].startswith('UPDATE "catalog_referencesource"')):
+            return backend
+    return None
+
+
+def relations_written(pid: int) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relation::regclass::text FROM pg_locks WHERE pid = %s AND mode = 'RowExclusiveLock' "
+                       "AND locktype = 'relation'", [pid])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def advisory_lock(source: ReferenceSource) -> list[tuple[int, bool]]:
+    """(pid, granted) of every session holding or awaiting the source's advisory lock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+                       "AND objid = %s AND objsubid = 2 AND database = "
+                       "(SELECT oid FROM pg_database WHERE datname = current_database())",
+                       [LOCK_NAMESPACE, source.pk])
+        return cursor.fetchall()
+
+
+# --- what the index holds -----------------------------------------------------------------
+
+
+def snapshot(catalog: Catalog) -> dict:
+    """Everything a reader sees, by path: comparable across catalogs."""
+    catalog.refresh_from_db()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT d.path, c.ordinal, c.byte_offset, c.content, c.heading, c.token_count, c.embedding::text,
+                   p.length, (SELECT array_agg(t.text || ':' || f ORDER BY t.text)
+                              FROM unnest(p.terms, p.tfs) AS x(term_id, f) JOIN catalog_term t ON t.id = x.term_id)
+            FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
+            LEFT JOIN catalog_postings p ON p.chunk_id = c.id
+            WHERE c.catalog_id = %s ORDER BY d.path, c.byte_offset
+            """, [catalog.pk])
+        chunks = cursor.fetchall()
+    scores = {q: sorted(round(s, 9) for _, _, s in bm25_search(catalog=catalog, query=q, limit=1000)[0])
+              for q in QUERIES}
+    return {
+        "documents": sorted(Document.objects.filter(catalog=catalog).values_list("path", "title", "content_sha256",
+                                                                                 "text")),
+        "chunks": chunks,
+        "df": dict(Term.objects.filter(catalog=catalog).values_list("text", "df")),
+        "stats": (catalog.chunk_count, catalog.token_total, catalog.term_count, round(catalog.idf_sum, 9)),
+        "scores": scores,
+    }
+
+
+def from_scratch(tree: Tree) -> dict:
+    """What a fresh catalog built from the files as they are now holds."""
+    reference = glob_source(f"scratch-{tree.tag}")
+    source_index(source=reference)
+    return snapshot(reference.catalog)
+
+
+def rows(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def assert_consistent(catalog: Catalog) -> None:
+    """No orphan or duplicate rows; term frequencies and catalog statistics equal a
+    recomputation from the postings."""
+    catalog.refresh_from_db()
+    pk = catalog.pk
+    assert rows("""SELECT c.id FROM catalog_chunk c LEFT JOIN catalog_document d ON d.id = c.document_id
+                   LEFT JOIN catalog_referencesource s ON s.id = d.source_id
+                   WHERE c.catalog_id = %s AND (s.id IS NULL OR c.source_id <> d.source_id
+                                                OR d.catalog_id <> c.catalog_id OR s.catalog_id <> c.catalog_id)""",
+                [pk]) == [], "chunks without a document of an existing source of this catalog"
+    assert rows("""SELECT p.chunk_id FROM catalog_postings p LEFT JOIN catalog_chunk c ON c.id = p.chunk_id
+                   WHERE p.catalog_id = %s AND (c.id IS NULL OR c.catalog_id <> p.catalog_id)""",
+                [pk]) == [], "postings without a chunk"
+    assert rows("""SELECT c.id FROM catalog_chunk c LEFT JOIN catalog_postings p ON p.chunk_id = c.id
+                   WHERE c.catalog_id = %s AND (p.chunk_id IS NULL OR cardinality(p.terms) <> cardinality(p.tfs))""",
+                [pk]) == [], "chunks without (well-formed) postings"
+    assert rows("""SELECT d.id FROM catalog_document d LEFT JOIN catalog_chunk c ON c.document_id = d.id
+                   WHERE d.catalog_id = %s AND c.id IS NULL""", [pk]) == [], "documents without chunks"
+    assert rows("""SELECT document_id, byte_offset, count(*) FROM catalog_chunk WHERE catalog_id = %s
+                   GROUP BY 1, 2 HAVING count(*) > 1""", [pk]) == [], "duplicate chunks"
+    assert rows("""SELECT x.term_id FROM (SELECT DISTINCT unnest(terms) AS term_id FROM catalog_postings
+                                          WHERE catalog_id = %s) x
+                   LEFT JOIN catalog_term t ON t.id = x.term_id AND t.catalog_id = %s WHERE t.id IS NULL""",
+                [pk, pk]) == [], "postings naming terms the catalog lacks"
+    assert rows("""SELECT t.text, t.df, coalesce(x.n, 0) FROM catalog_term t
+                   LEFT JOIN (SELECT unnest(terms) AS term_id, count(*) AS n FROM catalog_postings
+                              WHERE catalog_id = %s GROUP BY 1) x ON x.term_id = t.id
+                   WHERE t.catalog_id = %s AND (t.df <> coalesce(x.n, 0) OR t.df <= 0)""",
+                [pk, pk]) == [], "term df differs from the postings"
+    for content, text, offset in Chunk.objects.filter(catalog=catalog).values_list("content", "document__text",
+                                                                                    "byte_offset"):
+        assert text.encode()[offset: offset + len(content.encode())] == content.encode()
+
+    (n_chunks, total), = rows("SELECT count(*), coalesce(sum(length), 0) FROM catalog_postings WHERE catalog_id = %s",
+                              [pk])
+    dfs = list(Term.objects.filter(catalog=catalog).values_list("df", flat=True))
+    assert Chunk.objects.filter(catalog=catalog).count() == n_chunks
+    assert (catalog.chunk_count, catalog.token_total, catalog.term_count) == (n_chunks, total, len(dfs))
+    idf_sum = sum(math.log(n_chunks - df + 0.5) - math.log(df + 0.5) for df in dfs)
+    assert catalog.idf_sum == pytest.approx(idf_sum, rel=1e-9, abs=1e-9)
+
+
+def assert_first_generation(catalog: Catalog, before: dict) -> None:
+    """The killed run changed nothing a reader sees, and the rows are consistent."""
+    assert snapshot(catalog) == before
+    assert_consistent(catalog)
+    assert not Chunk.objects.filter(catalog=catalog, content__contains=SECOND).exists()
+    assert not Chunk.objects.filter(catalog=catalog, heading__contains=SECOND).exists()
+    assert sorted(Document.objects.filter(catalog=catalog).values_list("path", flat=True)) == ["a.md", "b.md", "c.md"]
+    options = SearchOptions(mode="bm25", top_k=50)
+    assert chunk_search(catalog=catalog, query=f"{SECOND} harbor lantern glacier", options=options).hits == []
+    hits = chunk_search(catalog=catalog, query=f"{FIRST} retry cache", options=options).hits
+    assert {hit.document_id for hit in hits} == {"a.md", "b.md", "c.md"}
+    texts = dict(Document.objects.filter(catalog=catalog).values_list("path", "text"))
+    assert all(hit.content in texts[hit.document_id] and SECOND not in hit.content for hit in hits)
+
+
+def assert_stale(run: IndexRun) -> None:
+    run.refresh_from_db()
+    assert (run.status, run.finished_at, run.error) == (IndexRun.Status.RUNNING, None, "")
+
+
+def assert_failed_as_interrupted(run: IndexRun) -> None:
+    run.refresh_from_db()
+    assert run.status == IndexRun.Status.FAILED
+    assert "interrupted" in run.error
+    assert run.finished_at is not None
+
+
+def assert_second_generation(source: ReferenceSource, tree: Tree) -> None:
+    source.refresh_from_db()
+    assert source.status == ReferenceSource.Status.READY
+    assert source.fingerprint == source_fingerprint(source=source)
+    assert_consistent(source.catalog)
+    assert snapshot(source.catalog) == from_scratch(tree)
+    assert not IndexRun.objects.filter(source=source, status=IndexRun.Status.RUNNING).exists()
+
+
+# --- a worker killed ------------------------------------------------------------------------
+
+
+def test_a_worker_killed_while_embedding_leaves_the_first_generation_and_the_next_run_resumes(tree, children):
+    source = glob_source("killed-embedding")
+    tree.first_generation()
+    first = run_in_process(source)
+    before = snapshot(source.catalog)
+    assert_consistent(source.catalog)
+    tree.second_generation(new_documents=6)
+    total = chunk_count(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
+    assert EMBED_GROUP + 16 <= total <= 8 * EMBED_GROUP, total  # later embedding groups to be killed in
+
+    child = children.start(source)
+    run = wait_for(lambda: (r := latest_run(source, first.pk)) and r.status == IndexRun.Status.RUNNING
+                   and r.stage == "embed" and r.progress > 15 and r, 90, "the run to report embedding progress",
+                   alive=(child,))
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+    children.wait_gone()
+
+    assert_stale(run)
+    source.refresh_from_db()
+    assert source.fingerprint != source_fingerprint(source=source)  # a scan still sees it moved
+    assert_first_generation(source.catalog, before)
+
+    resumed = run_in_process(source)
+
+    counts = resumed.counts
+    assert (counts["documents_added"], counts["documents_changed"], counts["documents_removed"],
+            counts["documents_unchanged"]) == (6, 1, 1, 1)
+    assert counts["chunks_written"] == total
+    assert counts["chunks_reused"] >= EMBED_GROUP  # the killed run's finished group came from the cache
+    assert counts["chunks_embedded"] == total - counts["chunks_reused"] > 0
+    assert_failed_as_interrupted(run)
+    assert_second_generation(source, tree)
+
+
+def test_a_worker_killed_inside_the_write_transaction_leaves_the_first_generation(tree, children, holder):
+    source = glob_source("killed-writing")
+    tree.first_generation()
+    first = run_in_process(source)
+    before = snapshot(source.catalog)
+    tree.second_generation(new_documents=4, sentences=16)
+    total = chunk_count(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
+
+    child = children.start(source)
+    wait_for(lambda: ReferenceSource.objects.filter(pk=source.pk, status=ReferenceSource.Status.INDEXING).exists(),
+             90, "the run to start indexing", alive=(child,))
+    lock_source_row(holder, source)
+    backend = wait_for(lambda: blocked_in_write(children), 60, "the worker to block inside its write transaction",
+                       alive=(child,))
+    # Everything is written, nothing committed: readers still see the first generation.
+    assert {"catalog_document", "catalog_chunk", "catalog_postings", "catalog_term",
+            "catalog_catalog"} <= relations_written(backend["pid"])
+    assert snapshot(source.catalog) == before
+    run = latest_run(source, first.pk)
+    assert (run.status, run.stage) == (IndexRun.Status.RUNNING, "embed")
+
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+    holder.rollback()  # its backend gets the row, finds its client gone, and rolls back
+    children.wait_gone()
+
+    assert_stale(run)
+    assert_first_generation(source.catalog, before)
+    assert advisory_lock(source) == []
+
+    out = children.finish(children.start(source))  # the next run, in another worker process
+
+    resumed = latest_run(source, run.pk)
+    assert f"run {resumed.pk} succeeded" in out
+    assert resumed.status == IndexRun.Status.SUCCEEDED
+    assert resumed.counts["chunks_written"] == total
+    assert resumed.counts["chunks_embedded"] == 0  # the killed run had embedded (and cached) them all
+    assert_failed_as_interrupted(run)
+    assert_second_generation(source, tree)
+
+
+# --- workers at once --------------------------------------------------------------------------
+
+
+def test_two_workers_started_together_do_the_work_once(tree, children):
+    source = glob_source("together")
+    tree.first_generation()
+    first = run_in_process(source)
+    tree.second_generation(new_documents=3, sentences=12)
+
+    pair = [children.start(source), children.start(source)]
+    for child in pair:
+        children.finish(child)
+
+    runs = list(IndexRun.objects.filter(source=source, pk__gt=first.pk).order_by("started_at"))
+    assert [run.status for run in runs] == [IndexRun.Status.SUCCEEDED] * 2
+    worker, idle = runs
+    assert (worker.counts["documents_added"], worker.counts["documents_changed"],
+            worker.counts["documents_removed"]) == (3, 1, 1)
+    assert worker.counts["chunks_written"] > 0
+    assert idle.counts == {"documents_added": 0, "documents_changed": 0, "documents_removed": 0,
+                           "documents_unchanged": 5, "chunks_embedded": 0, "chunks_reused": 0, "chunks_written": 0}
+    assert idle.started_at >= worker.finished_at  # one at a time
+    assert_second_generation(source, tree)
+
+
+def test_a_second_worker_waits_while_the_first_holds_the_source_lock(tree, children, holder):
+    source = glob_source("waiting")
+    tree.first_generation()
+    first = run_in_process(source)
+    tree.second_generation(new_documents=2, sentences=12)
+
+    holding = children.start(source)
+    run = wait_for(lambda: (r := latest_run(source, first.pk)) and r.status == IndexRun.Status.RUNNING and r, 90,
+                   "the first worker to claim its run", alive=(holding,))
+    # Holding its run's row stops the first worker at its next report (the last one, that
+    # it succeeded, is still to come), outside any transaction and inside the source lock.
+    status, = holder.execute("SELECT status FROM catalog_indexrun WHERE id = %s FOR NO KEY UPDATE",
+                             [run.pk]).fetchone()
+    assert status == IndexRun.Status.RUNNING
+    backend = wait_for(lambda: next((b for b in children.backends() if b["wait_event_type"] == "Lock"
+                                     and b["query"].startswith('UPDATE "catalog_indexrun"')), None),
+                       60, "the first worker to stop at a report", alive=(holding,))
+    assert advisory_lock(source) == [(backend["pid"], True)]
+
+    waiting = children.start(source)
+    wait_for(lambda: len(advisory_lock(source)) == 2, 60, "the second worker to wait for the source lock",
+             alive=(holding, waiting))
+    assert sorted(granted for _, granted in advisory_lock(source)) == [False, True]
+    time.sleep(1)
+    assert waiting.poll() is None and holding.poll() is None
+    second = latest_run(source, run.pk)
+    assert second.status == IndexRun.Status.QUEUED  # created, not claimed: it waits for the lock
+    assert len(advisory_lock(source)) == 2
+
+    holder.rollback()
+    children.finish(holding)
+    children.finish(waiting)
+
+    worker, idle = IndexRun.objects.filter(pk__in=[run.pk, second.pk]).order_by("pk")
+    assert (worker.status, idle.status) == (IndexRun.Status.SUCCEEDED, IndexRun.Status.SUCCEEDED)
+    assert (worker.counts["documents_added"], worker.counts["documents_changed"],
+            worker.counts["documents_removed"]) == (2, 1, 1)
+    assert idle.counts["chunks_written"] == 0 and idle.counts["documents_unchanged"] == 4
+    assert idle.started_at >= worker.finished_at
+    assert advisory_lock(source) == []
+    assert_second_generation(source, tree)
