@@ -118,8 +118,12 @@ def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row],
         passes += 1
         ids = [t.term_id for t in terms[:essential]]
         rows = _bm25_rows(catalog, terms, "p.terms && %s::int[]", [ids], limit)
-        threshold = rows[-1][2] if len(rows) >= limit else 0.0
-        needed = bm25.essential_split(terms, threshold) if threshold > 0 else len(terms)
+        if essential == len(terms):
+            return rows, passes
+        if len(rows) < limit:
+            essential += 1  # too few candidates to bound anything: widen by the next-rarest term
+            continue
+        needed = bm25.essential_split(terms, rows[-1][2])
         if needed <= essential:
             return rows, passes
         essential = needed
