@@ -29,7 +29,7 @@ demo: migrate
 
 run: setup demo
 	@echo "Lectern at http://$(HOST)/  (stop with Ctrl-C: stops the server and the worker)"
-	@trap 'kill 0' EXIT INT TERM; \
+	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
 	  $(MANAGE) qcluster & \
 	  $(MANAGE) runserver --noreload $(HOST)
 
