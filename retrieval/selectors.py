@@ -82,13 +82,17 @@ def _score_sql(terms: list[bm25.QueryTerm], avgdl: float) -> tuple[str, list, st
     sums idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * dl / avgdl)) over the terms.
     """
     k1, b = settings.LECTERN_BM25_K1, settings.LECTERN_BM25_B
-    lookups = ", ".join(f"p.tfs[array_position(p.terms, %s)] AS f{i}" for i in range(len(terms)))
-    parts = [f"coalesce(%s * f{i} / (f{i} + %s + %s * p.length), 0)" for i in range(len(terms))]
+    lookups = ", ".join(f"p.tfs[array_position(p.terms, %s::int)]::float8 AS f{i}" for i in range(len(terms)))
+    # float8 parameters: untyped literals would make Postgres score in numeric.
+    parts = [f"coalesce(%s::float8 * f{i} / (f{i} + %s::float8 + %s::float8 * p.length), 0)"
+             for i in range(len(terms))]
     score_params: list = []
     for t in terms:
         score_params += [t.weight * (k1 + 1), k1 * (1 - b), k1 * b / avgdl]
     lateral_params = [t.term_id for t in terms]
-    return " + ".join(parts), score_params, f"CROSS JOIN LATERAL (SELECT {lookups}) f", lateral_params
+    # OFFSET 0 keeps the lateral subquery from being flattened into the score
+    # expression, which would run each array_position lookup twice per row.
+    return " + ".join(parts), score_params, f"CROSS JOIN LATERAL (SELECT {lookups} OFFSET 0) f", lateral_params
 
 
 def _bm25_rows(catalog: Catalog, terms: list[bm25.QueryTerm], where: str, where_params: list, limit: int) -> list[Row]:
