@@ -29,25 +29,27 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--dataset", type=Path, default=None,
                             help="BEIR NFCorpus folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+        parser.add_argument("--repeat", type=int, default=3,
+                            help="--search runs; each figure is the median over them")
         parser.add_argument("--documents", type=int, default=400, help="corpus documents per --index run")
         parser.add_argument("--rounds", type=int, default=3, help="A/B rounds for --index")
         parser.add_argument("--wait-timeout", type=float, default=7200,
                             help="seconds to wait for the base catalog's import to finish")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, search, index, chunks, rebuild, base, seed, dataset, documents, rounds,
+    def handle(self, *args, search, index, chunks, rebuild, base, seed, dataset, repeat, documents, rounds,
                wait_timeout, json_out, **options):
         if not search and not index:
             search = index = True
-        if chunks < 1 or documents < 1 or rounds < 1:
-            raise CommandError("--chunks, --documents and --rounds must be positive")
+        if min(chunks, repeat, documents, rounds) < 1:
+            raise CommandError("--chunks, --repeat, --documents and --rounds must be positive")
         dataset = dataset or default_dataset_dir()
         log = self.stdout.write
         results: dict = {"machine": machine_info()}
         try:
             if search:
                 outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
-                                           seed=seed, wait_timeout_s=wait_timeout, log=log)
+                                           repeat=repeat, seed=seed, wait_timeout_s=wait_timeout, log=log)
                 self._print_search(outcome)
                 results["search"] = asdict(outcome)
             if index:
@@ -77,4 +79,6 @@ class Command(BaseCommand):
             f"indexing {throughput.documents} documents / {throughput.chunks} chunks "
             f"({throughput.threads} threads, batch {throughput.batch_size}): "
             f"pipeline {throughput.pipeline_median:.1f} chunks/s, bare onnx {throughput.bare_median:.1f} chunks/s, "
-            f"ratio {throughput.ratio:.3f} (target >= 0.9)")
+            f"ratio {throughput.ratio:.3f}, median per-round ratio {throughput.paired_ratio:.3f} (target >= 0.9)")
+        stages = ", ".join(f"{stage} {seconds:.1f}s" for stage, seconds in throughput.pipeline_stages_s.items())
+        self.stdout.write(f"pipeline stages (median): {stages}")
