@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run test setup db migrate demo lint bench bench-search bench-index evaluate stop-db clean chromium
+.PHONY: run test setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,11 +42,19 @@ test: setup chromium
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-evaluate: setup
-	$(MANAGE) evaluate_nfcorpus
+NFCORPUS ?= ../shared/datasets/nfcorpus
 
-bench: setup
+# Imports NFCorpus once (later runs re-embed nothing: unchanged documents are skipped).
+nfcorpus: setup
+	$(MANAGE) import_jsonl $(NFCORPUS)/corpus.jsonl --catalog nfcorpus --source corpus
+
+evaluate: nfcorpus
+	$(MANAGE) evaluate --catalog nfcorpus --queries $(NFCORPUS)/queries.jsonl --qrels $(NFCORPUS)/qrels/test.tsv \
+	  --modes bm25,vector,hybrid,bm25_tiebreak --json var/nfcorpus-eval.json
+
+bench: nfcorpus
 	$(MANAGE) bench
+	$(MANAGE) bench_reindex --files 10000 --edits 5
 
 stop-db:
 	$(PY) -m config.embedded_pg stop
