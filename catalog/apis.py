@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -84,6 +87,14 @@ def _curated_source(request, slug: str, source_slug: str) -> ReferenceSource:
     return source
 
 
+@contextmanager
+def _source_errors_as_409() -> Iterator[None]:
+    try:
+        yield
+    except SourceError as exc:
+        raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
+
+
 def _queued(request, source: ReferenceSource) -> dict:
     trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
     run, _ = index_run_request(source=source, trigger=trigger)
@@ -101,10 +112,8 @@ class SourceContentApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
-        try:
+        with _source_errors_as_409():
             inline_set(source=target, content=data.validated_data["content"])
-        except SourceError as exc:
-            raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
         return Response({"source": target.slug, "run": _queued(request, target)}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -122,10 +131,8 @@ class SourceFilesApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
-        try:
+        with _source_errors_as_409():
             upload_put(source=target, **data.validated_data)
-        except SourceError as exc:
-            raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
         return Response({"source": target.slug, "path": data.validated_data["path"], "run": _queued(request, target)},
                         status=status.HTTP_202_ACCEPTED)
 

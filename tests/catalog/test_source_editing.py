@@ -16,8 +16,8 @@ from retrieval.models import Agent, hash_token, new_token
 def curator(db):
     def make(catalog: Catalog, *, is_curator: bool = True) -> APIClient:
         token = new_token()
-        agent = Agent.objects.create(name=f"agent-{Agent.objects.count()}", token_hash=hash_token(token), token_hint=token[:8],
-                                     is_curator=is_curator)
+        agent = Agent.objects.create(name=f"agent-{Agent.objects.count()}", token_hash=hash_token(token),
+                                     token_hint=token[:8], is_curator=is_curator)
         agent.catalogs.set([catalog])
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
