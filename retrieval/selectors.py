@@ -161,16 +161,19 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
     ef_search = max(settings.LECTERN_HNSW_EF_SEARCH, limit)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
-        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+        # relaxed_order: the scan keeps going past rows the catalog filter drops (all
+        # catalogs share one index) without re-sorting in the index; we sort below.
+        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
         cursor.execute(
             """
             SELECT id, document_id, 1 - (embedding <=> %s::vector) FROM catalog_chunk
             WHERE catalog_id = %s AND embedding IS NOT NULL
-            ORDER BY embedding <=> %s::vector, id LIMIT %s
+            ORDER BY embedding <=> %s::vector LIMIT %s
             """,
             [vector, catalog.pk, vector, limit],
         )
-        return [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+        rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+    return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 
 def vector_scores_for(*, vector: str, chunk_pks: list[int]) -> dict[int, float]:
