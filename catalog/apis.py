@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -104,6 +104,7 @@ def _queued(request, source: ReferenceSource) -> dict:
 class SourceContentApi(APIView):
     """Replace an inline source's text; a reindex run is queued (returned)."""
 
+    @extend_schema_serializer(component_name="InlineContent")
     class InputSerializer(serializers.Serializer):
         content = serializers.CharField(trim_whitespace=False)
 
@@ -121,6 +122,7 @@ class SourceFilesApi(APIView):
     """Add, replace (PUT) or remove (DELETE ?path=) one file of an upload source; a
     reindex run is queued (returned) and indexes only that file's change."""
 
+    @extend_schema_serializer(component_name="UploadFile")
     class InputSerializer(serializers.Serializer):
         path = serializers.CharField(max_length=1024)
         title = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
