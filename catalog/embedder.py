@@ -25,6 +25,11 @@ _DEFAULT_SHA256 = {
 }
 
 
+def vector_literal(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector: '[x1,x2,...]'."""
+    return "[" + ",".join(map(str, vector.tolist())) + "]"
+
+
 class EmbedderUnavailable(Exception):
     """No usable embedding model: search falls back to lexical only."""
 

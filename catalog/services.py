@@ -31,7 +31,7 @@ from catalog import analysis
 from catalog.chunker import Chunk as TextChunk
 from catalog.chunker import chunk_text, fit_to_model
 from catalog.diffing import Diff, StoredDocument, diff_documents, stat_unchanged
-from catalog.embedder import Embedder, get_embedder
+from catalog.embedder import Embedder, get_embedder, vector_literal
 from catalog.models import Catalog, Document, ReferenceSource, UploadedFile, indexed_text
 
 logger = logging.getLogger(__name__)
@@ -303,7 +303,7 @@ def _cache_vectors(model: str, digests: list[str], vectors: np.ndarray) -> None:
             SELECT %s, d, e::vector, now() FROM unnest(%s::text[], %s::text[]) AS x(d, e)
             ON CONFLICT (model, text_sha256) DO NOTHING
             """,
-            [model, digests, [_vector_literal(v) for v in vectors]],
+            [model, digests, [vector_literal(v) for v in vectors]],
         )
 
 
@@ -334,10 +334,6 @@ def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None 
 
 
 # --- writing ----------------------------------------------------------------------------
-
-
-def _vector_literal(vector: np.ndarray) -> str:
-    return "[" + ",".join(map(str, vector.tolist())) + "]"
 
 
 def _delete_document_rows(cursor, document_pks: list[int]) -> None:
@@ -415,7 +411,7 @@ def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], pr
     with raw.copy(f"COPY catalog_chunk ({columns}) FROM STDIN") as copy:
         for i, item in enumerate(prepared):
             doc = documents[item.document]
-            vector = _vector_literal(vectors[i]) if vectors is not None else None
+            vector = vector_literal(vectors[i]) if vectors is not None else None
             copy.write_row((ids[i], f"{prefix}{doc.path}:{item.chunk.byte_offset}", source.catalog_id, source.id,
                             doc.id, item.chunk.ordinal, item.chunk.byte_offset, item.chunk.content,
                             item.heading, item.token_count, vector))

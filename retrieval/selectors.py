@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from catalog import analysis
-from catalog.embedder import embedder_status, get_embedder
+from catalog.embedder import embedder_status, get_embedder, vector_literal
 from catalog.models import Catalog
 from retrieval import bm25, fusion
 
@@ -144,15 +144,11 @@ def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> di
 # --- vector -----------------------------------------------------------------------------
 
 
-def _vector_literal(vector) -> str:
-    return "[" + ",".join(map(str, vector.tolist())) + "]"
-
-
 def embed_query(query: str) -> str:
     embedder = get_embedder()
     if embedder is None:
         raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
-    return _vector_literal(embedder.embed([query])[0])
+    return vector_literal(embedder.embed([query])[0])
 
 
 def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
