@@ -214,7 +214,7 @@ class LatencyReport:
     p95_runs: list[float] = field(default_factory=list)  # each run's p95, when repeated
 
 
-def test_queries(dataset: Path) -> list[str]:
+def nfcorpus_test_queries(dataset: Path) -> list[str]:
     """The texts of the queries judged in qrels/test.tsv, in qrels order."""
     try:
         with (dataset / "queries.jsonl").open(encoding="utf-8") as q, \
@@ -292,7 +292,7 @@ def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: boo
                      sigma: float = 0.02, wait_timeout_s: float = 7200, log: Log) -> SearchBenchmark:
     """Latency on the base catalog and on a synthetic `bench-<chunks>` one, each figure
     the median of `repeat` runs; see the module docstring."""
-    queries = test_queries(dataset)
+    queries = nfcorpus_test_queries(dataset)
     base = base_wait(slug=base_slug, poll_s=30, timeout_s=wait_timeout_s, log=log)
     bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma, log=log)
     if get_embedder() is None:
