@@ -156,10 +156,10 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
     because an HNSW scan never returns more than ef_search rows."""
     ef_search = max(settings.LECTERN_HNSW_EF_SEARCH, limit)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
         # relaxed_order: the scan keeps going past rows the catalog filter drops (all
         # catalogs share one index) without re-sorting in the index; we sort below.
-        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                       "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
         cursor.execute(
             """
             SELECT id, document_id, 1 - (embedding <=> %s::vector) FROM catalog_chunk
