@@ -46,6 +46,10 @@ class SourceError(Exception):
     """A source that cannot be read as configured (bad glob, bad upload, ...)."""
 
 
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 @dataclass
 class DocumentInput:
     path: str
@@ -58,7 +62,7 @@ class DocumentInput:
 
     def __post_init__(self) -> None:
         if not self.sha256 and self.text is not None:
-            self.sha256 = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+            self.sha256 = text_sha256(self.text)
 
 
 @dataclass
@@ -179,7 +183,7 @@ def source_fingerprint(*, source: ReferenceSource) -> str:
         files, _ = _glob_stats(source)
         return fingerprint((relative, info.st_size, info.st_mtime) for relative, _, info in files)
     if source.kind == ReferenceSource.Kind.INLINE:
-        return hashlib.sha256(source.content.encode("utf-8")).hexdigest()
+        return text_sha256(source.content)
     return uploads_fingerprint(UploadedFile.objects.filter(source=source).values_list("path", "sha256"))
 
 
@@ -281,10 +285,6 @@ def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: E
     return prepared
 
 
-def _text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _cached_vectors(model: str, digests: list[str]) -> dict[str, np.ndarray]:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -311,7 +311,7 @@ def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None 
     """(vectors, how many came from the cache). Misses are embedded in groups of
     similar length; each group is cached as soon as it is done (committed on its own,
     so a killed run resumes from there), and progress is reported between groups."""
-    digests = [_text_sha256(t) for t in texts]
+    digests = [text_sha256(t) for t in texts]
     cached = _cached_vectors(embedder.model_id, digests)
     vectors = np.zeros((len(texts), 384), dtype=np.float32)
     misses = []
@@ -510,14 +510,6 @@ def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> Non
         if doc.text is None:
             old = stored[doc.replaces]
             doc.text, doc.title = old.text, old.title
-
-
-def catalog_index(*, catalog: Catalog, progress: Progress | None = None) -> dict[str, IndexReport]:
-    """Bring every source of a catalog up to date."""
-    reports = {}
-    for source in catalog.sources.select_related("catalog"):
-        reports[source.slug] = source_index(source=source, progress=progress)
-    return reports
 
 
 # --- importing --------------------------------------------------------------------------

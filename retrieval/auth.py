@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.http import Http404
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -26,11 +28,21 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
         agent = Agent.objects.filter(token_hash=hash_token(token), is_active=True).first()
         if agent is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        Agent.objects.filter(pk=agent.pk).update(last_used_at=timezone.now())
+        _touch(agent)
         return agent, None
 
     def authenticate_header(self, request) -> str:
         return f'{self.keyword} realm="api"'
+
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _touch(agent: Agent) -> None:
+    """Record use at most once a minute: not a write on every search."""
+    now = timezone.now()
+    if agent.last_used_at is None or now - agent.last_used_at >= LAST_USED_RESOLUTION:
+        Agent.objects.filter(pk=agent.pk).update(last_used_at=now)
 
 
 def visible_catalogs(caller):

@@ -18,7 +18,6 @@ emptied of those texts before each import, so the pipeline embeds every chunk.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import re
@@ -43,6 +42,7 @@ from catalog.services import (
     prepare_chunks,
     source_import_documents,
     source_replace_rows,
+    text_sha256,
 )
 from retrieval.evaluation import read_qrels, read_queries
 from retrieval.metrics import percentile
@@ -413,7 +413,7 @@ def pipeline_run(*, documents: list[DocumentInput]) -> tuple[list[str], IndexRep
 
 def embedding_cache_evict(*, model: str, texts: list[str]) -> None:
     """Forget cached vectors of `texts`, so that the next import embeds them all again."""
-    digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
+    digests = [text_sha256(text) for text in texts]
     EmbeddingCache.objects.filter(model=model, text_sha256__in=digests).delete()
 
 

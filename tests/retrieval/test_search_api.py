@@ -112,6 +112,22 @@ def test_a_successful_call_records_when_the_agent_was_last_used(client, ops_toke
     assert Agent.objects.get(name="ops-agent").last_used_at is not None
 
 
+def test_last_use_is_written_at_most_once_a_minute(client, ops_token):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    recent = timezone.now() - timedelta(seconds=10)
+    Agent.objects.filter(name="ops-agent").update(last_used_at=recent)
+    search(client, ops_token, catalog="ops", query="retry", mode="bm25")
+    assert Agent.objects.get(name="ops-agent").last_used_at == recent
+
+    stale = timezone.now() - timedelta(minutes=5)
+    Agent.objects.filter(name="ops-agent").update(last_used_at=stale)
+    search(client, ops_token, catalog="ops", query="retry", mode="bm25")
+    assert Agent.objects.get(name="ops-agent").last_used_at > stale
+
+
 def test_convex_fusion_applies_the_weights_to_zscore_normalised_lists(client, ops_token):
     weights = {"bm25": 0.8, "vector": 0.2}
 
