@@ -122,24 +122,29 @@ class Embedder:
         """Model tokens per text, [CLS] and [SEP] included, without truncation."""
         return [len(e.ids) for e in self._counter.encode_batch(texts)]
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, max_tokens: int | None = None) -> np.ndarray:
         """(len(texts), 384) float32 unit vectors. Batches are formed from texts of
-        similar length so that padding wastes little compute; order is preserved."""
+        similar length so that padding wastes little compute; order is preserved.
+        `max_tokens` embeds only each text's head (detection on long tool results);
+        indexing never passes it, so stored chunks are always read whole."""
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for lo in range(0, len(order), self.batch_size):
             idx = order[lo : lo + self.batch_size]
-            out[idx] = self._embed_batch([texts[i] for i in idx])
+            out[idx] = self._embed_batch([texts[i] for i in idx], max_tokens)
         return out
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        width = max(len(e.ids) for e in encodings)
+    def _embed_batch(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        encodings = [e.ids for e in self._tokenizer.encode_batch(texts)]
+        if max_tokens is not None:
+            # Keep [CLS] + the head, and close with the final [SEP].
+            encodings = [e if len(e) <= max_tokens else e[: max_tokens - 1] + e[-1:] for e in encodings]
+        width = max(len(e) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1
+            ids[row, : len(encoding)] = encoding
+            mask[row, : len(encoding)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
         summed = (hidden * mask[:, :, None]).sum(axis=1)

@@ -172,6 +172,11 @@ LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
 # Minutes between scheduled scans that reindex sources whose fingerprint moved.
 LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
 LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
+# Enrichment: the longest text (prompt or tool result) accepted, and how many model
+# tokens of it the semantic pass embeds (a long tool result is matched by its head:
+# MiniLM costs grow with the square of the length).
+LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
+LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 
 LOGGING = {
     "version": 1,

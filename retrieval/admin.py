@@ -1,16 +1,54 @@
 from django.contrib import admin
 
-from retrieval.models import Agent
+from retrieval.models import Agent, Selection, Trace
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    """Tokens are created with `manage.py create_agent` (shown once); here only the
-    scope and the active flag are edited."""
+    """Tokens are created with `manage.py create_agent` (shown once); here the scope,
+    the profile and the active flag are edited."""
 
-    list_display = ["name", "token_hint", "is_active", "created_at", "last_used_at"]
-    filter_horizontal = ["catalogs"]
+    list_display = ["name", "token_hint", "strategy", "token_budget", "is_active", "created_at", "last_used_at"]
+    list_filter = ["strategy", "is_active", "is_curator"]
+    filter_horizontal = ["catalogs", "preselected"]
     readonly_fields = ["token_hint", "created_at", "last_used_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "token_hint", "is_active", "is_curator", "catalogs", "created_at",
+                           "last_used_at"]}),
+        ("Profile", {"fields": ["strategy", "preselected", "token_budget", "default_top_k"]}),
+        ("Detection", {"fields": ["semantic_threshold", "semantic_margin", "max_hints"]}),
+    ]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(Trace)
+class TraceAdmin(admin.ModelAdmin):
+    """Why each enrichment injected, hinted or withheld what it did (read-only)."""
+
+    list_display = ["created_at", "caller", "surface", "hint_count", "took_ms", "degraded"]
+    list_filter = ["surface", "agent"]
+    search_fields = ["id", "caller", "text"]
+    readonly_fields = ["id", "agent", "caller", "surface", "text", "steps", "hints", "degraded", "took_ms",
+                       "created_at"]
+
+    @admin.display(description="hints")
+    def hint_count(self, trace: Trace) -> int:
+        return len(trace.hints)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Selection)
+class SelectionAdmin(admin.ModelAdmin):
+    list_display = ["agent", "source", "via", "updated_at"]
+    list_filter = ["via", "agent"]
+    readonly_fields = ["agent", "source", "via", "fingerprint", "trace", "created_at", "updated_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -60,17 +60,21 @@ class SearchApi(APIView):
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        params = data.validated_data
-        catalog = get_catalog_for_caller(request.user, params.pop("catalog"))
-        query = params.pop("query")
-        try:
-            result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params))
-        except SearchUnavailable as exc:
-            raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
-                              status_code=409) from None
-        hits = [self.HitSerializer({**hit.__dict__, "rank": i}).data for i, hit in enumerate(result.hits, start=1)]
-        return Response({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-                         "degraded": result.degraded})
+        return Response(search_response(request.user, data.validated_data))
+
+
+def search_response(caller, params: dict) -> dict:
+    """The search endpoint's body for validated `params` (REST and the MCP tool)."""
+    params = dict(params)
+    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
+    query = params.pop("query")
+    try:
+        result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params))
+    except SearchUnavailable as exc:
+        raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
+                          status_code=409) from None
+    hits = [SearchApi.HitSerializer({**hit.__dict__, "rank": i}).data for i, hit in enumerate(result.hits, start=1)]
+    return {"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2), "degraded": result.degraded}
 
 
 class CatalogListApi(APIView):

@@ -25,17 +25,22 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             token = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
-        agent = Agent.objects.filter(token_hash=hash_token(token), is_active=True).first()
-        if agent is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        _touch(agent)
-        return agent, None
+        return agent_for_token_hash(hash_token(token)), None
 
     def authenticate_header(self, request) -> str:
         return f'{self.keyword} realm="api"'
 
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def agent_for_token_hash(token_hash: str) -> Agent:
+    """The active agent holding this token (REST and MCP), its use recorded."""
+    agent = Agent.objects.filter(token_hash=token_hash, is_active=True).first()
+    if agent is None:
+        raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+    _touch(agent)
+    return agent
 
 
 def _touch(agent: Agent) -> None:

@@ -1,9 +1,16 @@
 from django.urls import path
 
-from retrieval import apis
+from retrieval import apis, enrich_apis
 
 urlpatterns = [
     path("search", apis.SearchApi.as_view(), name="api-search"),
     path("catalogs", apis.CatalogListApi.as_view(), name="api-catalogs"),
     path("status", apis.StatusApi.as_view(), name="api-status"),
+    path("enrich", enrich_apis.EnrichApi.as_view(), name="api-enrich"),
+    path("references", enrich_apis.ReferenceListApi.as_view(), name="api-references"),
+    path("references/select", enrich_apis.ReferenceSelectApi.as_view(), name="api-references-select"),
+    path("references/<slug:catalog>/<slug:source_id>/file", enrich_apis.ReferenceFileApi.as_view(),
+         name="api-reference-file"),
+    path("traces/<uuid:trace_id>", enrich_apis.TraceApi.as_view(), name="api-trace"),
+    path("agent/instructions", enrich_apis.InstructionsApi.as_view(), name="api-agent-instructions"),
 ]

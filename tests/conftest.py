@@ -52,3 +52,22 @@ def agent_token(db):
         return token
 
     return make
+
+
+@pytest.fixture(scope="module")
+def demo(django_db_setup, django_db_blocker):
+    """The shipped demo catalog (13 references) with the demo agent's token, loaded
+    once per module inside a transaction rolled back when the module is done; each
+    test runs in a savepoint inside it, so tests still cannot see each other."""
+    from django.db import transaction
+
+    from catalog.demo_loader import demo_load
+
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            yield demo_load()
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)

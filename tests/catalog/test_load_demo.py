@@ -68,9 +68,9 @@ def test_first_run_builds_the_catalog_its_sources_and_tags():
     catalog = Catalog.objects.get(slug="demo")
     assert catalog.name == "Engineering handbook"
     sources = {s.slug: s for s in catalog.sources.prefetch_related("tags")}
-    assert len(sources) == 12
+    assert len(sources) == 13
     assert all(s.status == ReferenceSource.Status.READY for s in sources.values())
-    assert Document.objects.filter(source__catalog=catalog).count() == 12
+    assert Document.objects.filter(source__catalog=catalog).count() == 17  # 12 files + the service-template folder
     assert catalog.chunk_count >= 12
     assert {s for s, src in sources.items() if src.requires_approval} == {"secrets-management", "incident-response"}
     assert {src.mode for src in sources.values()} == {"auto", "selectable", "preselected"}
@@ -78,7 +78,7 @@ def test_first_run_builds_the_catalog_its_sources_and_tags():
     assert "circuit-breaker" in {t.key for t in sources["circuit-breaker"].tags.all()}
     assert get_user_model().objects.get(username="admin").is_superuser
     assert "Superuser created: admin / lectern" in output
-    assert output.count("  indexed ") == 12
+    assert output.count("  indexed ") == 13
 
 
 def test_second_run_reindexes_nothing_and_keeps_the_admin_password():
@@ -91,7 +91,7 @@ def test_second_run_reindexes_nothing_and_keeps_the_admin_password():
     output = load_demo()
 
     assert "  indexed " not in output
-    assert "unchanged, not re-indexed: 12 sources" in output
+    assert "unchanged, not re-indexed: 13 sources" in output
     assert dict(ReferenceSource.objects.values_list("slug", "indexed_at")) == indexed_at
     assert Tag.objects.filter(key="circuit-breaker").count() == 1
     assert "Superuser admin exists" in output

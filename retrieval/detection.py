@@ -1,0 +1,372 @@
+"""Reads for reference detection: a per-catalog detection index (tag matcher, source
+cards, embedded source profiles), cached per process until the catalog's sources
+change, and the reference graph that transitive discovery walks.
+
+The index is rebuilt when a catalog's sources change (count or latest updated_at:
+tag changes touch their sources, see catalog.signals), so every web process notices
+a curator's edit on its next call without any cross-process messaging.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import logging
+import posixpath
+import threading
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import numpy as np
+from django.db import connection
+
+from catalog.embedder import Embedder, get_embedder
+from catalog.models import Catalog, Document, ReferenceSource
+from catalog.services import SourceError, _root_and_pattern, embed_texts, source_roots, text_sha256
+from retrieval.mentions import content_ids, markdown_links
+from retrieval.models import SourceMentions, SourceProfile
+from retrieval.tagmatch import TagMatcher, tag_key
+
+log = logging.getLogger(__name__)
+
+MAX_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class SourceCard:
+    """What detection needs to know about a source, detached from the ORM."""
+
+    pk: int
+    catalog_id: int
+    catalog: str
+    slug: str
+    name: str
+    description: str
+    mode: str
+    kind: str
+    location: str
+    requires_approval: bool
+    fingerprint: str
+    status: str
+    tags: tuple[str, ...]
+
+    @property
+    def base_dir(self) -> str:
+        """The literal folder a glob source reads under ('' for a file or a root-level
+        pattern): a read anywhere below it is a read of this reference."""
+        if self.kind != ReferenceSource.Kind.GLOB:
+            return ""
+        try:
+            _, relative = _root_and_pattern(self.location)
+        except SourceError:
+            return ""
+        parts = PurePosixPath(relative).parts
+        literal = []
+        for part in parts:
+            if globlib.has_magic(part):
+                break
+            literal.append(part)
+        if len(literal) == len(parts) or not literal:
+            return ""
+        return "/".join(literal) + "/"
+
+    def profile_text(self, head: str = "") -> str:
+        """What semantic detection compares a text with: seed 000's name, description
+        and tags as natural language, then the head of the reference's main document
+        (a description alone is often too terse to meet a paraphrase)."""
+        text = f"{self.name}. {self.description}".strip()
+        if self.tags:
+            text += " Topics: " + ", ".join(self.tags) + "."
+        if head:
+            text += " " + " ".join(head.split())
+        return text
+
+
+@dataclass
+class CatalogIndex:
+    catalog_id: int
+    slug: str
+    stamp: tuple
+    cards: dict[str, SourceCard]
+    matcher: TagMatcher
+    key_slugs: dict[str, tuple[str, ...]]
+    ids: dict[str, str] = field(default_factory=dict)  # lowercased id -> slug
+    profile_model: str | None = None
+    profile_slugs: list[str] = field(default_factory=list)
+    profile_matrix: np.ndarray | None = None
+
+    def by_pk(self, pk: int) -> SourceCard | None:
+        return next((card for card in self.cards.values() if card.pk == pk), None)
+
+    def similarities(self, vector: np.ndarray) -> dict[str, float]:
+        """Cosine similarity of a unit vector to every embedded source profile."""
+        if self.profile_matrix is None or not len(self.profile_slugs):
+            return {}
+        scores = self.profile_matrix @ vector
+        return dict(zip(self.profile_slugs, (float(s) for s in scores), strict=True))
+
+
+_indexes: dict[int, CatalogIndex] = {}
+_lock = threading.Lock()
+
+
+def _stamp(catalog_id: int, embedder: Embedder | None) -> tuple:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), max(updated_at), max(indexed_at) FROM catalog_referencesource "
+                       "WHERE catalog_id = %s", [catalog_id])
+        counts = cursor.fetchone()
+    return (*counts, embedder.model_id if embedder else None)
+
+
+def catalog_index(catalog: Catalog) -> CatalogIndex:
+    """The catalog's detection index, rebuilt only when its sources changed."""
+    embedder = get_embedder()
+    stamp = _stamp(catalog.pk, embedder)
+    index = _indexes.get(catalog.pk)
+    if index is not None and index.stamp == stamp:
+        return index
+    with _lock:
+        index = _indexes.get(catalog.pk)
+        if index is None or index.stamp != stamp:
+            index = _build(catalog, stamp, embedder)
+            _indexes[catalog.pk] = index
+    return index
+
+
+def forget_indexes() -> None:
+    """Drop every cached index (tests that rewrite the catalog under one timestamp)."""
+    with _lock:
+        _indexes.clear()
+
+
+def source_cards(sources: Iterable[ReferenceSource]) -> list[SourceCard]:
+    return [
+        SourceCard(pk=s.pk, catalog_id=s.catalog_id, catalog=s.catalog.slug, slug=s.slug, name=s.name,
+                   description=s.description, mode=s.mode, kind=s.kind, location=s.location,
+                   requires_approval=s.requires_approval, fingerprint=s.fingerprint, status=s.status,
+                   tags=tuple(sorted(t.name for t in s.tags.all())))
+        for s in sources
+    ]
+
+
+def _build(catalog: Catalog, stamp: tuple, embedder: Embedder | None) -> CatalogIndex:
+    sources = ReferenceSource.objects.filter(catalog=catalog).select_related("catalog").prefetch_related("tags")
+    cards = {card.slug: card for card in source_cards(sources)}
+    key_slugs: dict[str, list[str]] = defaultdict(list)
+    names: dict[str, str] = {}
+    for card in cards.values():
+        for tag in card.tags:
+            key_slugs[tag_key(tag)].append(card.slug)
+            names.setdefault(tag_key(tag), tag)
+    index = CatalogIndex(catalog_id=catalog.pk, slug=catalog.slug, stamp=stamp, cards=cards,
+                         matcher=TagMatcher(names.values()),
+                         key_slugs={key: tuple(slugs) for key, slugs in key_slugs.items()},
+                         ids={slug.lower(): slug for slug in cards})
+    if embedder is not None and cards:
+        index.profile_model = embedder.model_id
+        heads = _document_heads(catalog.pk)
+        index.profile_slugs, index.profile_matrix = source_profiles(list(cards.values()), embedder, heads)
+    return index
+
+
+PROFILE_HEAD_CHARS = 600
+
+
+def _document_heads(catalog_id: int) -> dict[int, str]:
+    """The opening of each source's main document: the shallowest, then first by path
+    (a folder reference's README.md before its templates)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT ON (source_id) source_id, left(text, %s) FROM catalog_document WHERE catalog_id = %s "
+            "ORDER BY source_id, length(path) - length(replace(path, '/', '')), path",
+            [PROFILE_HEAD_CHARS, catalog_id])
+        return dict(cursor.fetchall())
+
+
+def source_profiles(cards: list[SourceCard], embedder: Embedder,
+                    heads: dict[int, str] | None = None) -> tuple[list[str], np.ndarray]:
+    """(slugs, unit vectors) of the cards' profiles; stale or missing ones are embedded
+    (through the embedding cache) and stored."""
+    heads = heads or {}
+    stored = {p.source_id: p for p in SourceProfile.objects.filter(source_id__in=[c.pk for c in cards])}
+    texts = {card.pk: card.profile_text(heads.get(card.pk, "")) for card in cards}
+    stale = [card for card in cards
+             if (p := stored.get(card.pk)) is None or p.model != embedder.model_id
+             or p.text_sha256 != text_sha256(texts[card.pk])]
+    vectors: dict[int, np.ndarray] = {pk: np.asarray(p.embedding, dtype=np.float32) for pk, p in stored.items()}
+    if stale:
+        fresh, _ = embed_texts(embedder, [texts[card.pk] for card in stale])
+        rows = [SourceProfile(source_id=card.pk, model=embedder.model_id, text_sha256=text_sha256(texts[card.pk]),
+                              embedding=vector) for card, vector in zip(stale, fresh, strict=True)]
+        SourceProfile.objects.bulk_create(rows, update_conflicts=True, unique_fields=["source"],
+                                          update_fields=["model", "text_sha256", "embedding", "updated_at"])
+        vectors.update({card.pk: vector for card, vector in zip(stale, fresh, strict=True)})
+        log.info("embedded %d source profiles", len(stale))
+    slugs = [card.slug for card in cards]
+    matrix = np.vstack([vectors[card.pk] for card in cards]).astype(np.float32)
+    return slugs, matrix
+
+
+def embed_text_head(embedder: Embedder, text: str, max_tokens: int) -> np.ndarray:
+    return embedder.embed([text], max_tokens=max_tokens)[0]
+
+
+# --- paths -----------------------------------------------------------------------------
+
+
+def root_relative(path: str) -> str | None:
+    """A path as written by a tool, relative to the source root it lies under
+    (absolute paths) or as is (relative ones); None when it climbs out."""
+    path = path.strip()
+    if path.startswith("/"):
+        for root in source_roots():
+            try:
+                return str(PurePosixPath(posixpath.normpath(path)).relative_to(root))
+            except ValueError:
+                continue
+        return None
+    normal = posixpath.normpath(path)
+    if normal == ".." or normal.startswith("../") or normal == ".":
+        return None
+    return normal
+
+
+def containing_source(cards: list[SourceCard], paths: list[str]) -> tuple[SourceCard, str] | None:
+    """The first (card, path) where a path is one of the card's documents or lies in
+    its folder."""
+    relative = [(p, r) for p in paths if (r := root_relative(p))]
+    if not relative or not cards:
+        return None
+    for _, rel in relative:
+        for card in cards:
+            if card.base_dir and rel.startswith(card.base_dir):
+                return card, rel
+    documents = dict(Document.objects.filter(source_id__in=[c.pk for c in cards],
+                                              path__in=[rel for _, rel in relative])
+                     .values_list("path", "source_id"))
+    by_pk = {card.pk: card for card in cards}
+    for _, rel in relative:
+        if rel in documents:
+            return by_pk[documents[rel]], rel
+    return None
+
+
+def source_files(card: SourceCard) -> list[str]:
+    """Every file of a reference, indexed or not (templates and scripts in other
+    formats are still part of the reference), in path order."""
+    paths = set(Document.objects.filter(source_id=card.pk).values_list("path", flat=True))
+    if card.kind == ReferenceSource.Kind.GLOB:
+        from catalog.services import glob_resolve
+
+        try:
+            files, _ = glob_resolve(card.location)
+            paths.update(relative for relative, _ in files)
+        except SourceError:
+            pass
+    return sorted(paths)
+
+
+def contents_of(card: SourceCard, paths: list[str]) -> dict[str, list[str]]:
+    """Files per conventional sub-folder (templates, validation, ...) of the reference."""
+    from retrieval.formatting import CONTENT_KINDS
+
+    base = card.base_dir
+    contents: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        if base and not path.startswith(base):
+            continue
+        first = path[len(base):].split("/", 1)
+        if len(first) == 2 and first[0] in CONTENT_KINDS:
+            contents[first[0]].append(path)
+    return dict(contents)
+
+
+# --- the reference graph ---------------------------------------------------------------
+
+
+@dataclass
+class Discovered:
+    card: SourceCard
+    depth: int
+    parents: list[dict] = field(default_factory=list)  # {source_id, via, evidence}
+
+
+def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[str]]]:
+    """(ids mentioned, link targets) per source pk, extracted once per fingerprint."""
+    if not cards:
+        return {}
+    stored = {m.source_id: m for m in SourceMentions.objects.filter(source_id__in=[c.pk for c in cards])}
+    out: dict[int, tuple[set[str], set[str]]] = {}
+    stale = []
+    for card in cards:
+        row = stored.get(card.pk)
+        if row is not None and row.fingerprint == card.fingerprint:
+            out[card.pk] = (set(row.ids), set(row.links))
+        else:
+            stale.append(card)
+    if stale:
+        extracted: dict[int, tuple[set[str], set[str]]] = {card.pk: (set(), set()) for card in stale}
+        for source_id, path, text in Document.objects.filter(source_id__in=[c.pk for c in stale]) \
+                .values_list("source_id", "path", "text").iterator(chunk_size=200):
+            ids, links = extracted[source_id]
+            ids.update(content_ids(text))
+            links.update(markdown_links(text, path))
+        fingerprints = {card.pk: card.fingerprint for card in stale}
+        SourceMentions.objects.bulk_create(
+            [SourceMentions(source_id=pk, fingerprint=fingerprints[pk], ids=sorted(ids), links=sorted(links))
+             for pk, (ids, links) in extracted.items()],
+            update_conflicts=True, unique_fields=["source"],
+            update_fields=["fingerprint", "ids", "links", "updated_at"])
+        out.update(extracted)
+    return out
+
+
+def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
+    """link path -> slug of the source it lands in (a document path or a folder)."""
+    if not links:
+        return {}
+    found = dict(Document.objects.filter(catalog_id=index.catalog_id, path__in=[p.rstrip("/") for p in links])
+                 .values_list("path", "source__slug"))
+    targets = {}
+    for link in links:
+        slug = found.get(link.rstrip("/"))
+        if slug is None:
+            folder = link if link.endswith("/") else link + "/"
+            slug = next((c.slug for c in index.cards.values() if c.base_dir and
+                         (c.base_dir.startswith(folder) or link.startswith(c.base_dir))), None)
+        if slug is not None:
+            targets[link] = slug
+    return targets
+
+
+def discover(index: CatalogIndex, roots: list[SourceCard], *, max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
+    """Breadth-first over id mentions and markdown links in the roots' content, at
+    most `max_depth` hops. Returns every source reached (roots excluded), each with
+    all the parents that point at it."""
+    seen: dict[str, Discovered] = {}
+    root_slugs = {card.slug for card in roots}
+    frontier = deque(roots)
+    depth = 0
+    while frontier and depth < max_depth:
+        depth += 1
+        level = list(frontier)
+        frontier.clear()
+        mentions = source_mentions(level)
+        for card in level:
+            ids, links = mentions.get(card.pk, (set(), set()))
+            edges = [(index.ids[ident], "mention", f"@{ident}") for ident in sorted(ids)
+                     if ident in index.ids and index.ids[ident] != card.slug]
+            edges += [(slug, "link", link) for link, slug in sorted(_link_targets(index, links).items())
+                      if slug != card.slug]
+            for slug, via, evidence in edges:
+                if slug in root_slugs:
+                    continue
+                node = seen.get(slug)
+                if node is None:
+                    node = seen[slug] = Discovered(card=index.cards[slug], depth=depth)
+                    frontier.append(node.card)
+                parent = {"source_id": card.slug, "via": via, "evidence": evidence}
+                if parent not in node.parents:
+                    node.parents.append(parent)
+    return seen

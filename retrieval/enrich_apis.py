@@ -1,0 +1,157 @@
+"""Agent-facing enrichment API (seed 000): enrich, listReferences, selectReferences,
+traces, reading a selected reference's files, and the startup instructions (seed 003)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from retrieval import enrichment
+from retrieval.models import Agent, Trace
+
+
+def _id_field() -> serializers.RegexField:
+    return serializers.RegexField(r"^@?([A-Za-z0-9_-]+/)?[A-Za-z0-9_-]+$", max_length=200)
+
+
+def _catalogs_field() -> serializers.ListField:
+    return serializers.ListField(child=serializers.SlugField(max_length=64), max_length=50, required=False,
+                                 help_text="Restrict to these catalogs (default: all the caller may see).")
+
+
+class EnrichApi(APIView):
+    """Run the detection passes over a prompt or a tool result and return it enriched."""
+
+    class InputSerializer(serializers.Serializer):
+        text = serializers.CharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
+        surface = serializers.ChoiceField(choices=enrichment.SURFACES)
+        catalogs = _catalogs_field()
+        selected = serializers.ListField(child=_id_field(), max_length=500, required=False,
+                                         help_text="References already selected in this conversation: not hinted.")
+        paths = serializers.ListField(child=serializers.CharField(max_length=1024), max_length=100, required=False,
+                                      help_text="Files the tool read (for path containment).")
+
+        def validate_text(self, value: str) -> str:
+            if not isinstance(self.initial_data.get("text"), str):
+                raise serializers.ValidationError("text must be a string")
+            if not value.strip():
+                raise serializers.ValidationError("text must not be blank")
+            return value
+
+    @extend_schema_serializer(component_name="EnrichResponse")
+    class OutputSerializer(serializers.Serializer):
+        text = serializers.CharField()
+        hints = serializers.ListField(child=serializers.DictField())
+        pinned_reference = serializers.DictField(allow_null=True)
+        trace_id = serializers.UUIDField()
+        took_ms = serializers.FloatField()
+        degraded = serializers.CharField(allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="enrich")
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(enrich_response(request.user, data.validated_data))
+
+
+def enrich_response(user, params: dict) -> dict:
+    """The enrich endpoint's body for validated `params` (REST and the MCP tool)."""
+    caller = enrichment.Caller.of(user, params.get("catalogs"))
+    result = enrichment.enrich(caller=caller, text=params["text"], surface=params["surface"],
+                               selected=params.get("selected"), paths=params.get("paths"))
+    return {"text": result.text, "hints": result.hints, "pinned_reference": result.pinned_reference,
+            "trace_id": str(result.trace.id), "took_ms": result.trace.took_ms, "degraded": result.degraded}
+
+
+def references_response(user, params: dict) -> dict:
+    caller = enrichment.Caller.of(user, [params["catalog"]] if params.get("catalog") else None)
+    references = enrichment.list_references(caller=caller, tag=params["tag"], text=params["q"])
+    return {"references": references, "count": len(references)}
+
+
+class ReferenceListApi(APIView):
+    """listReferences: the references this caller may know about, by tag or text."""
+
+    class QuerySerializer(serializers.Serializer):
+        tag = serializers.CharField(max_length=100, required=False, default="")
+        q = serializers.CharField(max_length=200, required=False, default="")
+        catalog = serializers.SlugField(max_length=64, required=False)
+
+    @extend_schema(responses={200: dict}, operation_id="list_references",
+                   parameters=[OpenApiParameter("tag", str), OpenApiParameter("q", str),
+                               OpenApiParameter("catalog", str)])
+    def get(self, request):
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(references_response(request.user, query.validated_data))
+
+
+class ReferenceSelectApi(APIView):
+    """selectReferences: authorise references by id or tag and return what may be read."""
+
+    class InputSerializer(serializers.Serializer):
+        ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list)
+        tags = serializers.ListField(child=serializers.CharField(max_length=100), max_length=50, required=False,
+                                     default=list)
+        catalogs = _catalogs_field()
+
+        def validate(self, attrs: dict) -> dict:
+            if not attrs["ids"] and not attrs["tags"]:
+                raise serializers.ValidationError("give at least one id or tag")
+            return attrs
+
+    @extend_schema(request=InputSerializer, responses={200: dict}, operation_id="select_references")
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        caller = enrichment.Caller.of(request.user, params.get("catalogs"))
+        return Response(enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
+
+
+class ReferenceFileApi(APIView):
+    """The text of one file of a reference the caller has selected (or has by profile)."""
+
+    @extend_schema(responses={200: dict}, operation_id="read_reference_file",
+                   parameters=[OpenApiParameter("path", str, required=True)])
+    def get(self, request, catalog: str, source_id: str):
+        path = request.query_params.get("path", "")
+        if not path or len(path) > 1024:
+            from config.api_errors import DomainError
+
+            raise DomainError("give the file's path (?path=...)", code="invalid_input")
+        caller = enrichment.Caller.of(request.user, [catalog])
+        document = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
+        return Response({"source_id": source_id, "catalog": catalog, "path": document.path, "title": document.title,
+                         "sha256": document.content_sha256, "text": document.text})
+
+
+class TraceApi(APIView):
+    """One enrichment trace; an agent sees only its own."""
+
+    @extend_schema(responses={200: dict}, operation_id="get_trace")
+    def get(self, request, trace_id):
+        traces = Trace.objects.all()
+        if isinstance(request.user, Agent):
+            traces = traces.filter(agent=request.user)
+        elif not request.user.is_staff:
+            traces = traces.filter(caller=request.user.get_username(), agent=None)
+        trace = traces.filter(pk=trace_id).first()
+        if trace is None:
+            raise Http404(f"No trace {trace_id}.")
+        return Response({"id": str(trace.id), "caller": trace.caller, "surface": trace.surface, "text": trace.text,
+                         "steps": trace.steps, "hints": trace.hints, "degraded": trace.degraded or None,
+                         "took_ms": trace.took_ms, "created_at": trace.created_at})
+
+
+class InstructionsApi(APIView):
+    """The agent's startup instructions: auto references, preselected ones resolved
+    transitively, and the rag_search hint for rag agents."""
+
+    @extend_schema(responses={200: dict}, operation_id="agent_instructions")
+    def get(self, request):
+        return Response(enrichment.agent_instructions(caller=enrichment.Caller.of(request.user)))

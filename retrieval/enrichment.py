@@ -1,0 +1,525 @@
+"""Enrichment (seed 000): the passes that run over every prompt and tool result, the
+startup instructions of an agent profile (seed 003), and listReferences /
+selectReferences. Every injection passes `approvals.selectors.injection_decisions`;
+every enrichment is stored as a Trace saying which pass found what and why it was
+injected, hinted or withheld.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+
+from approvals.selectors import InjectionDecision, injection_decisions
+from catalog.embedder import embedder_status, get_embedder
+from catalog.models import Catalog, Document, ReferenceSource
+from config.api_errors import DomainError
+from retrieval import formatting
+from retrieval.auth import visible_catalogs
+from retrieval.detection import (
+    CatalogIndex,
+    SourceCard,
+    catalog_index,
+    containing_source,
+    contents_of,
+    discover,
+    embed_text_head,
+    source_files,
+)
+from retrieval.mentions import at_mentions, path_candidates
+from retrieval.models import Agent, Selection, Trace
+from retrieval.tagmatch import tag_key
+
+SURFACES = ("prompt", "tool_result")
+
+
+@dataclass
+class Caller:
+    """Who is asking, with the profile enrichment applies. People signed in to the
+    dashboard get the default profile over the catalogs they may see."""
+
+    name: str
+    catalogs: list[Catalog]
+    agent: Agent | None = None
+    strategy: str = Agent.Strategy.PRELOAD
+    token_budget: int = 12_000
+    default_top_k: int = 5
+    semantic_threshold: float = 0.30
+    semantic_margin: float = 0.10
+    max_hints: int = 5
+
+    @classmethod
+    def of(cls, user, catalog_slugs: list[str] | None = None) -> Caller:
+        catalogs = list(visible_catalogs(user).order_by("slug"))
+        if catalog_slugs:
+            known = {c.slug: c for c in catalogs}
+            missing = [slug for slug in catalog_slugs if slug not in known]
+            if missing:
+                raise DomainError(f"no catalog {missing[0]!r}", code="not_found", status_code=404)
+            catalogs = [known[slug] for slug in dict.fromkeys(catalog_slugs)]
+        if not isinstance(user, Agent):
+            return cls(name=user.get_username(), catalogs=catalogs)
+        return cls(name=user.name, catalogs=catalogs, agent=user, strategy=user.strategy,
+                   token_budget=user.token_budget, default_top_k=user.default_top_k,
+                   semantic_threshold=user.semantic_threshold,
+                   semantic_margin=user.semantic_margin, max_hints=user.max_hints)
+
+
+@dataclass
+class Candidate:
+    card: SourceCard
+    via: str  # mention | tag | semantic | path | link
+    matched: list[str] = field(default_factory=list)
+    score: float | None = None
+    action: str = "hint"  # expand | pin | hint | cut (over max_hints) | none (withheld expansion)
+    parents: list[dict] = field(default_factory=list)
+    decision: InjectionDecision | None = None
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return self.card.catalog_id, self.card.slug
+
+    def as_dict(self) -> dict:
+        data = {"source_id": self.card.slug, "catalog": self.card.catalog, "name": self.card.name,
+                "matched": self.matched, "via": self.via,
+                "score": None if self.score is None else round(self.score, 4), "injected": self.action,
+                "withheld": bool(self.decision and not self.decision.allowed),
+                "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note}
+        if self.parents:
+            data["parents"] = self.parents
+        return data
+
+
+@dataclass
+class EnrichResult:
+    text: str
+    hints: list[dict]
+    pinned_reference: dict | None
+    trace: Trace
+    degraded: str | None
+
+
+# --- helpers shared by the operations --------------------------------------------------
+
+
+def _indexes(caller: Caller) -> list[CatalogIndex]:
+    return [catalog_index(catalog) for catalog in caller.catalogs]
+
+
+def _preselected(caller: Caller, indexes: list[CatalogIndex]) -> list[SourceCard]:
+    """The agent's own preselected sources plus every source whose mode is preselected."""
+    chosen = set()
+    if caller.agent is not None:
+        chosen = set(caller.agent.preselected.values_list("pk", flat=True))
+    return [card for index in indexes for card in index.cards.values()
+            if card.mode == ReferenceSource.Mode.PRESELECTED or card.pk in chosen]
+
+
+def reference_text(card: SourceCard, related: list[str] | None = None) -> formatting.ReferenceText:
+    paths = source_files(card)
+    return formatting.ReferenceText(source_id=card.slug, name=card.name, description=card.description, paths=paths,
+                                    contents=contents_of(card, paths), related=related or [],
+                                    base_dir=card.base_dir)
+
+
+def _decide(caller: Caller, candidates: list[Candidate]) -> None:
+    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in candidates])
+    for candidate in candidates:
+        candidate.decision = decisions[candidate.card.pk]
+
+
+def _grant(caller: Caller, cards: list[SourceCard], via: str, trace: Trace | None = None) -> None:
+    """Record the agent's authorisation to read these references' files."""
+    if caller.agent is None:
+        return
+    for card in cards:
+        Selection.objects.update_or_create(agent=caller.agent, source_id=card.pk,
+                                           defaults={"via": via, "fingerprint": card.fingerprint, "trace": trace})
+
+
+# --- enrich -----------------------------------------------------------------------------
+
+
+class _Passes:
+    """One enrichment's working state: candidates by source, and the trace steps."""
+
+    def __init__(self, caller: Caller, indexes: list[CatalogIndex], excluded: set[tuple[int, str]]) -> None:
+        self.caller, self.indexes, self.excluded = caller, indexes, excluded
+        self.candidates: dict[tuple[int, str], Candidate] = {}
+        self.steps: list[dict] = []
+        self.degraded: str | None = None
+
+    def step(self, name: str, started: float, **details) -> None:
+        self.steps.append({"pass": name, "ms": round((time.perf_counter() - started) * 1000, 3), **details})
+
+    def eligible(self, card: SourceCard) -> bool:
+        """Hints go to selectable sources the agent does not already have."""
+        key = (card.catalog_id, card.slug)
+        return card.mode == ReferenceSource.Mode.SELECTABLE and key not in self.excluded and key not in self.candidates
+
+    def mentions(self, text: str) -> None:
+        started, found = time.perf_counter(), []
+        for ident in at_mentions(text):
+            for index in self.indexes:
+                slug = index.ids.get(ident)
+                if slug is not None and (index.catalog_id, slug) not in self.candidates:
+                    candidate = Candidate(card=index.cards[slug], via="mention", matched=[f"@{ident}"], action="expand")
+                    self.candidates[candidate.key] = candidate
+                    found.append(candidate)
+        self.step("mention", started, candidates=[c.as_dict() for c in found])
+
+    def tags(self, text: str) -> list[Candidate]:
+        started, found = time.perf_counter(), []
+        by_key: dict[tuple[int, str], Candidate] = {}
+        for index in self.indexes:
+            for hit in index.matcher.find(text):
+                for slug in index.key_slugs.get(hit.key, ()):
+                    card = index.cards[slug]
+                    key = (card.catalog_id, slug)
+                    if key in by_key:
+                        by_key[key].matched.append(hit.tag)
+                    elif self.eligible(card):
+                        by_key[key] = Candidate(card=card, via="tag", matched=[hit.tag])
+        found = list(by_key.values())
+        self.candidates.update(by_key)
+        self.step("tag", started, candidates=[c.as_dict() for c in found])
+        return found
+
+    def semantic(self, text: str, tagged: list[Candidate]) -> list[Candidate]:
+        started = time.perf_counter()
+        embedder = get_embedder()
+        if embedder is None:
+            self.degraded = f"lexical-only: {embedder_status()['reason']}"
+            self.step("semantic", started, skipped=self.degraded)
+            return []
+        if not text.strip():
+            self.step("semantic", started, skipped="empty text")
+            return []
+        vector = embed_text_head(embedder, text, settings.LECTERN_ENRICH_EMBED_TOKENS)
+        pool = []
+        for index in self.indexes:
+            for slug, score in index.similarities(vector).items():
+                key = (index.catalog_id, slug)
+                if key in self.candidates:
+                    self.candidates[key].score = score
+                elif self.eligible(index.cards[slug]):
+                    pool.append(Candidate(card=index.cards[slug], via="semantic", score=score))
+        pool.sort(key=lambda c: (-c.score, c.card.catalog, c.card.slug))
+        # Absolute floor, and close to the best: similarity levels drift with the
+        # text's length and style, the gap to the best match much less.
+        threshold = self.caller.semantic_threshold
+        if pool:
+            threshold = max(threshold, pool[0].score - self.caller.semantic_margin)
+        found = [c for c in pool if c.score >= threshold]
+        below = pool[len(found):]
+        for candidate in found:
+            self.candidates[candidate.key] = candidate
+        self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
+                  floor=self.caller.semantic_threshold, margin=self.caller.semantic_margin,
+                  embedded_tokens=settings.LECTERN_ENRICH_EMBED_TOKENS,
+                  candidates=[c.as_dict() for c in found],
+                  nearest_below_threshold=[{"source_id": c.card.slug, "catalog": c.card.catalog,
+                                            "score": round(c.score, 4)} for c in below[:3]])
+        tagged.sort(key=lambda c: (-len(c.matched), -(c.score or 0.0)))
+        return found
+
+    def path(self, text: str, paths: list[str], preselected: list[SourceCard]) -> Candidate | None:
+        started = time.perf_counter()
+        looked_at = list(dict.fromkeys([*paths, *path_candidates(text)]))
+        hit = containing_source(preselected, looked_at)
+        pinned = None
+        if hit is not None:
+            card, path = hit
+            pinned = Candidate(card=card, via="path", matched=[path], action="pin")
+            self.candidates[pinned.key] = pinned
+        self.step("path", started, paths=looked_at[:20], candidates=[pinned.as_dict()] if pinned else [])
+        return pinned
+
+    def links(self, roots: list[Candidate]) -> list[Candidate]:
+        """References the expanded or pinned ones point at. The whole graph (depth
+        <= 10, every parent) goes into the trace; only direct neighbours are hinted,
+        since in a well-linked catalog everything is a few hops from everything."""
+        started, found, graph = time.perf_counter(), [], []
+        for index in self.indexes:
+            cards = [c.card for c in roots if c.card.catalog_id == index.catalog_id]
+            if not cards:
+                continue
+            for slug, node in sorted(discover(index, cards).items(), key=lambda item: (item[1].depth, item[0])):
+                graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
+                if node.depth == 1 and self.eligible(node.card):
+                    roots_pointing = [p for p in node.parents if p["source_id"] in {c.slug for c in cards}]
+                    candidate = Candidate(card=node.card, via="link", parents=node.parents,
+                                          matched=sorted({f"@{p['source_id']}" for p in roots_pointing}))
+                    self.candidates[candidate.key] = candidate
+                    found.append(candidate)
+        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found])
+        return found
+
+
+def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard]) -> set[tuple[int, str]]:
+    keys = {(card.catalog_id, card.slug) for card in preselected}
+    for ident in selected:
+        for index in indexes:
+            catalog, _, slug = ident.rpartition("/")
+            slug = index.ids.get(slug.lower())
+            if slug and catalog in ("", index.slug):
+                keys.add((index.catalog_id, slug))
+    return keys
+
+
+def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | None = None,
+           paths: list[str] | None = None) -> EnrichResult:
+    """Run every detection pass over `text` and return it enriched, with the trace."""
+    started = time.perf_counter()
+    clean = formatting.strip_injections(text)
+    indexes = _indexes(caller)
+    preselected = _preselected(caller, indexes)
+    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
+    run.mentions(clean)
+    tagged = run.tags(clean)
+    semantic = run.semantic(clean, tagged)
+    pinned = run.path(clean, paths or [], preselected) if surface == "tool_result" or paths else None
+    expanded = [c for c in run.candidates.values() if c.action == "expand"]
+    roots = expanded + ([pinned] if pinned else [])
+    _decide(caller, roots)  # a withheld reference's content must not steer discovery either
+    linked = run.links([c for c in roots if c.decision.allowed])
+
+    ranked = tagged + semantic + linked
+    for candidate in ranked[caller.max_hints:]:
+        candidate.action, candidate.note = "cut", f"beyond the agent's max_hints ({caller.max_hints})"
+    gate_started = time.perf_counter()
+    _decide(caller, list(run.candidates.values()))
+    run.step("governance", gate_started, decisions=[
+        {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decision.as_dict()}
+        for c in run.candidates.values()])
+
+    format_started = time.perf_counter()
+    blocks = []
+    allowed_expansions = [c for c in expanded if c.decision.allowed]
+    for candidate in allowed_expansions:
+        related = sorted(slug for (cat, slug), c in run.candidates.items()
+                         if c.via == "link" and any(p["source_id"] == candidate.card.slug for p in c.parents))
+        blocks.append(formatting.expansion_block(reference_text(candidate.card, related)))
+    pinned_out = None
+    if pinned is not None:
+        pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
+                      "path": pinned.matched[0], "withheld": not pinned.decision.allowed,
+                      "reason": pinned.decision.reason, "context": None}
+        if pinned.decision.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
+            context = formatting.reading_block(reference_text(pinned.card), pinned.matched[0])
+            pinned_out["context"] = context
+            blocks.append(context)
+    for candidate in expanded:
+        if not candidate.decision.allowed:
+            candidate.action = "none"
+    hints = [c for c in ranked if c.action == "hint"]
+    blocks.append(formatting.hint_block(
+        formatting.HintLine(source_id=c.card.slug, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
+                            withheld_reason="" if c.decision.allowed else c.decision.reason)
+        for c in expanded + hints if c.action != "expand"))
+    enriched = formatting.append_blocks(clean, blocks)
+    run.step("format", format_started, blocks=len([b for b in blocks if b]))
+
+    surfaced = [c for c in run.candidates.values() if c.action != "cut"]
+    took_ms = (time.perf_counter() - started) * 1000
+    with transaction.atomic():
+        trace = Trace.objects.create(agent=caller.agent, caller=caller.name, surface=surface, text=text,
+                                     steps=run.steps, hints=[c.as_dict() for c in surfaced],
+                                     degraded=run.degraded or "", took_ms=round(took_ms, 3))
+        _grant(caller, [c.card for c in allowed_expansions], Selection.Via.MENTION, trace)
+    return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
+                        degraded=run.degraded)
+
+
+def _is_root_markdown(card: SourceCard, path: str) -> bool:
+    base = card.base_dir
+    rest = path[len(base):] if base and path.startswith(base) else None
+    return rest is not None and "/" not in rest and rest.lower().endswith(".md")
+
+
+# --- listReferences / selectReferences --------------------------------------------------
+
+
+def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[dict]:
+    indexes = _indexes(caller)
+    cards = [card for index in indexes for card in index.cards.values()]
+    if tag:
+        wanted = tag_key(tag)
+        cards = [card for card in cards if any(tag_key(t) == wanted for t in card.tags)]
+    if text:
+        needle = text.lower()
+        cards = [card for card in cards
+                 if needle in f"{card.slug}\n{card.name}\n{card.description}\n{' '.join(card.tags)}".lower()]
+    decisions = injection_decisions(agent=caller.agent, sources=cards)
+    return [{"source_id": c.slug, "catalog": c.catalog, "name": c.name, "description": c.description,
+             "mode": c.mode, "tags": list(c.tags), "requires_approval": c.requires_approval,
+             "index_status": c.status, "withheld": not decisions[c.pk].allowed, "reason": decisions[c.pk].reason}
+            for c in cards]
+
+
+def _resolve_ids(indexes: list[CatalogIndex], ids: list[str]) -> tuple[list[SourceCard], list[str], list[str]]:
+    """(cards, unknown ids, ambiguous ids). An id is `source` or `catalog/source`."""
+    cards, unknown, ambiguous = [], [], []
+    for ident in ids:
+        catalog, _, slug = ident.lstrip("@").rpartition("/")
+        matches = [index.cards[index.ids[slug.lower()]] for index in indexes
+                   if slug.lower() in index.ids and catalog in ("", index.slug)]
+        if not matches:
+            unknown.append(ident)
+        elif len(matches) > 1:
+            ambiguous.append(ident)
+        else:
+            cards.append(matches[0])
+    return cards, unknown, ambiguous
+
+
+def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dict:
+    """Resolve ids and tags to references, authorise those the gate allows, and return
+    for each what the agent may read; those withheld come back with the reason.
+    Unknown or ambiguous ids and tags nobody carries are refused before anything is
+    recorded."""
+    indexes = _indexes(caller)
+    cards, unknown, ambiguous = _resolve_ids(indexes, ids)
+    unknown_tags = []
+    for tag in tags:
+        key = tag_key(tag)
+        carriers = [index.cards[slug] for index in indexes for slug in index.key_slugs.get(key, ())]
+        if not carriers:
+            unknown_tags.append(tag)
+        cards += carriers
+    if unknown or ambiguous or unknown_tags:
+        raise DomainError("some references could not be resolved", code="unknown_reference", status_code=400,
+                          details={"unknown_ids": unknown, "ambiguous_ids": ambiguous, "unknown_tags": unknown_tags})
+    cards = list({(card.catalog_id, card.slug): card for card in cards}.values())
+    decisions = injection_decisions(agent=caller.agent, sources=cards)
+    allowed = [card for card in cards if decisions[card.pk].allowed]
+    with transaction.atomic():
+        _grant(caller, allowed, Selection.Via.SELECT)
+    selected = []
+    for card in allowed:
+        reference = reference_text(card)
+        selected.append({"source_id": card.slug, "catalog": card.catalog, "name": card.name,
+                         "description": card.description, "files": reference.paths, "contents": reference.contents,
+                         "instructions": formatting.expansion_block(reference)})
+    withheld = [{"source_id": c.slug, "catalog": c.catalog, "name": c.name, "reason": decisions[c.pk].reason}
+                for c in cards if not decisions[c.pk].allowed]
+    return {"selected": selected, "withheld": withheld}
+
+
+def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: str) -> Document:
+    """A document of a reference the caller may read: selected (or expanded) by this
+    agent, auto, or preselected for it; and allowed by the gate."""
+    indexes = [index for index in _indexes(caller) if index.slug == catalog]
+    cards, _, _ = _resolve_ids(indexes, [source_id])
+    if not cards:
+        raise DomainError(f"no reference {source_id!r} in catalog {catalog!r}", code="not_found", status_code=404)
+    card = cards[0]
+    decision = injection_decisions(agent=caller.agent, sources=[card])[card.pk]
+    if not decision.allowed:
+        raise DomainError(decision.reason, code="withheld", status_code=403)
+    granted = card.mode == ReferenceSource.Mode.AUTO or caller.agent is None or \
+        Selection.objects.filter(agent=caller.agent, source_id=card.pk).exists()
+    if not granted:
+        preselected = _preselected(caller, indexes)
+        granted = card in preselected or card.slug in discover(indexes[0], preselected)
+    if not granted:
+        raise DomainError("select this reference first (selectReferences)", code="not_selected", status_code=403)
+    document = Document.objects.filter(source_id=card.pk, path=path).first()
+    if document is None:
+        raise DomainError(f"no file {path!r} in reference {card.slug!r}", code="not_found", status_code=404)
+    return document
+
+
+# --- startup instructions ---------------------------------------------------------------
+
+
+def _count_tokens(text: str) -> int:
+    embedder = get_embedder()
+    if embedder is None:
+        return len(text) // 4 + 1
+    return embedder.count_tokens([text])[0]
+
+
+def _source_body(card: SourceCard, budget_left: int) -> str | None:
+    """The reference's documents as one text, or None when they cannot fit
+    (a token covers at most a dozen bytes, so larger sources are not even read)."""
+    size = sum(Document.objects.filter(source_id=card.pk).values_list("size", flat=True))
+    if size > budget_left * 12:
+        return None
+    documents = Document.objects.filter(source_id=card.pk).order_by("path").values_list("path", "text")
+    return "\n\n".join(f"#### {path}\n\n{text.strip()}" for path, text in documents)
+
+
+def agent_instructions(*, caller: Caller) -> dict:
+    """The startup block: AUTO sources' content within the token budget, preselected
+    sources resolved transitively (their content too for `preload` agents), and the
+    rag_search hint for `rag` agents. Nothing is ever cut mid-document: a source that
+    does not fit whole is listed instead, with how to read it."""
+    indexes = _indexes(caller)
+    auto = [card for index in indexes for card in index.cards.values() if card.mode == ReferenceSource.Mode.AUTO]
+    preselected = _preselected(caller, indexes)
+    discovered = []
+    for index in indexes:
+        roots = [card for card in preselected if card.catalog_id == index.catalog_id]
+        taken = {card.slug for card in auto + preselected if card.catalog_id == index.catalog_id}
+        discovered += [node for slug, node in sorted(discover(index, roots).items()) if slug not in taken]
+    entries = [(card, "auto", []) for card in auto] + [(card, "preselected", []) for card in preselected]
+    entries += [(node.card, "link", node.parents) for node in discovered]
+    decisions = injection_decisions(agent=caller.agent, sources=[card for card, _, _ in entries])
+
+    header = "# Reference material\n\nThese references apply to your work. Cite them by @id."
+    rag_hint = None
+    if caller.strategy == Agent.Strategy.RAG:
+        names = ", ".join(catalog.slug for catalog in caller.catalogs)
+        rag_hint = (f"Use the `rag_search` tool with a natural-language query to find passages in the catalogs "
+                    f"{names}. It returns up to {caller.default_top_k} results as "
+                    "`--- Result N (score: 0.XXX, source: path) ---` followed by the passage.")
+    loaded: dict[int, str] = {}  # pk -> section, in entry order
+    report: dict[int, dict] = {}
+    for card, via, parents in entries:
+        item = {"source_id": card.slug, "catalog": card.catalog, "name": card.name, "via": via, "tokens": 0}
+        if parents:
+            item["parents"] = parents
+        decision = decisions[card.pk]
+        if not decision.allowed:
+            report[card.pk] = {**item, "included": "withheld", "reason": decision.reason}
+            continue
+        loads = via == "auto" or caller.strategy == Agent.Strategy.PRELOAD
+        body = _source_body(card, caller.token_budget) if loads else None
+        if body is not None:
+            loaded[card.pk] = f"## @{card.slug}: {formatting.one_line(card.name)}\n\n{body}"
+            report[card.pk] = {**item, "included": "content"}
+        else:
+            reason = "over the token budget" if loads else "rag strategy: read it with rag_search or its files"
+            report[card.pk] = {**item, "included": "listed", "reason": reason}
+    cards = {card.pk: card for card, _, _ in entries}
+
+    def assemble() -> str:
+        listed = [formatting.expansion_block(reference_text(cards[pk]))
+                  for pk, item in report.items() if item["included"] == "listed"]
+        sections = [header, *(loaded.values())]
+        if listed:
+            sections.append("## Further references (not loaded; select or search them when needed)\n\n"
+                            + "\n\n".join(listed))
+        if rag_hint:
+            sections.append("## Searching\n\n" + rag_hint)
+        return "\n\n".join(sections) + "\n"
+
+    # Whole sources or nothing: while the text is over budget, the last loaded source
+    # becomes a listing (every listed reference is still named, with its files).
+    text = assemble()
+    tokens = _count_tokens(text)
+    while tokens > caller.token_budget and loaded:
+        pk = next(reversed(loaded))
+        del loaded[pk]
+        report[pk].update(included="listed", reason="over the token budget")
+        text = assemble()
+        tokens = _count_tokens(text)
+    for pk, section in loaded.items():
+        report[pk]["tokens"] = _count_tokens(section)
+    return {"text": text, "strategy": caller.strategy, "token_budget": caller.token_budget, "tokens": tokens,
+            "over_budget": tokens > caller.token_budget, "sources": list(report.values()), "rag_hint": rag_hint}

@@ -1,0 +1,277 @@
+"""The agent-facing enrichment API over the demo catalog: enrich, listReferences,
+selectReferences, reading selected files, traces and startup instructions; scope,
+bad input (4xx JSON, nothing changed) and the governance seam (withheld)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from catalog.models import Catalog, ReferenceSource
+from catalog.services import DocumentInput, source_import_documents
+from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+@pytest.fixture
+def agent(demo):
+    return client_for(demo.token)
+
+
+@pytest.fixture
+def outsider(demo):
+    """An agent scoped to another catalog, which has its own circuit-breaker reference."""
+    other = Catalog.objects.create(slug="other", name="Other")
+    source_import_documents(catalog=other, slug="circuit-breaker", documents=[
+        DocumentInput("cb.md", "Breakers elsewhere", "A different catalog's circuit breaker notes.", 44)])
+    token = new_token()
+    agent = Agent.objects.create(name="outsider", token_hash=hash_token(token), token_hint=token[:8])
+    agent.catalogs.set([other])
+    return client_for(token)
+
+
+def counts() -> tuple[int, int]:
+    return Trace.objects.count(), Selection.objects.count()
+
+
+def error_code(response) -> str:
+    return response.json()["error"]["code"]
+
+
+# --- enrich -------------------------------------------------------------------------------
+
+
+def test_enrich_returns_text_hints_and_a_stored_trace(agent):
+    response = agent.post("/api/v1/enrich", {"text": "Our circuit breaker opens; see @caching",
+                                             "surface": "prompt"}, format="json")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["text"].startswith("Our circuit breaker opens; see @caching\n\n---\n**Reference @caching: Caching**")
+    assert "- @circuit-breaker: Circuit breaker (matched: circuit breaker" in body["text"]
+    hints = {h["source_id"]: h for h in body["hints"]}
+    assert hints["caching"]["via"] == "mention" and hints["caching"]["injected"] == "expand"
+    assert hints["circuit-breaker"]["via"] == "tag" and hints["circuit-breaker"]["matched"] == ["circuit breaker"]
+    assert set(hints["circuit-breaker"]) >= {"source_id", "name", "matched", "via", "score"}
+    trace = agent.get(f"/api/v1/traces/{body['trace_id']}").json()
+    assert [step["pass"] for step in trace["steps"]] == ["mention", "tag", "semantic", "link", "governance", "format"]
+    assert trace["hints"] == body["hints"]
+    assert Selection.objects.filter(source__slug="caching", via="mention").exists()
+
+
+def test_enriching_an_enriched_text_does_not_stack_injections(agent):
+    first = agent.post("/api/v1/enrich", {"text": "use @caching with redis", "surface": "prompt"}, format="json")
+    again = agent.post("/api/v1/enrich", {"text": first.json()["text"], "surface": "prompt"}, format="json")
+
+    assert again.json()["text"] == first.json()["text"]
+    assert again.json()["text"].count("**Reference @caching") == 1
+
+
+def test_tool_result_reading_a_preselected_reference_pins_it(agent):
+    response = agent.post("/api/v1/enrich", {"text": "# New service template\n...", "surface": "tool_result",
+                                             "paths": ["service-template/README.md"]}, format="json")
+
+    pinned = response.json()["pinned_reference"]
+    assert pinned["source_id"] == "service-template" and pinned["path"] == "service-template/README.md"
+    assert "templates (service-template/templates/, 2 files)" in pinned["context"]
+    assert pinned["context"] in response.json()["text"]
+
+
+def test_withheld_reference_is_named_with_its_reason_and_never_expanded(agent):
+    before = counts()
+    response = agent.post("/api/v1/enrich", {"text": "@secrets-management: rotate credentials",
+                                             "surface": "prompt"}, format="json")
+
+    body = response.json()
+    (hint,) = [h for h in body["hints"] if h["source_id"] == "secrets-management"]
+    assert hint["withheld"] and "requires approval" in hint["reason"]
+    assert "**Reference @secrets-management" not in body["text"]
+    assert "withheld: requires approval" in body["text"]
+    assert counts() == (before[0] + 1, before[1])  # a trace, but no selection
+    trace = Trace.objects.get(pk=body["trace_id"])
+    (gate,) = [s for s in trace.steps if s["pass"] == "governance"]
+    assert {"source_id": "secrets-management", "catalog": "demo", "allowed": False, "state": "missing",
+            "reason": hint["reason"]} in gate["decisions"]
+
+
+@pytest.mark.parametrize("payload", [
+    {"surface": "prompt"},
+    {"text": "   ", "surface": "prompt"},
+    {"text": "hello", "surface": "email"},
+    {"text": "hello", "surface": "prompt", "selected": ["not a valid id!"]},
+    {"text": "hello", "surface": "prompt", "paths": "service-template/README.md"},
+    {"text": "hello", "surface": "prompt", "catalogs": ["no-such-catalog"]},
+    {"text": 42, "surface": "prompt"},
+])
+def test_bad_enrich_input_is_a_json_4xx_that_changes_nothing(agent, payload):
+    before = counts()
+    response = agent.post("/api/v1/enrich", payload, format="json")
+
+    assert 400 <= response.status_code < 500
+    assert set(response.json()["error"]) == {"code", "message", "details"}
+    assert counts() == before
+
+
+def test_malformed_json_and_no_token(agent):
+    response = agent.post("/api/v1/enrich", "{not json", content_type="application/json")
+    assert response.status_code == 400 and error_code(response) == "malformed_request"
+    response = APIClient().post("/api/v1/enrich", {"text": "x", "surface": "prompt"}, format="json")
+    assert response.status_code == 401
+
+
+def test_an_agent_never_sees_another_catalogs_references(outsider):
+    response = outsider.post("/api/v1/enrich", {"text": "@caching and a circuit breaker", "surface": "prompt"},
+                             format="json")
+    assert {(h["catalog"], h["source_id"]) for h in response.json()["hints"]} <= {("other", "circuit-breaker")}
+    assert "@caching" not in response.json()["text"].split("\n", 1)[1]
+
+    listed = outsider.get("/api/v1/references").json()["references"]
+    assert [(r["catalog"], r["source_id"]) for r in listed] == [("other", "circuit-breaker")]
+    for catalog in ("demo",):
+        assert outsider.get(f"/api/v1/references?catalog={catalog}").status_code == 404
+        assert outsider.post("/api/v1/enrich", {"text": "x", "surface": "prompt", "catalogs": [catalog]},
+                             format="json").status_code == 404
+    refused = outsider.post("/api/v1/references/select", {"ids": ["demo/caching"]}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["details"]["unknown_ids"] == ["demo/caching"]
+    assert outsider.get("/api/v1/references/demo/caching/file?path=caching.md").status_code == 404
+
+
+def test_traces_are_private_to_their_agent(agent, outsider):
+    trace_id = agent.post("/api/v1/enrich", {"text": "hello", "surface": "prompt"}, format="json").json()["trace_id"]
+    assert agent.get(f"/api/v1/traces/{trace_id}").status_code == 200
+    response = outsider.get(f"/api/v1/traces/{trace_id}")
+    assert response.status_code == 404 and error_code(response) == "not_found"
+
+
+# --- listReferences / selectReferences / files --------------------------------------------
+
+
+def test_list_references_by_tag_in_any_spelling_and_by_text(agent):
+    by_tag = agent.get("/api/v1/references?tag=Fault_Tolerance").json()
+    assert [r["source_id"] for r in by_tag["references"]] == ["circuit-breaker"]
+    resilience = agent.get("/api/v1/references?tag=resilience").json()["references"]
+    assert {r["source_id"] for r in resilience} == {"circuit-breaker", "retry-backoff", "rate-limiting"}
+    by_text = agent.get("/api/v1/references?q=half-open").json()["references"]
+    assert [r["source_id"] for r in by_text] == ["circuit-breaker"]
+    everything = agent.get("/api/v1/references").json()
+    assert everything["count"] == 13
+    secrets = next(r for r in everything["references"] if r["source_id"] == "secrets-management")
+    assert secrets["withheld"] and secrets["requires_approval"]
+
+
+def test_select_authorises_reading_and_withholds_what_needs_approval(agent):
+    # Every demo reference is linked from a preselected one; without those, caching
+    # is readable only once selected.
+    ReferenceSource.objects.filter(mode="preselected").update(mode="selectable", updated_at=timezone.now())
+    assert error_code(agent.get("/api/v1/references/demo/caching/file?path=caching.md")) == "not_selected"
+
+    response = agent.post("/api/v1/references/select", {"ids": ["caching"], "tags": ["security"]}, format="json")
+
+    body = response.json()
+    assert response.status_code == 200
+    (selected,) = body["selected"]
+    assert selected["source_id"] == "caching" and selected["files"] == ["caching.md"]
+    assert selected["instructions"].startswith("---\n**Reference @caching: Caching**")
+    assert [w["source_id"] for w in body["withheld"]] == ["secrets-management"]
+    assert "requires approval" in body["withheld"][0]["reason"]
+    read = agent.get("/api/v1/references/demo/caching/file?path=caching.md")
+    assert read.status_code == 200 and read.json()["text"].startswith("# Caching")
+    withheld = agent.get("/api/v1/references/demo/secrets-management/file?path=secrets-management.md")
+    assert withheld.status_code == 403 and error_code(withheld) == "withheld"
+    assert not Selection.objects.filter(source__slug="secrets-management").exists()
+
+
+def test_select_with_an_unknown_id_or_tag_selects_nothing(agent):
+    before = counts()
+    response = agent.post("/api/v1/references/select", {"ids": ["caching", "nope"], "tags": ["no-such-tag"]},
+                          format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"unknown_ids": ["nope"], "ambiguous_ids": [],
+                                                   "unknown_tags": ["no-such-tag"]}
+    assert counts() == before
+    assert agent.post("/api/v1/references/select", {}, format="json").status_code == 400
+
+
+def test_profile_references_are_readable_without_selecting(agent):
+    assert agent.get("/api/v1/references/demo/python-style/file?path=python-style.md").status_code == 200  # auto
+    assert agent.get("/api/v1/references/demo/service-template/file"
+                     "?path=service-template/templates/health-endpoint.md").status_code == 200  # preselected
+    assert agent.get("/api/v1/references/demo/retry-backoff/file?path=retry-backoff.md").status_code == 200  # linked
+    missing = agent.get("/api/v1/references/demo/service-template/file?path=service-template/nope.md")
+    assert missing.status_code == 404
+    assert agent.get("/api/v1/references/demo/service-template/file").status_code == 400
+
+
+# --- startup instructions -----------------------------------------------------------------
+
+
+def test_preload_instructions_hold_whole_documents_within_the_budget(agent, demo):
+    Agent.objects.filter(name="demo-agent").update(token_budget=2500)
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    assert body["strategy"] == "preload" and body["rag_hint"] is None
+    assert body["tokens"] <= 2500
+    by_id = {s["source_id"]: s for s in body["sources"]}
+    assert by_id["code-review"]["via"] == "auto" and by_id["code-review"]["included"] == "content"
+    assert by_id["service-template"]["via"] == "preselected"
+    assert by_id["incident-response"]["included"] == "withheld"
+    over = [s for s in body["sources"] if s["included"] == "listed"]
+    assert over and all(s["reason"] == "over the token budget" for s in over)
+    linked = [s for s in body["sources"] if s["via"] == "link"]
+    assert linked and all(s["parents"] for s in linked)
+    for source in body["sources"]:  # nothing is cut mid-document
+        if source["included"] == "content":
+            for document in ReferenceSource.objects.get(slug=source["source_id"]).documents.all():
+                assert document.text.strip() in body["text"]
+    assert "incident-response.md" not in body["text"]
+
+
+def test_rag_instructions_list_references_and_hint_rag_search(agent):
+    Agent.objects.filter(name="demo-agent").update(strategy="rag", default_top_k=7)
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    assert "rag_search" in body["rag_hint"] and "up to 7 results" in body["rag_hint"]
+    by_id = {s["source_id"]: s for s in body["sources"]}
+    assert by_id["python-style"]["included"] == "content"  # auto sources are always loaded
+    assert by_id["logging-policy"]["included"] == "listed"
+    assert "**Reference @logging-policy: Logging policy**" in body["text"]
+
+
+def test_a_signed_in_curator_can_enrich_with_the_default_profile(demo):
+    staff = get_user_model().objects.create_user("curator", password="pw", is_staff=True)
+    client = APIClient()
+    client.force_authenticate(staff)
+    response = client.post("/api/v1/enrich", {"text": "we use redis", "surface": "prompt"}, format="json")
+    assert response.status_code == 200
+    assert [h["source_id"] for h in response.json()["hints"] if h["via"] == "tag"] == ["caching"]
+
+
+def test_create_agent_sets_the_profile(demo):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command("create_agent", "--name", "planner", "--catalogs", "demo", "--strategy", "rag", "--budget", "3000",
+                 "--top-k", "8", "--preselect", "caching,demo/sql-migrations", stdout=out)
+    agent = Agent.objects.get(name="planner")
+    assert (agent.strategy, agent.token_budget, agent.default_top_k) == ("rag", 3000, 8)
+    assert {s.slug for s in agent.preselected.all()} == {"caching", "sql-migrations"}
+    body = client_for(out.getvalue().strip()).get("/api/v1/agent/instructions").json()
+    assert {s["source_id"] for s in body["sources"] if s["via"] == "preselected"} >= {"caching", "sql-migrations"}
+
+    with pytest.raises(CommandError, match="'nope' is unknown"):
+        call_command("create_agent", "--name", "other", "--catalogs", "demo", "--preselect", "nope")
+    with pytest.raises(CommandError, match="token_budget"):
+        call_command("create_agent", "--name", "other", "--catalogs", "demo", "--budget", "5")
+    assert not Agent.objects.filter(name="other").exists()
