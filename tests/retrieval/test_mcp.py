@@ -1,0 +1,316 @@
+"""`manage.py mcp`: the agent API as MCP tools over stdio, driven by the SDK's own client.
+
+One server process serves the whole module (it loads Django and the embedder once). It
+runs for an agent whose token is fixed for the module, and starts during the first test
+that asks for it; each test creates that agent again over its own committed data (the
+server sees only committed rows, hence transactional tests), and the server reads the
+agent by the token's hash on every call. Processes that must refuse to start run alone.
+
+Tool results are compared with what the REST endpoints answer the same agent.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from django.db import connection
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult
+from rest_framework.test import APIClient
+
+from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+TOKEN = new_token()
+RESULT_HEADER = re.compile(r"^--- Result (\d+) \(score: (\d+\.\d{3}), source: (\S+)\) ---$", re.MULTILINE)
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def server_env(token: str) -> dict[str, str]:
+    """This environment, pointed at pytest-django's test database, with the agent's token."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "LECTERN_DB_NAME": connection.settings_dict["NAME"],
+        "LECTERN_AGENT_TOKEN": token,
+    }
+    env.pop("DATABASE_URL", None)
+    return env
+
+
+class McpServer:
+    """`manage.py mcp` under the SDK's stdio client, on a thread of its own (an anyio
+    blocking portal), so that sync tests can call its tools."""
+
+    def __init__(self, log: Path) -> None:
+        self.log, self.stack, self.session = log, ExitStack(), None
+        self.stream_errors: list[Exception] = []  # lines on stdout that were not protocol
+
+    def start(self) -> None:
+        if self.session is not None:
+            return
+        params = StdioServerParameters(
+            command=sys.executable, args=["manage.py", "mcp"], cwd=BASE_DIR, env=server_env(TOKEN)
+        )
+        errlog = self.stack.enter_context(open(self.log, "w"))
+        portal = self.stack.enter_context(start_blocking_portal())
+        self.session = self.stack.enter_context(portal.wrap_async_context_manager(self._connect(params, errlog)))
+        self.portal = portal
+
+    @asynccontextmanager
+    async def _connect(self, params: StdioServerParameters, errlog):
+        async def on_message(message) -> None:
+            if isinstance(message, Exception):
+                self.stream_errors.append(message)
+
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=60, message_handler=on_message) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    def list_tools(self) -> dict:
+        return {tool.name: tool for tool in self.portal.call(self.session.list_tools).tools}
+
+    def call(self, name: str, **arguments) -> CallToolResult:
+        return self.portal.call(functools.partial(self.session.call_tool, name, arguments))
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = McpServer(tmp_path_factory.mktemp("mcp") / "server-stderr.log")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def agent(indexed_catalog) -> Agent:
+    agent = Agent.objects.create(name="mcp-agent", token_hash=hash_token(TOKEN), token_hint=TOKEN[:8])
+    agent.catalogs.set([indexed_catalog])
+    return agent
+
+
+@pytest.fixture
+def mcp(server, agent) -> McpServer:
+    server.start()
+    yield server
+    assert server.stream_errors == [], "the server wrote something other than the protocol to stdout"
+
+
+@pytest.fixture
+def rest() -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    return client
+
+
+def ok(result: CallToolResult) -> dict:
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def error(result: CallToolResult, code: str) -> dict:
+    """The REST error body the result carries, as text and as structuredContent."""
+    assert result.is_error
+    body = result.structured_content
+    assert json.loads(result.content[0].text) == body
+    assert set(body) == {"error"} and body["error"]["code"] == code and body["error"]["message"]
+    return body["error"]
+
+
+def recorded() -> tuple[int, int]:
+    return Selection.objects.count(), Trace.objects.count()
+
+
+# --- tools ------------------------------------------------------------------------------
+
+
+def test_lists_the_four_tools_with_the_rest_limits(mcp):
+    tools = mcp.list_tools()
+
+    assert set(tools) == {"rag_search", "list_references", "select_references", "enrich"}
+    search = tools["rag_search"].input_schema
+    assert search["required"] == ["query"]
+    assert set(search["properties"]) == {"query", "catalog", "top_k", "mode"}
+    assert (search["properties"]["top_k"]["minimum"], search["properties"]["top_k"]["maximum"]) == (1, 1000)
+    assert "default" not in search["properties"]["top_k"]  # the agent's default_top_k
+    assert tools["rag_search"].annotations.read_only_hint is True
+    assert tools["enrich"].input_schema["required"] == ["text", "surface"]
+    assert tools["enrich"].input_schema["properties"]["surface"]["enum"] == ["prompt", "tool_result"]
+    assert tools["select_references"].input_schema["properties"]["ids"]["maxItems"] == 100
+
+
+def test_rag_search_answers_in_seed_003_format_with_the_agent_defaults(mcp, agent, rest):
+    agent.default_top_k = 2
+    agent.save()
+
+    result = mcp.call("rag_search", query="how should transient failures be retried?")
+
+    data = ok(result)
+    text = result.content[0].text
+    headers = RESULT_HEADER.findall(text)
+    assert [int(n) for n, _, _ in headers] == [1, 2]  # top_k: the agent's default
+    assert headers[0][2] == "retries.md"
+    assert [score for _, score, _ in headers] == [f"{hit['score']:.3f}" for hit in data["results"]]
+    blocks = RESULT_HEADER.split(text)[1:]  # number, score, source, content; again
+    assert [blocks[i + 3].strip() for i in range(0, len(blocks), 4)] == [
+        hit["content"].strip() for hit in data["results"]
+    ]
+    expected = rest.post(
+        "/api/v1/search",
+        {"catalog": "ops", "query": "how should transient failures be retried?", "top_k": 2},
+        format="json",
+    ).json()
+    assert data["results"] == expected["results"]
+    assert (data["mode"], data["degraded"]) == ("hybrid", None)
+    assert {"chunk_id", "scores", "ranks"} <= set(data["results"][0])
+
+
+def test_rag_search_modes_and_an_empty_answer(mcp):
+    lexical = ok(mcp.call("rag_search", query="cache invalidation on write", mode="bm25", top_k=1))
+    nothing = mcp.call("rag_search", query="zyzzyva quokka", mode="bm25")
+
+    assert [hit["document_id"] for hit in lexical["results"]] == ["caching.md"]
+    assert lexical["mode"] == "bm25"
+    assert nothing.content[0].text == "No relevant documentation found for your query."
+    assert ok(nothing)["results"] == []
+
+
+def test_rag_search_needs_a_catalog_when_the_agent_has_several(mcp, agent, make_catalog):
+    agent.catalogs.add(make_catalog("empty"))
+
+    refused = mcp.call("rag_search", query="retry")
+    named = mcp.call("rag_search", query="retry", catalog="ops", top_k=1)
+
+    assert "catalog" in error(refused, "invalid_input")["details"]["fields"]
+    assert RESULT_HEADER.findall(named.content[0].text)[0][2] == "retries.md"
+
+
+def test_list_and_select_references_answer_what_the_rest_api_does(mcp, rest):
+    listed = ok(mcp.call("list_references", q="handbook"))
+    selected = ok(mcp.call("select_references", ids=["ops/handbook"]))
+
+    assert listed == rest.get("/api/v1/references", {"q": "handbook"}).json()
+    assert [ref["source_id"] for ref in listed["references"]] == ["handbook"]
+    assert selected == rest.post("/api/v1/references/select", {"ids": ["ops/handbook"]}, format="json").json()
+    assert [ref["source_id"] for ref in selected["selected"]] == ["handbook"]
+    assert Selection.objects.filter(agent__name="mcp-agent", source__slug="handbook").exists()
+
+
+def test_enrich_answers_what_the_rest_api_does_and_keeps_a_trace(mcp, rest):
+    body = {"text": "Please expand @handbook before we change the retry policy.", "surface": "prompt"}
+
+    enriched = ok(mcp.call("enrich", **body))
+
+    expected = rest.post("/api/v1/enrich", body, format="json").json()
+    assert {k: v for k, v in enriched.items() if k not in ("trace_id", "took_ms")} == {
+        k: v for k, v in expected.items() if k not in ("trace_id", "took_ms")
+    }
+    assert enriched["text"].startswith(body["text"]) and len(enriched["text"]) > len(body["text"])
+    assert Trace.objects.filter(pk=enriched["trace_id"], agent__name="mcp-agent", surface="prompt").exists()
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def test_an_unknown_reference_is_a_tool_error_and_records_nothing(mcp, rest):
+    before = recorded()
+
+    result = mcp.call("select_references", ids=["handbook", "no-such-reference"])
+
+    details = error(result, "unknown_reference")["details"]
+    assert details["unknown_ids"] == ["no-such-reference"]
+    assert (
+        result.structured_content
+        == rest.post("/api/v1/references/select", {"ids": ["handbook", "no-such-reference"]}, format="json").json()
+    )
+    assert recorded() == before
+    assert ok(mcp.call("list_references"))["count"] == 1  # the server goes on serving
+
+
+def test_bad_arguments_are_invalid_input_and_change_nothing(mcp):
+    before = recorded()
+
+    out_of_range = mcp.call("rag_search", query="retry", top_k=0)
+    unknown = mcp.call("rag_search", query="retry", fusion="convex")
+    blank = mcp.call("enrich", text="   ", surface="prompt")
+    no_catalog = mcp.call("rag_search", query="retry", catalog="nope")
+
+    assert set(error(out_of_range, "invalid_input")["details"]["fields"]) == {"top_k"}
+    assert set(error(unknown, "invalid_input")["details"]["fields"]) == {"fusion"}
+    assert set(error(blank, "invalid_input")["details"]["fields"]) == {"text"}
+    assert error(no_catalog, "not_found")["message"] == "No catalog 'nope'."
+    assert recorded() == before
+
+
+def test_a_revoked_token_stops_working_at_once(mcp, agent):
+    Agent.objects.filter(pk=agent.pk).update(is_active=False)
+
+    result = mcp.call("list_references")
+
+    assert error(result, "unauthenticated")["message"] == "Invalid or revoked token."
+
+
+def test_the_token_never_reaches_the_log(mcp):
+    ok(mcp.call("list_references"))
+
+    log = mcp.log.read_text()
+    assert "mcp-agent" in log  # the startup line
+    assert TOKEN not in log and hash_token(TOKEN) not in log
+
+
+# --- refusing to start ------------------------------------------------------------------
+
+
+def run_server(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "mcp", *args],
+        cwd=BASE_DIR,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_unknown_token_exits_before_serving(db):
+    unknown = new_token()
+
+    done = run_server(server_env(unknown))
+
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == ["CommandError: the agent token is unknown or revoked"]
+    assert unknown not in done.stderr
+
+
+def test_a_revoked_token_in_a_token_file_exits_before_serving(indexed_catalog, agent_token, tmp_path):
+    token = agent_token("revoked-agent", [indexed_catalog])
+    Agent.objects.filter(name="revoked-agent").update(is_active=False)
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    env = server_env("")
+    del env["LECTERN_AGENT_TOKEN"]
+
+    done = run_server(env, "--token-file", str(token_file))
+
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == ["CommandError: the agent token is unknown or revoked"]
+    assert token not in done.stderr
