@@ -96,15 +96,14 @@ class CatalogIndex:
     profile_slugs: list[str] = field(default_factory=list)
     profile_matrix: np.ndarray | None = None
 
-    def by_pk(self, pk: int) -> SourceCard | None:
-        return next((card for card in self.cards.values() if card.pk == pk), None)
+    selectable: np.ndarray | None = None  # per profile row: mode is selectable
+    rows: dict[str, int] = field(default_factory=dict)  # slug -> profile row
 
-    def similarities(self, vector: np.ndarray) -> dict[str, float]:
-        """Cosine similarity of a unit vector to every embedded source profile."""
-        if self.profile_matrix is None or not len(self.profile_slugs):
-            return {}
-        scores = self.profile_matrix @ vector
-        return dict(zip(self.profile_slugs, (float(s) for s in scores), strict=True))
+    def similarities(self, vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of a unit vector to every embedded source profile, by row."""
+        if self.profile_matrix is None:
+            return np.zeros(0, dtype=np.float32)
+        return self.profile_matrix @ vector
 
 
 _indexes: dict[int, CatalogIndex] = {}
@@ -167,6 +166,9 @@ def _build(catalog: Catalog, stamp: tuple, embedder: Embedder | None) -> Catalog
         index.profile_model = embedder.model_id
         heads = _document_heads(catalog.pk)
         index.profile_slugs, index.profile_matrix = source_profiles(list(cards.values()), embedder, heads)
+        index.rows = {slug: row for row, slug in enumerate(index.profile_slugs)}
+        index.selectable = np.array([cards[slug].mode == ReferenceSource.Mode.SELECTABLE
+                                     for slug in index.profile_slugs], dtype=bool)
     return index
 
 

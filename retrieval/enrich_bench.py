@@ -19,9 +19,9 @@ from pathlib import Path
 
 from rest_framework.test import APIClient
 
+from catalog.demo_loader import agent_token_rotate, tags_ensure
 from catalog.models import Catalog, ReferenceSource
 from catalog.services import source_index
-from catalog.demo_loader import agent_token_rotate, tags_ensure
 from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
 
 Log = Callable[[str], None]
@@ -144,10 +144,9 @@ def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, lo
     first_ms = (time.perf_counter() - started) * 1000
     prompts = nfcorpus_test_queries(dataset)
     prompts = (prompts * (calls // max(len(prompts), 1) + 1))[:calls]
-    results = {"sources": catalog.sources.count(),
+    return {"sources": catalog.sources.count(),
                "tags": len({t for s in catalog.sources.prefetch_related("tags") for t in s.tags.all()}),
                "first_call_ms": round(first_ms, 1),
                "prompt": asdict(_measure(client, prompts, "prompt", warmup)),
                "tool_result_4kb": asdict(_measure(client, _tool_results(dataset, max(calls // 3, 20)),
                                                   "tool_result", warmup))}
-    return results

@@ -8,8 +8,10 @@ injected, hinted or withheld.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.conf import settings
 from django.db import transaction
 
@@ -200,22 +202,35 @@ class _Passes:
             self.step("semantic", started, skipped="empty text")
             return []
         vector = embed_text_head(embedder, text, settings.LECTERN_ENRICH_EMBED_TOKENS)
-        pool = []
+        # Vectorised over every source: only the qualifying few become Candidates.
+        pools = []
         for index in self.indexes:
-            for slug, score in index.similarities(vector).items():
-                key = (index.catalog_id, slug)
-                if key in self.candidates:
-                    self.candidates[key].score = score
-                elif self.eligible(index.cards[slug]):
-                    pool.append(Candidate(card=index.cards[slug], via="semantic", score=score))
-        pool.sort(key=lambda c: (-c.score, c.card.catalog, c.card.slug))
+            scores = index.similarities(vector)
+            if not len(scores):
+                continue
+            open_rows = index.selectable.copy()
+            for catalog_id, slug in [*self.candidates, *self.excluded]:
+                row = index.rows.get(slug) if catalog_id == index.catalog_id else None
+                if row is not None:
+                    open_rows[row] = False
+                    if (catalog_id, slug) in self.candidates:
+                        self.candidates[(catalog_id, slug)].score = float(scores[row])
+            pools.append((index, np.where(open_rows, scores, -np.inf)))
+        best = max((float(pool.max()) for _, pool in pools if len(pool)), default=-np.inf)
         # Absolute floor, and close to the best: similarity levels drift with the
-        # text's length and style, the gap to the best match much less.
-        threshold = self.caller.semantic_threshold
-        if pool:
-            threshold = max(threshold, pool[0].score - self.caller.semantic_margin)
-        found = [c for c in pool if c.score >= threshold]
-        below = pool[len(found):]
+        # text's length and style, the gap to the best much less.
+        threshold = max(self.caller.semantic_threshold, best - self.caller.semantic_margin)
+        found, below = [], []
+        for index, pool in pools:
+            order = np.argsort(-pool, kind="stable")
+            for row in order[: int((pool >= threshold).sum()) + 3]:
+                if pool[row] == -np.inf:
+                    break
+                candidate = Candidate(card=index.cards[index.profile_slugs[row]], via="semantic",
+                                      score=float(pool[row]))
+                (found if pool[row] >= threshold else below).append(candidate)
+        found.sort(key=lambda c: (-c.score, c.card.catalog, c.card.slug))
+        below.sort(key=lambda c: -c.score)
         for candidate in found:
             self.candidates[candidate.key] = candidate
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
@@ -326,11 +341,12 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
 
     surfaced = [c for c in run.candidates.values() if c.action != "cut"]
     took_ms = (time.perf_counter() - started) * 1000
-    with transaction.atomic():
+    grants = [c.card for c in allowed_expansions] if caller.agent is not None else []
+    with transaction.atomic() if grants else nullcontext():  # one INSERT alone needs no transaction
         trace = Trace.objects.create(agent=caller.agent, caller=caller.name, surface=surface, text=text,
                                      steps=run.steps, hints=[c.as_dict() for c in surfaced],
                                      degraded=run.degraded or "", took_ms=round(took_ms, 3))
-        _grant(caller, [c.card for c in allowed_expansions], Selection.Via.MENTION, trace)
+        _grant(caller, grants, Selection.Via.MENTION, trace)
     return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
                         degraded=run.degraded)
 

@@ -275,3 +275,25 @@ def test_create_agent_sets_the_profile(demo):
     with pytest.raises(CommandError, match="token_budget"):
         call_command("create_agent", "--name", "other", "--catalogs", "demo", "--budget", "5")
     assert not Agent.objects.filter(name="other").exists()
+
+
+def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
+    from catalog.demo_loader import tags_ensure
+    from retrieval.detection import catalog_index
+
+    catalog = Catalog.objects.get(slug="demo")
+    first = catalog_index(catalog)
+    assert catalog_index(catalog) is first  # nothing changed: the same compiled matcher
+
+    def tagged(text: str) -> set[str]:
+        body = agent.post("/api/v1/enrich", {"text": text, "surface": "prompt"}, format="json").json()
+        return {h["source_id"] for h in body["hints"] if h["via"] == "tag"}
+
+    assert tagged("a bulkhead around the pool") == set()
+    ReferenceSource.objects.get(slug="circuit-breaker").tags.add(*tags_ensure(names=["bulkhead"]))
+    assert catalog_index(catalog) is not first
+    assert tagged("a bulkhead around the pool") == {"circuit-breaker"}
+    tag = ReferenceSource.objects.get(slug="circuit-breaker").tags.get(key="bulkhead")
+    tag.name, tag.key = "bulk head", "bulk-head"
+    tag.save()
+    assert tagged("a bulk-head around the pool") == {"circuit-breaker"}
