@@ -8,12 +8,11 @@ injected, hinted or withheld.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.embedder import embedder_status, get_embedder
@@ -342,7 +341,12 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     surfaced = [c for c in run.candidates.values() if c.action != "cut"]
     took_ms = (time.perf_counter() - started) * 1000
     grants = [c.card for c in allowed_expansions] if caller.agent is not None else []
-    with transaction.atomic() if grants else nullcontext():  # one INSERT alone needs no transaction
+    with transaction.atomic():
+        if not grants:
+            # A trace alone is a diagnostic record: its commit need not wait for the WAL
+            # flush (a crash may lose the last few traces, never corrupt anything).
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
         trace = Trace.objects.create(agent=caller.agent, caller=caller.name, surface=surface, text=text,
                                      steps=run.steps, hints=[c.as_dict() for c in surfaced],
                                      degraded=run.degraded or "", took_ms=round(took_ms, 3))
