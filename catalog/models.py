@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -219,10 +218,11 @@ class Term(models.Model):
 
 
 class Postings(models.Model):
-    """A chunk's lexical postings: its term ids and their frequencies.
+    """A chunk's forward index: its BM25 length, term ids and their frequencies.
 
-    Stored per chunk (a forward index) in a narrow table; the GIN index over `terms`
-    is the inverted index that BM25 candidate generation walks.
+    One narrow row per chunk. It holds N and the total length for the catalog
+    statistics, and the term ids that the write path needs to release a removed
+    chunk's document frequencies and to find its TermPosting rows.
     """
 
     chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, related_name="postings")
@@ -231,11 +231,32 @@ class Postings(models.Model):
     terms = ArrayField(models.IntegerField())
     tfs = ArrayField(models.IntegerField())
 
-    class Meta:
-        indexes = [GinIndex(fields=["terms"], name="postings_terms_gin")]
-
     def __str__(self) -> str:
         return f"postings of chunk {self.chunk_id}"
+
+
+class TermPosting(models.Model):
+    """The inverted index BM25 searches: one row per (term, chunk holding it).
+
+    The primary key (term_id, chunk_id) INCLUDE (tf, dl) covers scoring, so a term's
+    postings are one index range read without touching the heap (migration 0007
+    creates it; Django's CompositePrimaryKey cannot declare INCLUDE columns). The
+    foreign keys have no database constraints: checking ~50 rows per chunk on every
+    write would cost more than the write itself; the write path keeps these rows in
+    step with Postings in the same transaction. There is no index on chunk_id: the
+    write path deletes a chunk's rows by (term_id, chunk_id) from its Postings row (the
+    ORM's cascade, as from the admin, deletes them by chunk_id with a scan).
+    """
+
+    pk = models.CompositePrimaryKey("term", "chunk")
+    term = models.ForeignKey(Term, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, db_constraint=False, db_index=False,
+                              related_name="+")
+    tf = models.IntegerField(help_text="Occurrences of the term in the chunk.")
+    dl = models.IntegerField(help_text="The chunk's length in analysed terms (BM25 dl), repeated for covering.")
+
+    def __str__(self) -> str:
+        return f"term {self.term_id} in chunk {self.chunk_id}"
 
 
 class EmbeddingCache(models.Model):

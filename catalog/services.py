@@ -350,6 +350,15 @@ def _delete_document_rows(cursor, document_pks: list[int]) -> None:
         """,
         [document_pks],
     )
+    # Term-major rows by their key, from each chunk's term ids (no scan of the index).
+    cursor.execute(
+        """
+        DELETE FROM catalog_termposting t
+        USING catalog_chunk c JOIN catalog_postings p ON p.chunk_id = c.id, unnest(p.terms) AS x(term_id)
+        WHERE c.document_id = ANY(%s) AND t.term_id = x.term_id AND t.chunk_id = c.id
+        """,
+        [document_pks],
+    )
     cursor.execute(
         "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.id = p.chunk_id AND c.document_id = ANY(%s)",
         [document_pks],
@@ -420,6 +429,16 @@ def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], pr
             terms = sorted(item.terms.items(), key=lambda kv: term_ids[kv[0]])
             copy.write_row((ids[i], source.catalog_id, item.length,
                             [term_ids[t] for t, _ in terms], [n for _, n in terms]))
+    # The same postings term-major, in key order: BM25 reads these.
+    cursor.execute(
+        """
+        INSERT INTO catalog_termposting (term_id, chunk_id, tf, dl)
+        SELECT x.term_id, p.chunk_id, x.tf, p.length
+        FROM catalog_postings p CROSS JOIN LATERAL unnest(p.terms, p.tfs) AS x(term_id, tf)
+        WHERE p.chunk_id = ANY(%s) ORDER BY 1, 2
+        """,
+        [ids],
+    )
 
 
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff, prepared: list[PreparedChunk],

@@ -5,8 +5,9 @@ epsilon * (mean idf over the whole vocabulary), as rank_bm25 does.
 score(d, q) = sum over query tokens (repeats count) of
               idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
 
-The search itself runs in Postgres; this module supplies the per-term weights and
-the MaxScore bound that lets it skip walking the postings of near-zero-idf terms.
+The search itself runs in Postgres; this module supplies the per-term weights, their
+upper bounds, and the choice of terms too common to walk (MaxScore: such a term is
+probed only for the chunks that could still reach the top).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class QueryTerm:
     term_id: int
     weight: float  # idf times the number of times the term occurs in the query
     upper_bound: float  # the most this term can add to any document's score
+    df: int = 0  # documents (chunks) holding the term: the length of its postings
 
 
 def query_terms(
@@ -51,20 +53,28 @@ def query_terms(
     for text, repeats in counts.items():
         term_id, df = stats[text]
         weight = idf(n_docs, df, average_idf) * repeats
-        terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1)))
+        terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1), df))
     return sorted(terms, key=lambda t: (-t.upper_bound, t.term_id))
 
 
-def essential_split(terms: Sequence[QueryTerm], threshold: float) -> int:
-    """MaxScore: how many leading (highest-bound) terms a candidate must contain.
-
-    A document holding none of the first `n` terms scores at most the sum of the
-    remaining bounds; when that sum is below `threshold` (the k-th best score found
-    so far), such documents cannot enter the top k and their postings need no walk.
+def terms_to_probe(terms: Sequence[QueryTerm], *, ratio: float) -> list[QueryTerm]:
+    """The lowest-bound terms (a suffix of `terms`, which are sorted by bound, highest
+    first) worth probing instead of walking: each holds more than `ratio` times as many
+    postings as the walked terms together, so probing it for their candidates costs
+    less than walking it; and together they weigh less than the strongest term, so
+    they can likely be skipped (see can_skip). As many as qualify; at least one term
+    is always walked.
     """
-    remaining = sum(t.upper_bound for t in terms)
-    for n, term in enumerate(terms):
-        if remaining < threshold:
-            return n
-        remaining -= term.upper_bound
-    return len(terms)
+    for cut in range(1, len(terms)):
+        walked, probed = terms[:cut], terms[cut:]
+        if (min(t.df for t in probed) > ratio * sum(t.df for t in walked)
+                and sum(t.upper_bound for t in probed) < terms[0].upper_bound):
+            return list(probed)
+    return []
+
+
+def can_skip(probed: Sequence[QueryTerm], threshold: float, *, slack: float = 1e-6) -> bool:
+    """MaxScore: whether a document holding none of the walked terms (so at most the
+    probed terms' bounds) scores below `threshold`, a score k documents reach, and so
+    cannot enter the top k. `slack` absorbs floating-point rounding."""
+    return sum(t.upper_bound for t in probed) + slack < threshold

@@ -1,10 +1,11 @@
 """Search over a catalog's chunks: exact BM25 in Postgres, pgvector HNSW, and fusion.
 
 chunk_search() runs:
-  1. lexical: analyse the query, weight its terms (retrieval.bm25), then score in SQL
-     only the chunks holding an *essential* term (MaxScore), widening the essential
-     set until no other chunk could reach the top (so common, near-zero-idf terms are
-     scored on candidates but their postings are never walked)
+  1. lexical: analyse the query, weight its terms (retrieval.bm25), then sum in SQL
+     each chunk's parts from the term-major postings (catalog_termposting), merged in
+     chunk order; a term whose postings dwarf the others' (common, near-zero idf) is
+     not walked but probed by key for the chunks that could still reach the top
+     (MaxScore), with a full walk as the fallback when its bound is too high
   2. vector: embed the query, HNSW k-NN with ef_search >= the depth asked for
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
   4. hydrate the top_k with content and the component scores each hit lacks
@@ -75,70 +76,164 @@ def _bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
                             k1=settings.LECTERN_BM25_K1)
 
 
-def _score_sql(terms: list[bm25.QueryTerm], avgdl: float) -> tuple[str, list, str, list]:
-    """(score expression, its params, lateral join, its params) for a postings row `p`.
+# A term is probed instead of walked when its postings outnumber those of all walked
+# terms this many times (a probe costs about as much as walking ten postings).
+PROBE_RATIO = 8.0
+# SQL sums each term's part of a score in units of 2**-32, rounded to a whole number
+# of them: sums of whole numbers are exact in float8 (below 2**53), so a chunk's score
+# does not depend on the order its parts are added in, and chunks with equal scores tie
+# exactly (and rank by id). The rounding moves a score by less than 1e-9 per term.
+SCALE = 2.0**32
 
-    The lateral join looks each query term's frequency up once per row; the score
-    sums idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * dl / avgdl)) over the terms.
-    """
+
+def _part(weight: str) -> str:
+    """SQL for a posting row `p`'s part of the score, in units of 2**-32, for a term
+    whose `weight` is idf * (k1 + 1) * SCALE: round(weight * tf / (tf + k1 * (1 - b +
+    b * dl / avgdl))), in float8 (untyped parameters would make Postgres compute in
+    numeric)."""
+    return f"round({weight} * p.tf / (p.tf + %(c1)s::float8 + %(c2)s::float8 * p.dl))"
+
+
+def _score_params(catalog: Catalog) -> dict:
     k1, b = settings.LECTERN_BM25_K1, settings.LECTERN_BM25_B
-    lookups = ", ".join(f"p.tfs[array_position(p.terms, %s::int)]::float8 AS f{i}" for i in range(len(terms)))
-    # float8 parameters: untyped literals would make Postgres score in numeric.
-    parts = [f"coalesce(%s::float8 * f{i} / (f{i} + %s::float8 + %s::float8 * p.length), 0)"
-             for i in range(len(terms))]
-    score_params: list = []
-    for t in terms:
-        score_params += [t.weight * (k1 + 1), k1 * (1 - b), k1 * b / avgdl]
-    lateral_params = [t.term_id for t in terms]
-    # OFFSET 0 keeps the lateral subquery from being flattened into the score
-    # expression, which would run each array_position lookup twice per row.
-    return " + ".join(parts), score_params, f"CROSS JOIN LATERAL (SELECT {lookups} OFFSET 0) f", lateral_params
+    return {"c1": k1 * (1 - b), "c2": k1 * b / catalog.average_length}
 
 
-def _bm25_rows(catalog: Catalog, terms: list[bm25.QueryTerm], where: str, where_params: list, limit: int) -> list[Row]:
-    score, score_params, lateral, lateral_params = _score_sql(terms, catalog.average_length)
-    sql = f"""
-        SELECT s.chunk_id, c.document_id, s.score FROM (
-            SELECT p.chunk_id, {score} AS score
-            FROM catalog_postings p {lateral}
-            WHERE {where}
-            ORDER BY score DESC, p.chunk_id
-            LIMIT %s
-        ) s JOIN catalog_chunk c ON c.id = s.chunk_id
-        ORDER BY s.score DESC, s.chunk_id
+def _scaled_weight(term: bm25.QueryTerm) -> float:
+    return term.weight * (settings.LECTERN_BM25_K1 + 1) * SCALE  # times a power of two: exact
+
+
+def _walk_sql(terms: list[bm25.QueryTerm], params: dict, name: str, where: str = "TRUE") -> str:
+    """(chunk_id, scaled score) over `terms` for every chunk holding one of them (none
+    unless `where`, a condition on no column, holds).
+
+    Each term's postings are one range of the (term_id, chunk_id) key, so they come in
+    chunk order; merging them keeps that order and the sum needs no hash table.
     """
+    ranges = []
+    for i, term in enumerate(terms):
+        params[f"{name}{i}"], params[f"{name}w{i}"] = term.term_id, _scaled_weight(term)
+        ranges.append(f"(SELECT p.chunk_id, {_part(f'%({name}w{i})s::float8')} AS part "
+                      f"FROM catalog_termposting p WHERE p.term_id = %({name}{i})s ORDER BY p.chunk_id)")
+    merged = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
+    return f"SELECT chunk_id, sum(part) AS score FROM ({merged}) m WHERE {where} GROUP BY chunk_id"
+
+
+def _probe_sql(terms: list[bm25.QueryTerm], params: dict, candidates: str, name: str) -> str:
+    """(chunk_id, scaled score) of each row of `candidates`, adding its parts from
+    `terms`, each looked up by key (term_id, chunk_id)."""
+    params[f"{name}_ids"] = [t.term_id for t in terms]
+    params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
+    return f"""
+        SELECT c.chunk_id, c.score + coalesce(x.score, 0) AS score FROM {candidates} c CROSS JOIN LATERAL (
+            SELECT sum({_part("q.w")}) AS score
+            FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w)
+            JOIN catalog_termposting p ON p.term_id = q.term_id AND p.chunk_id = c.chunk_id
+        ) x
+    """
+
+
+def _seed_terms(walked: list[bm25.QueryTerm], limit: int) -> list[bm25.QueryTerm]:
+    """The strongest walked terms whose postings hold `limit` chunks at least."""
+    postings = 0
+    for count, term in enumerate(walked, start=1):
+        postings += term.df
+        if postings >= limit:
+            return walked[:count]
+    return walked
+
+
+def _bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int) -> list[Row]:
+    """The exact top `limit`, walking the postings of every term."""
+    params = _score_params(catalog)
+    params["limit"] = limit
+    return [row[:3] for row in _top_rows(_walk_sql(terms, params, "w"), params)]
+
+
+def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25.QueryTerm],
+                limit: int) -> tuple[list[Row], float]:
+    """The top `limit` of the chunks holding a term not in `probed`, by full score, and
+    a score that `limit` chunks reach (the threshold; -inf when there is none); no rows
+    when the probed terms cannot be skipped.
+
+    1. seeds: the `limit` best chunks of the strongest terms' postings, completed by
+       key lookups of every other term; the `limit`-th best of their scores is the
+       threshold
+    2. walk the postings of every term not probed, keeping only chunks whose sum plus
+       the probed terms' bounds reaches the threshold
+    3. add the probed terms' parts to those by key lookups; rank
+    Exact when no chunk outside the walked postings can reach the threshold
+    (bm25.can_skip).
+    """
+    params = _score_params(catalog)
+    params["limit"] = limit
+    walked = [t for t in terms if t not in probed]
+    seeds = _seed_terms(walked, limit)
+    best_seeds = f"({_walk_sql(seeds, params, 's')} ORDER BY score DESC LIMIT %(limit)s)"
+    completed = _probe_sql([t for t in terms if t not in seeds], params, best_seeds, "o")
+    params["high"] = (sum(t.upper_bound for t in probed) + 1e-6) * SCALE  # slack for rounding
+    # Walks nothing when the threshold is too low to skip the probed terms (a second
+    # pass walks every term then).
+    skippable = "%(high)s::float8 < (SELECT score FROM threshold)"
+    candidates = (f"({_walk_sql(walked, params, 'w', where=skippable)} "
+                  f"HAVING sum(part) + %(high)s::float8 >= (SELECT score FROM threshold))")
+    threshold = f"""
+        SELECT coalesce((SELECT score FROM ({completed}) s ORDER BY score DESC OFFSET %(limit)s - 1 LIMIT 1),
+                        '-infinity') AS score
+    """
+    rows = _top_rows(_probe_sql(probed, params, candidates, "p"), params, threshold=threshold)
+    return [row[:3] for row in rows], rows[0][3] / SCALE if rows else float("-inf")
+
+
+def _top_rows(scored: str, params: dict, *, threshold: str = "") -> list[tuple]:
+    """The top %(limit)s of `scored` by score, then chunk id: (chunk, document, score,
+    threshold), scores unscaled. `threshold` is the SQL of a one-row `score` that
+    `scored` reads as (SELECT score FROM threshold)."""
+    with_threshold = f"WITH threshold AS MATERIALIZED ({threshold})" if threshold else ""
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*score_params, *lateral_params, *where_params, limit])
-        return [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+        cursor.execute(
+            f"""
+            {with_threshold}
+            SELECT s.chunk_id, c.document_id, s.score, {"(SELECT score FROM threshold)" if threshold else "NULL"}
+            FROM ({scored} ORDER BY score DESC, chunk_id LIMIT %(limit)s) s
+            JOIN catalog_chunk c ON c.id = s.chunk_id
+            ORDER BY s.score DESC, s.chunk_id
+            """,
+            params,
+        )
+        return [(chunk, doc, score / SCALE, threshold) for chunk, doc, score, threshold in cursor.fetchall()]
 
 
 def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row], int]:
-    """Exact BM25 top `limit` (rank_bm25's scores and order), and the SQL passes taken."""
+    """Exact BM25 top `limit` (rank_bm25's scores and order), and the SQL passes taken.
+
+    Terms whose postings dwarf the others' (bm25.terms_to_probe) are probed for the
+    walked terms' candidates instead of walked; when their bounds turn out too high
+    for the threshold found, a second pass walks every term.
+    """
     terms = _bm25_terms(catalog, query)
     if not terms:
         return [], 0
-    essential, passes = 1, 0
-    while True:
-        passes += 1
-        ids = [t.term_id for t in terms[:essential]]
-        rows = _bm25_rows(catalog, terms, "p.terms && %s::int[]", [ids], limit)
-        if essential == len(terms):
-            return rows, passes
-        if len(rows) < limit:
-            essential += 1  # too few candidates to bound anything: widen by the next-rarest term
-            continue
-        needed = bm25.essential_split(terms, rows[-1][2])
-        if needed <= essential:
-            return rows, passes
-        essential = needed
+    probed = bm25.terms_to_probe(terms, ratio=PROBE_RATIO)
+    if probed and sum(t.df for t in terms if t not in probed) >= limit:  # else no threshold to bound by
+        rows, threshold = _bm25_probe(catalog, terms, probed, limit)
+        if bm25.can_skip(probed, threshold):
+            return rows, 1
+        return _bm25_walk(catalog, terms, limit), 2
+    return _bm25_walk(catalog, terms, limit), 1
 
 
 def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:
-    terms = _bm25_terms(catalog, query)
-    if not terms or not chunk_pks:
+    """BM25 scores of the given chunks that hold a query term (the others score 0)."""
+    terms = _bm25_terms(catalog, query) if chunk_pks else []
+    if not terms:
         return {}
-    rows = _bm25_rows(catalog, terms, "p.chunk_id = ANY(%s)", [chunk_pks], len(chunk_pks))
-    return {chunk: s for chunk, _doc, s in rows}
+    params = _score_params(catalog)
+    params["chunks"] = chunk_pks
+    candidates = "(SELECT unnest(%(chunks)s::bigint[]) AS chunk_id, 0::float8 AS score)"
+    with connection.cursor() as cursor:
+        cursor.execute(_probe_sql(terms, params, candidates, "q"), params)
+        return {chunk: score / SCALE for chunk, score in cursor.fetchall()}
 
 
 # --- vector -----------------------------------------------------------------------------

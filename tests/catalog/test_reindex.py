@@ -17,6 +17,7 @@ from catalog.services import source_index
 from catalog.tasks import SCAN_SCHEDULE
 from retrieval.models import Agent, hash_token, new_token
 from retrieval.selectors import bm25_search
+from tests.catalog.checks import term_postings_mismatches
 
 WORDS = ("retry backoff jitter circuit breaker cache ttl invalidate token secret rotate log json metric "
          "trace span queue worker lock lease shard replica index vector search rank fusion chunk "
@@ -92,6 +93,7 @@ def test_random_edits_end_with_exactly_the_from_scratch_index(files):
             (files.root / old).rename(files.root / f"moved{step}.md")
         report = source_index(source=source)
         assert report.documents == len(files.names())
+        assert term_postings_mismatches(source.catalog) == [], f"step {step}: {action}"
 
     scratch = glob_source("scratch")
     source_index(source=scratch)

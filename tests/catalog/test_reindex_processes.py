@@ -33,6 +33,7 @@ from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, 
 from catalog.reindex import LOCK_NAMESPACE, index_run_create, index_run_execute
 from catalog.services import EMBED_GROUP, DocumentInput, prepare_chunks, source_fingerprint, source_index
 from retrieval.selectors import SearchOptions, bm25_search, chunk_search
+from tests.catalog.checks import term_postings_mismatches
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 FIRST = "firstgen"  # in every first-generation chunk (its document's title is the heading)
@@ -212,9 +213,9 @@ def latest_run(source: ReferenceSource, after: int = 0) -> IndexRun | None:
 
 def lock_source_row(holder: psycopg.Connection, source: ReferenceSource) -> None:
     """Hold the source row FOR NO KEY UPDATE (open transaction): foreign-key checks (KEY
-    SHARE) pass, so a worker writes documents, chunks, postings and terms, refreshes the
-    statistics, and then blocks on the last statement of source_apply_diff's transaction,
-    the update of the source row."""
+    SHARE) pass, so a worker writes documents, chunks, postings (per chunk and term-major)
+    and terms, refreshes the statistics, and then blocks on the last statement of
+    source_apply_diff's transaction, the update of the source row."""
     holder.execute("SELECT 1 FROM catalog_referencesource WHERE id = %s FOR NO KEY UPDATE", [source.pk])
 
 
@@ -302,6 +303,7 @@ def assert_consistent(catalog: Catalog) -> None:
     assert rows("""SELECT c.id FROM catalog_chunk c LEFT JOIN catalog_postings p ON p.chunk_id = c.id
                    WHERE c.catalog_id = %s AND (p.chunk_id IS NULL OR cardinality(p.terms) <> cardinality(p.tfs))""",
                 [pk]) == [], "chunks without (well-formed) postings"
+    assert term_postings_mismatches(catalog) == [], "term-major postings differ from the per-chunk arrays"
     assert rows("""SELECT d.id FROM catalog_document d LEFT JOIN catalog_chunk c ON c.document_id = d.id
                    WHERE d.catalog_id = %s AND c.id IS NULL""", [pk]) == [], "documents without chunks"
     assert rows("""SELECT document_id, byte_offset, count(*) FROM catalog_chunk WHERE catalog_id = %s
@@ -417,7 +419,7 @@ def test_a_worker_killed_inside_the_write_transaction_leaves_the_first_generatio
     backend = wait_for(lambda: blocked_in_write(children), 60, "the worker to block inside its write transaction",
                        alive=(child,))
     # Everything is written, nothing committed: readers still see the first generation.
-    assert {"catalog_document", "catalog_chunk", "catalog_postings", "catalog_term",
+    assert {"catalog_document", "catalog_chunk", "catalog_postings", "catalog_termposting", "catalog_term",
             "catalog_catalog"} <= relations_written(backend["pid"])
     assert snapshot(source.catalog) == before
     run = latest_run(source, first.pk)

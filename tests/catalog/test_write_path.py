@@ -3,20 +3,23 @@ exact BM25 statistics, and the import_jsonl / create_agent commands."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 from collections import Counter
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from rest_framework.test import APIClient
 
 from catalog.analysis import analyze
-from catalog.models import Catalog, Chunk, Document, Postings, ReferenceSource, Term
+from catalog.models import Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermPosting
 from catalog.services import SourceError, glob_resolve, source_index
 from retrieval import bm25
 from retrieval.models import Agent, hash_token
 from retrieval.selectors import bm25_search
+from tests.catalog.checks import term_postings_mismatches
 
 
 @pytest.fixture
@@ -68,6 +71,7 @@ def assert_stats_exact(catalog: Catalog) -> None:
     assert catalog.term_count == len(df)
     assert dict(Term.objects.filter(catalog=catalog).values_list("text", "df")) == dict(df)
     assert catalog.idf_sum == pytest.approx(sum(bm25.raw_idf(len(tokens), d) for d in df.values()))
+    assert term_postings_mismatches(catalog) == []
 
 
 # --- resolving and reading globs ----------------------------------------------------------------
@@ -211,9 +215,51 @@ def test_deleting_every_file_then_reindexing_leaves_no_chunks_and_no_terms(glob_
     assert not Document.objects.filter(catalog=catalog).exists()
     assert not Chunk.objects.filter(catalog=catalog).exists()
     assert not Postings.objects.filter(catalog=catalog).exists()
+    assert not TermPosting.objects.exists()
     assert not Term.objects.filter(catalog=catalog).exists()
     assert (catalog.chunk_count, catalog.token_total, catalog.term_count, catalog.idf_sum) == (0, 0, 0, 0)
     assert bm25_search(catalog=catalog, query="quokkas", limit=10) == ([], 0)
+
+
+def test_term_postings_follow_every_chunk_and_term_of_a_source_edited_again_and_again(glob_source, root):
+    # given: the source indexed, then a file edited, one removed and one added, twice
+    source_index(source=glob_source)
+    for round_ in range(2):
+        (root / "docs" / "alpha.md").write_text(f"# Alpha\n\nQuokkas, round {round_}. Wombats dig.\n")
+        (root / "docs" / f"new-{round_}.md").write_text(f"Pangolins roll, round {round_}.\n")
+        (root / "docs" / ("beta.txt" if round_ == 0 else "new-0.md")).unlink()
+        source_index(source=glob_source)
+
+        # then: one term-major row per (term, chunk) of the per-chunk arrays, nothing else
+        assert term_postings_mismatches(glob_source.catalog) == []
+    assert TermPosting.objects.filter(chunk__catalog=glob_source.catalog).count() == sum(
+        len(terms) for terms in Postings.objects.filter(catalog=glob_source.catalog).values_list("terms", flat=True))
+
+
+def test_deleting_a_catalog_through_the_orm_deletes_its_term_postings(glob_source, make_catalog):
+    # given: two indexed catalogs
+    source_index(source=glob_source)
+    other = ReferenceSource.objects.create(catalog=make_catalog("other"), slug="note", name="Note", kind="inline",
+                                           content="Quokkas and narwhals meet in this inline note.")
+    source_index(source=other)
+    kept = TermPosting.objects.filter(chunk__catalog=other.catalog).count()
+
+    glob_source.catalog.delete()  # as the admin does it: the ORM's cascade, not the write path
+
+    assert TermPosting.objects.count() == kept > 0
+    assert term_postings_mismatches(other.catalog) == []
+
+
+def test_migration_0007_backfills_term_postings_from_the_per_chunk_arrays(glob_source):
+    source_index(source=glob_source)
+    written = sorted(TermPosting.objects.values_list("term_id", "chunk_id", "tf", "dl"))
+    migration = importlib.import_module("catalog.migrations.0007_term_postings")
+
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM catalog_termposting")
+        cursor.execute(migration.BACKFILL)
+
+    assert written and sorted(TermPosting.objects.values_list("term_id", "chunk_id", "tf", "dl")) == written
 
 
 # --- import_jsonl ---------------------------------------------------------------------------------

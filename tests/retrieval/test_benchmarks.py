@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from django.db import connection
 
-from retrieval.benchmarks import LatencyReport, SearchBenchmark, jitter, median_report, perturb_text, vocabulary_of
+from catalog.embedder import vector_literal
+from catalog.models import Catalog, Chunk, Postings, TermPosting
+from catalog.services import DocumentInput, source_import_documents
+from retrieval.benchmarks import (
+    HNSW_INDEX,
+    LatencyReport,
+    SearchBenchmark,
+    bench_catalog_drop,
+    bench_catalog_ensure,
+    jitter,
+    median_report,
+    perturb_text,
+    vocabulary_of,
+)
+from retrieval.selectors import vector_search
+from tests.catalog.checks import term_postings_mismatches
 
 TEXT = "Statin use after diagnosis of breast cancer was associated with lower breast cancer mortality in Finland"
 
@@ -63,3 +80,48 @@ def test_only_the_synthetic_catalog_is_held_to_the_targets():
         report(25.0), report(14.0, "vector"), report(99.0, chunks=8891), report(39.0, "hybrid")])
 
     assert [(r.mode, r.p95_ms) for r in bench.missed()] == [("bm25", 25.0)]
+
+
+# --- the synthetic catalog in Postgres ------------------------------------------------------
+
+
+@pytest.fixture
+def base_catalog(transactional_db):
+    """A small indexed base catalog, outside a test transaction: the build vacuums."""
+    catalog = Catalog.objects.create(slug="base", name="Base")
+    documents = [DocumentInput(f"d{i}.md", "", f"{TEXT} {word}.", 120) for i, word in
+                 enumerate(["retry", "cache", "quokka", "narwhal", "ledger", "harbor"])]
+    source_import_documents(catalog=catalog, slug="corpus", documents=documents)
+    catalog.refresh_from_db()
+    return catalog
+
+
+def hnsw_definition() -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [HNSW_INDEX])
+        row = cursor.fetchone()
+        return row[0] if row else None
+
+
+def test_a_build_with_the_hnsw_index_deferred_restores_it_and_keeps_postings_exact(base_catalog):
+    before = hnsw_definition()
+
+    bench, build_s = bench_catalog_ensure(base=base_catalog, chunks=30, rebuild=False, seed=1, sigma=0.02,
+                                          log=lambda line: None, defer_hnsw=True)
+
+    assert (bench.slug, bench.chunk_count) == ("bench-30", 30) and build_s > 0
+    assert before is not None and hnsw_definition() == before
+    assert term_postings_mismatches(bench) == []
+    vector = vector_literal(np.asarray(Chunk.objects.filter(catalog=bench).first().embedding))
+    assert len(vector_search(catalog=bench, vector=vector, limit=5)) == 5
+
+
+def test_dropping_a_bench_catalog_removes_its_term_postings(base_catalog):
+    bench, _ = bench_catalog_ensure(base=base_catalog, chunks=20, rebuild=False, seed=1, sigma=0.02,
+                                    log=lambda line: None)
+
+    bench_catalog_drop(bench)
+
+    assert not Catalog.objects.filter(slug="bench-20").exists()
+    assert TermPosting.objects.count() == sum(len(t) for t in Postings.objects.values_list("terms", flat=True)) > 0
+    assert term_postings_mismatches(base_catalog) == []

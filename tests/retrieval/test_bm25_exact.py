@@ -11,17 +11,19 @@ import math
 import random
 
 import pytest
+from django.db import connection
 from rank_bm25 import BM25Okapi
 
 from catalog.analysis import analyze
-from catalog.models import Chunk
+from catalog.models import Catalog, Chunk, Term
 from catalog.services import DocumentInput, source_import_documents
 from retrieval import bm25
-from retrieval.selectors import bm25_search
+from retrieval.selectors import bm25_scores_for, bm25_search
 
 K1, B = 1.2, 0.75
 TOLERANCE = 1e-6
 COMMON = "platform"  # in most documents: its idf is negative and gets floored
+UBIQUITOUS = "doc"  # in every titled chunk's heading ("Doc N"): 34 of 42 chunks
 VOCABULARY = ("cache retry backoff jitter circuit breaker token secret latency queue worker shard replica "
               "index vector lexical ranking fusion chunk embedding postgres schema migration tenant").split()
 
@@ -156,41 +158,77 @@ def test_a_small_limit_returns_the_exhaustive_top_k(bm25_catalog):
             assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows), (query, limit)
 
 
-def test_maxscore_skips_the_common_terms_postings_and_stays_exact(bm25_catalog):
-    # given: a rare, high-idf term beside the floored common one; the 2nd best chunk
-    # holding "cache" outscores anything the common term alone could add
-    query = f"cache {COMMON}"
+def postings_read() -> int:
+    """Entries of the term-major postings index read so far in this transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_tuples_returned('catalog_termposting_pkey'::regclass)")
+        return cursor.fetchone()[0]
+
+
+def test_a_term_in_most_chunks_is_probed_not_walked_and_the_top_k_stays_exact(bm25_catalog):
+    # given: "doc" (the heading "Doc N" of every titled chunk) is in most chunks, far
+    # more than "mango" (three untitled chunks)
+    ubiquitous = Term.objects.get(catalog=bm25_catalog, text=UBIQUITOUS)
+    assert ubiquitous.df > 0.75 * bm25_catalog.chunk_count
+    query = f"mango {UBIQUITOUS}"
+    expected = expected_scores(bm25_catalog, query)
+    before = postings_read()
+
+    rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=3)
+
+    # then: one pass, which read mango's postings and a few probes, not doc's postings
+    assert passes == 1
+    assert postings_read() - before < ubiquitous.df
+    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:3], abs=TOLERANCE)
+    assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
+
+
+def test_every_term_is_walked_when_a_probed_term_could_still_lift_a_chunk_into_the_top(bm25_catalog):
+    # given: "doc" four times over weighs more than the threshold the two "kiwi"
+    # chunks set, so a chunk holding "doc" but not "kiwi" might still make the top 2
+    query = f"kiwi {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS}"
     expected = expected_scores(bm25_catalog, query)
 
     rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=2)
 
-    assert passes == 1, "the common term's postings should not have been walked"
-    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:2], abs=TOLERANCE)
-
-
-def test_maxscore_widens_when_a_chunk_without_the_rarest_term_can_still_win(bm25_catalog):
-    # given: "kiwi" has the higher idf, so the first pass walks only its postings; the
-    # best kiwi chunk scores below what "mango" alone may add, so mango must be walked
-    query = "kiwi mango"
-    expected = expected_scores(bm25_catalog, query)
-    mango = Chunk.objects.get(document__path="mango.md").pk
-
-    rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=1)
-
     assert passes == 2
-    assert [(pk, s) for pk, _, s in rows] == [(mango, pytest.approx(max(expected.values()), abs=TOLERANCE))]
+    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:2], abs=TOLERANCE)
+    assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
 
 
-def test_maxscore_widens_the_essential_terms_when_the_first_pass_is_short(bm25_catalog):
-    # given: the highest-bound term is in one chunk only, so a top 3 needs the others
-    query = "zebra cache"
+def test_a_probed_term_is_walked_when_the_others_cannot_fill_the_top_k(bm25_catalog):
+    # given: "zebra" is in one chunk only, so a top 3 needs chunks holding only "doc"
+    query = f"zebra {UBIQUITOUS}"
     expected = expected_scores(bm25_catalog, query)
 
     rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=3)
 
-    assert passes == 2
+    assert passes == 1
     assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:3], abs=TOLERANCE)
     assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
+
+
+def test_scores_for_given_chunks_equal_the_searched_scores_bit_for_bit(bm25_catalog):
+    # given: the hits of a search, and a chunk holding no query term
+    query = "cache retry jitter"
+    rows, _ = bm25_search(catalog=bm25_catalog, query=query, limit=1000)
+    stranger = Chunk.objects.get(document__path="zebra.md").pk
+
+    scores = bm25_scores_for(catalog=bm25_catalog, query=query, chunk_pks=[pk for pk, _, _ in rows] + [stranger])
+
+    assert {pk: scores[pk] for pk, _, _ in rows} == {pk: score for pk, _, score in rows}
+    assert scores.get(stranger, 0.0) == 0.0
+
+
+def test_chunks_with_equal_scores_tie_exactly_and_rank_by_id(bm25_catalog):
+    # given: the "other" catalog holds three identical chunks
+    other = Catalog.objects.get(slug="other")
+
+    rows, _ = bm25_search(catalog=other, query="cache zebra platform", limit=10)
+
+    assert len(rows) == 3
+    assert len({score for _, _, score in rows}) == 1, "equal sums must be bit-equal"
+    assert [pk for pk, _, _ in rows] == sorted(pk for pk, _, _ in rows)
 
 
 # --- retrieval.bm25, pure -----------------------------------------------------------------
@@ -246,13 +284,33 @@ def _terms(*bounds: float) -> list[bm25.QueryTerm]:
     return [bm25.QueryTerm(i, b / (K1 + 1), b) for i, b in enumerate(bounds)]
 
 
-@pytest.mark.parametrize(("threshold", "needed"), [
-    (0.0, 4),   # nothing can be ruled out
-    (1.5, 3),   # the last bound alone (0.5) is below 1.5; with the third (1.5) it is not
-    (1.6, 2),   # bounds 1 + 0.5 = 1.5 < 1.6: only the first two are essential
-    (4.6, 1),   # 3 + 1 + 0.5 = 4.5 < 4.6
-    (9.5, 1),   # the sum 9.5 is not below 9.5
-    (9.6, 0),   # no document can reach the threshold at all
+def _sized(*dfs: int) -> list[bm25.QueryTerm]:
+    """Terms by bound, highest first, the rarer the stronger (as query_terms makes them)."""
+    return [bm25.QueryTerm(i, 100 / df, 100 * (K1 + 1) / df, df) for i, df in enumerate(sorted(dfs))]
+
+
+@pytest.mark.parametrize(("dfs", "probed"), [
+    ((100, 5000), [1]),         # 5000 postings > 8 x 100
+    ((100, 800), []),           # 800 is not more than 8 x 100
+    ((10, 100, 5000), [1, 2]),  # 100 and 5000 both > 8 x 10
+    ((50, 100, 5000), [2]),     # 100 is not more than 8 x 50; 5000 > 8 x 150
+    ((5000,), []),              # the last term is always walked
 ])
-def test_essential_split_counts_the_terms_a_candidate_must_hold(threshold, needed):
-    assert bm25.essential_split(_terms(5.0, 3.0, 1.0, 0.5), threshold) == needed
+def test_terms_to_probe_are_the_weakest_whose_postings_dwarf_the_walked_ones(dfs, probed):
+    assert [t.term_id for t in bm25.terms_to_probe(_sized(*dfs), ratio=8)] == probed
+
+
+def test_a_common_term_that_outweighs_the_strongest_is_not_probed():
+    # given: "cat" is common, but repeated in the query it outweighs the rare "owl"
+    owl, cat = bm25.QueryTerm(1, 2.0, 2.0 * (K1 + 1), 10), bm25.QueryTerm(2, 1.9, 1.9 * (K1 + 1), 5000)
+
+    assert bm25.terms_to_probe([owl, cat], ratio=8) == [cat]
+    assert bm25.terms_to_probe([owl, bm25.QueryTerm(2, 2.0, 2.0 * (K1 + 1), 5000)], ratio=8) == []
+
+
+def test_probed_terms_can_be_skipped_only_when_their_bounds_sum_below_the_threshold():
+    probed = _terms(1.0, 0.5)
+
+    assert bm25.can_skip(probed, 1.6)
+    assert not bm25.can_skip(probed, 1.5), "a chunk holding both could reach 1.5"
+    assert not bm25.can_skip(probed, float("-inf")), "fewer than k candidates: no threshold"

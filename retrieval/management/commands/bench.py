@@ -25,6 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--index", action="store_true", help="measure indexing throughput")
         parser.add_argument("--chunks", type=int, default=100_000, help="synthetic catalog size (bench-<N>)")
         parser.add_argument("--rebuild", action="store_true", help="rebuild bench-<N> even if it has N chunks")
+        parser.add_argument("--defer-hnsw", action="store_true",
+                            help="drop the (shared) HNSW index while building bench-<N> and rebuild it after: "
+                                 "much faster for large N; vector search in this database is unindexed meanwhile")
         parser.add_argument("--base", default="nfcorpus", help="real catalog the synthetic one is grown from")
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--dataset", type=Path, default=None,
@@ -37,8 +40,8 @@ class Command(BaseCommand):
                             help="seconds to wait for the base catalog's import to finish")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, search, index, chunks, rebuild, base, seed, dataset, repeat, documents, rounds,
-               wait_timeout, json_out, **options):
+    def handle(self, *args, search, index, chunks, rebuild, defer_hnsw, base, seed, dataset, repeat, documents,
+               rounds, wait_timeout, json_out, **options):
         if not search and not index:
             search = index = True
         if min(chunks, repeat, documents, rounds) < 1:
@@ -49,7 +52,8 @@ class Command(BaseCommand):
         try:
             if search:
                 outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
-                                           repeat=repeat, seed=seed, wait_timeout_s=wait_timeout, log=log)
+                                           repeat=repeat, seed=seed, wait_timeout_s=wait_timeout,
+                                           defer_hnsw=defer_hnsw, log=log)
                 self._print_search(outcome)
                 results["search"] = asdict(outcome)
             if index:
