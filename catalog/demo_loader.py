@@ -2,7 +2,8 @@
 
 demo_load() is idempotent, so `make run` can call it on every start:
   1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
-  2. index each source whose files changed since it was last indexed (by fingerprint)
+  2. index each source whose files changed since it was last indexed (by fingerprint),
+     then embed the sources' detection profiles
   3. create the superuser "admin" (password "lectern") unless that user exists
   4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
 """
@@ -19,6 +20,7 @@ from django.db import transaction
 from catalog.embedder import get_embedder
 from catalog.models import Catalog, ReferenceSource, Tag, tag_key
 from catalog.services import IndexReport, Progress, source_collect, source_index, source_roots
+from retrieval.detection import catalog_index
 from retrieval.models import Agent, hash_token, new_token
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
@@ -50,6 +52,7 @@ def demo_load(*, sources_file: Path = DEMO_DIR / "sources.json", progress: Progr
         else:
             report.indexed[source.slug] = source_index(source=source, progress=progress)
     catalog.refresh_from_db()
+    catalog_index(catalog)  # embed the sources' profiles now, not in the first enrich request
     report.admin_created = demo_admin_ensure()
     report.token = agent_token_rotate(name=AGENT_NAME, catalogs=[catalog])
     return report

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -11,8 +9,7 @@ from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
 from catalog.embedder import DEFAULT_MODEL_ID, DIMENSIONS
-
-_TAG_SEPARATORS = re.compile(r"[\s_\-]+")
+from retrieval.tagmatch import tag_key  # the one definition of a tag's identity (pure)
 
 
 class Catalog(models.Model):
@@ -50,11 +47,6 @@ class Catalog(models.Model):
     @property
     def average_length(self) -> float:
         return self.token_total / self.chunk_count if self.chunk_count else 0.0
-
-
-def tag_key(name: str) -> str:
-    """Case and separator-insensitive identity: 'Circuit Breaker' == 'circuit_breaker'."""
-    return _TAG_SEPARATORS.sub("-", name.strip().lower()).strip("-")
 
 
 class Tag(models.Model):

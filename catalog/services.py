@@ -100,7 +100,7 @@ def source_roots() -> list[Path]:
     return [Path(root).resolve() for root in settings.LECTERN_SOURCE_ROOTS]
 
 
-def _root_and_pattern(pattern: str) -> tuple[Path, str]:
+def root_and_pattern(pattern: str) -> tuple[Path, str]:
     """The source root a glob reads from and the pattern relative to it.
 
     Refuses `..` anywhere and absolute patterns outside every configured root.
@@ -129,7 +129,7 @@ def _glob_entries(pattern: str) -> tuple[list[tuple[str, Path, os.stat_result]],
     symlinked files themselves: a scan of 10,000 files costs one lstat each, not a
     full path resolution each.
     """
-    root, relative = _root_and_pattern(pattern)
+    root, relative = root_and_pattern(pattern)
     parents: dict[str, Path] = {}
     files, skipped = [], []
     for match in sorted(glob.glob(relative, root_dir=root, recursive=True)):

@@ -23,7 +23,8 @@ from django.db import connection
 
 from catalog.embedder import Embedder, get_embedder
 from catalog.models import Catalog, Document, ReferenceSource
-from catalog.services import SourceError, _root_and_pattern, embed_texts, source_roots, text_sha256
+from catalog.services import SourceError, embed_texts, glob_resolve, root_and_pattern, source_roots, text_sha256
+from retrieval.formatting import CONTENT_KINDS
 from retrieval.mentions import content_ids, markdown_links
 from retrieval.models import SourceMentions, SourceProfile
 from retrieval.tagmatch import TagMatcher, tag_key
@@ -58,7 +59,7 @@ class SourceCard:
         if self.kind != ReferenceSource.Kind.GLOB:
             return ""
         try:
-            _, relative = _root_and_pattern(self.location)
+            _, relative = root_and_pattern(self.location)
         except SourceError:
             return ""
         parts = PurePosixPath(relative).parts
@@ -156,8 +157,9 @@ def _build(catalog: Catalog, stamp: tuple, embedder: Embedder | None) -> Catalog
     names: dict[str, str] = {}
     for card in cards.values():
         for tag in card.tags:
-            key_slugs[tag_key(tag)].append(card.slug)
-            names.setdefault(tag_key(tag), tag)
+            key = tag_key(tag)
+            key_slugs[key].append(card.slug)
+            names.setdefault(key, tag)
     index = CatalogIndex(catalog_id=catalog.pk, slug=catalog.slug, stamp=stamp, cards=cards,
                          matcher=TagMatcher(names.values()),
                          key_slugs={key: tuple(slugs) for key, slugs in key_slugs.items()},
@@ -210,10 +212,6 @@ def source_profiles(cards: list[SourceCard], embedder: Embedder,
     return slugs, matrix
 
 
-def embed_text_head(embedder: Embedder, text: str, max_tokens: int) -> np.ndarray:
-    return embedder.embed([text], max_tokens=max_tokens)[0]
-
-
 # --- paths -----------------------------------------------------------------------------
 
 
@@ -259,8 +257,6 @@ def source_files(card: SourceCard) -> list[str]:
     formats are still part of the reference), in path order."""
     paths = set(Document.objects.filter(source_id=card.pk).values_list("path", flat=True))
     if card.kind == ReferenceSource.Kind.GLOB:
-        from catalog.services import glob_resolve
-
         try:
             files, _ = glob_resolve(card.location)
             paths.update(relative for relative, _ in files)
@@ -271,8 +267,6 @@ def source_files(card: SourceCard) -> list[str]:
 
 def contents_of(card: SourceCard, paths: list[str]) -> dict[str, list[str]]:
     """Files per conventional sub-folder (templates, validation, ...) of the reference."""
-    from retrieval.formatting import CONTENT_KINDS
-
     base = card.base_dir
     contents: dict[str, list[str]] = defaultdict(list)
     for path in paths:

@@ -23,6 +23,7 @@ from catalog.demo_loader import agent_token_rotate, tags_ensure
 from catalog.models import Catalog, ReferenceSource
 from catalog.services import source_index
 from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
+from retrieval.models import Trace
 
 Log = Callable[[str], None]
 AGENT = "bench-enrich-agent"
@@ -118,8 +119,6 @@ def _measure(client: APIClient, texts: list[str], surface: str, warmup: int) -> 
             raise BenchmarkError(f"enrich answered {response.status_code}: {response.content[:200]!r}")
         body = response.json()
         hints.append(len(body["hints"]))
-    from retrieval.models import Trace
-
     for steps in Trace.objects.filter(caller=AGENT).order_by("-created_at").values_list("steps", flat=True)[
             :len(texts)]:
         by_pass = {step["pass"]: step["ms"] for step in steps}

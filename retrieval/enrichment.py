@@ -27,14 +27,13 @@ from retrieval.detection import (
     containing_source,
     contents_of,
     discover,
-    embed_text_head,
     source_files,
 )
 from retrieval.mentions import at_mentions, path_candidates
 from retrieval.models import Agent, Selection, Trace
 from retrieval.tagmatch import tag_key
 
-SURFACES = ("prompt", "tool_result")
+SURFACES = Trace.Surface.values
 
 
 @dataclass
@@ -44,13 +43,32 @@ class Caller:
 
     name: str
     catalogs: list[Catalog]
-    agent: Agent | None = None
-    strategy: str = Agent.Strategy.PRELOAD
-    token_budget: int = 12_000
-    default_top_k: int = 5
-    semantic_threshold: float = 0.30
-    semantic_margin: float = 0.10
-    max_hints: int = 5
+    agent: Agent | None
+    profile: Agent  # the agent itself, or an unsaved Agent holding the default profile
+
+    @property
+    def strategy(self) -> str:
+        return self.profile.strategy
+
+    @property
+    def token_budget(self) -> int:
+        return self.profile.token_budget
+
+    @property
+    def default_top_k(self) -> int:
+        return self.profile.default_top_k
+
+    @property
+    def semantic_threshold(self) -> float:
+        return self.profile.semantic_threshold
+
+    @property
+    def semantic_margin(self) -> float:
+        return self.profile.semantic_margin
+
+    @property
+    def max_hints(self) -> int:
+        return self.profile.max_hints
 
     @classmethod
     def of(cls, user, catalog_slugs: list[str] | None = None) -> Caller:
@@ -62,11 +80,8 @@ class Caller:
                 raise DomainError(f"no catalog {missing[0]!r}", code="not_found", status_code=404)
             catalogs = [known[slug] for slug in dict.fromkeys(catalog_slugs)]
         if not isinstance(user, Agent):
-            return cls(name=user.get_username(), catalogs=catalogs)
-        return cls(name=user.name, catalogs=catalogs, agent=user, strategy=user.strategy,
-                   token_budget=user.token_budget, default_top_k=user.default_top_k,
-                   semantic_threshold=user.semantic_threshold,
-                   semantic_margin=user.semantic_margin, max_hints=user.max_hints)
+            return cls(name=user.get_username(), catalogs=catalogs, agent=None, profile=Agent())
+        return cls(name=user.name, catalogs=catalogs, agent=user, profile=user)
 
 
 @dataclass
@@ -128,8 +143,10 @@ def reference_text(card: SourceCard, related: list[str] | None = None) -> format
 
 
 def _decide(caller: Caller, candidates: list[Candidate]) -> None:
-    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in candidates])
-    for candidate in candidates:
+    """Ask the gate about each candidate not decided yet."""
+    undecided = [c for c in candidates if c.decision is None]
+    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided])
+    for candidate in undecided:
         candidate.decision = decisions[candidate.card.pk]
 
 
@@ -190,7 +207,7 @@ class _Passes:
         self.step("tag", started, candidates=[c.as_dict() for c in found])
         return found
 
-    def semantic(self, text: str, tagged: list[Candidate]) -> list[Candidate]:
+    def semantic(self, text: str) -> list[Candidate]:
         started = time.perf_counter()
         embedder = get_embedder()
         if embedder is None:
@@ -200,7 +217,7 @@ class _Passes:
         if not text.strip():
             self.step("semantic", started, skipped="empty text")
             return []
-        vector = embed_text_head(embedder, text, settings.LECTERN_ENRICH_EMBED_TOKENS)
+        vector = embedder.embed([text], max_tokens=settings.LECTERN_ENRICH_EMBED_TOKENS)[0]
         # Vectorised over every source: only the qualifying few become Candidates.
         pools = []
         for index in self.indexes:
@@ -238,7 +255,6 @@ class _Passes:
                   candidates=[c.as_dict() for c in found],
                   nearest_below_threshold=[{"source_id": c.card.slug, "catalog": c.card.catalog,
                                             "score": round(c.score, 4)} for c in below[:3]])
-        tagged.sort(key=lambda c: (-len(c.matched), -(c.score or 0.0)))
         return found
 
     def path(self, text: str, paths: list[str], preselected: list[SourceCard]) -> Candidate | None:
@@ -295,7 +311,8 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
     run.mentions(clean)
     tagged = run.tags(clean)
-    semantic = run.semantic(clean, tagged)
+    semantic = run.semantic(clean)
+    tagged.sort(key=lambda c: (-len(c.matched), -(c.score or 0.0)))  # scores came from the semantic pass
     pinned = run.path(clean, paths or [], preselected) if surface == "tool_result" or paths else None
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
@@ -517,10 +534,15 @@ def agent_instructions(*, caller: Caller) -> dict:
             reason = "over the token budget" if loads else "rag strategy: read it with rag_search or its files"
             report[card.pk] = {**item, "included": "listed", "reason": reason}
     cards = {card.pk: card for card, _, _ in entries}
+    listings: dict[int, str] = {}  # each listing read once (files: a query and a glob)
+
+    def listing(pk: int) -> str:
+        if pk not in listings:
+            listings[pk] = formatting.expansion_block(reference_text(cards[pk]))
+        return listings[pk]
 
     def assemble() -> str:
-        listed = [formatting.expansion_block(reference_text(cards[pk]))
-                  for pk, item in report.items() if item["included"] == "listed"]
+        listed = [listing(pk) for pk, item in report.items() if item["included"] == "listed"]
         sections = [header, *(loaded.values())]
         if listed:
             sections.append("## Further references (not loaded; select or search them when needed)\n\n"
