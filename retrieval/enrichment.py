@@ -46,30 +46,6 @@ class Caller:
     agent: Agent | None
     profile: Agent  # the agent itself, or an unsaved Agent holding the default profile
 
-    @property
-    def strategy(self) -> str:
-        return self.profile.strategy
-
-    @property
-    def token_budget(self) -> int:
-        return self.profile.token_budget
-
-    @property
-    def default_top_k(self) -> int:
-        return self.profile.default_top_k
-
-    @property
-    def semantic_threshold(self) -> float:
-        return self.profile.semantic_threshold
-
-    @property
-    def semantic_margin(self) -> float:
-        return self.profile.semantic_margin
-
-    @property
-    def max_hints(self) -> int:
-        return self.profile.max_hints
-
     @classmethod
     def of(cls, user, catalog_slugs: list[str] | None = None) -> Caller:
         catalogs = list(visible_catalogs(user).order_by("slug"))
@@ -235,7 +211,7 @@ class _Passes:
         best = max((float(pool.max()) for _, pool in pools if len(pool)), default=-np.inf)
         # Absolute floor, and close to the best: similarity levels drift with the
         # text's length and style, the gap to the best much less.
-        threshold = max(self.caller.semantic_threshold, best - self.caller.semantic_margin)
+        threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)
         found, below = [], []
         for index, pool in pools:
             order = np.argsort(-pool, kind="stable")
@@ -250,7 +226,7 @@ class _Passes:
         for candidate in found:
             self.candidates[candidate.key] = candidate
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
-                  floor=self.caller.semantic_threshold, margin=self.caller.semantic_margin,
+                  floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
                   embedded_tokens=settings.LECTERN_ENRICH_EMBED_TOKENS,
                   candidates=[c.as_dict() for c in found],
                   nearest_below_threshold=[{"source_id": c.card.slug, "catalog": c.card.catalog,
@@ -320,8 +296,8 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     linked = run.links([c for c in roots if c.decision.allowed])
 
     ranked = tagged + semantic + linked
-    for candidate in ranked[caller.max_hints:]:
-        candidate.action, candidate.note = "cut", f"beyond the agent's max_hints ({caller.max_hints})"
+    for candidate in ranked[caller.profile.max_hints:]:
+        candidate.action, candidate.note = "cut", f"beyond the agent's max_hints ({caller.profile.max_hints})"
     gate_started = time.perf_counter()
     _decide(caller, list(run.candidates.values()))
     run.step("governance", gate_started, decisions=[
@@ -510,10 +486,10 @@ def agent_instructions(*, caller: Caller) -> dict:
 
     header = "# Reference material\n\nThese references apply to your work. Cite them by @id."
     rag_hint = None
-    if caller.strategy == Agent.Strategy.RAG:
+    if caller.profile.strategy == Agent.Strategy.RAG:
         names = ", ".join(catalog.slug for catalog in caller.catalogs)
         rag_hint = (f"Use the `rag_search` tool with a natural-language query to find passages in the catalogs "
-                    f"{names}. It returns up to {caller.default_top_k} results as "
+                    f"{names}. It returns up to {caller.profile.default_top_k} results as "
                     "`--- Result N (score: 0.XXX, source: path) ---` followed by the passage.")
     loaded: dict[int, str] = {}  # pk -> section, in entry order
     report: dict[int, dict] = {}
@@ -525,8 +501,8 @@ def agent_instructions(*, caller: Caller) -> dict:
         if not decision.allowed:
             report[card.pk] = {**item, "included": "withheld", "reason": decision.reason}
             continue
-        loads = via == "auto" or caller.strategy == Agent.Strategy.PRELOAD
-        body = _source_body(card, caller.token_budget) if loads else None
+        loads = via == "auto" or caller.profile.strategy == Agent.Strategy.PRELOAD
+        body = _source_body(card, caller.profile.token_budget) if loads else None
         if body is not None:
             loaded[card.pk] = f"## @{card.slug}: {formatting.one_line(card.name)}\n\n{body}"
             report[card.pk] = {**item, "included": "content"}
@@ -555,7 +531,7 @@ def agent_instructions(*, caller: Caller) -> dict:
     # becomes a listing (every listed reference is still named, with its files).
     text = assemble()
     tokens = _count_tokens(text)
-    while tokens > caller.token_budget and loaded:
+    while tokens > caller.profile.token_budget and loaded:
         pk = next(reversed(loaded))
         del loaded[pk]
         report[pk].update(included="listed", reason="over the token budget")
@@ -563,5 +539,6 @@ def agent_instructions(*, caller: Caller) -> dict:
         tokens = _count_tokens(text)
     for pk, section in loaded.items():
         report[pk]["tokens"] = _count_tokens(section)
-    return {"text": text, "strategy": caller.strategy, "token_budget": caller.token_budget, "tokens": tokens,
-            "over_budget": tokens > caller.token_budget, "sources": list(report.values()), "rag_hint": rag_hint}
+    budget = caller.profile.token_budget
+    return {"text": text, "strategy": caller.profile.strategy, "token_budget": budget, "tokens": tokens,
+            "over_budget": tokens > budget, "sources": list(report.values()), "rag_hint": rag_hint}
