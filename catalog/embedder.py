@@ -30,6 +30,21 @@ def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(map(str, vector.tolist())) + "]"
 
 
+# A WordPiece token rarely spans more than 8 characters of English text or code
+# (whitespace included); a prefix this long almost always holds the head wanted.
+_CHARS_PER_TOKEN_BOUND = 8
+
+
+def _prefix(text: str, cut: int) -> str:
+    """The text up to the last whitespace before `cut`, so that no word is split and
+    the prefix tokenizes exactly as the same words do in the whole text."""
+    if len(text) <= cut:
+        return text
+    head = text[:cut]
+    end = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    return head[:end] if end > 0 else head
+
+
 class EmbedderUnavailable(Exception):
     """No usable embedding model: search falls back to lexical only."""
 
@@ -113,7 +128,6 @@ class Embedder:
         self._counter = Tokenizer.from_file(str(files.tokenizer))  # untruncated, for counting
         self._counter.no_padding()
         self._counter.no_truncation()
-        self._lock = threading.Lock()
         dim = self.embed(["dimension probe"]).shape[1]
         if dim != DIMENSIONS:
             raise EmbedderUnavailable(f"{files.model_id} makes {dim}-d vectors; Lectern stores {DIMENSIONS}-d")
@@ -134,11 +148,22 @@ class Embedder:
             out[idx] = self._embed_batch([texts[i] for i in idx], max_tokens)
         return out
 
+    def _encode_heads(self, texts: list[str], max_tokens: int) -> list[list[int]]:
+        """[CLS] + each text's first tokens + [SEP], at most `max_tokens` ids. Only a
+        prefix of the text is tokenized (a 4 KB tool result costs 2 ms to tokenize
+        whole); a prefix that comes out short is retried with the whole text."""
+        cut = max_tokens * _CHARS_PER_TOKEN_BOUND
+        heads = [e.ids for e in self._tokenizer.encode_batch([_prefix(t, cut) for t in texts])]
+        short = [i for i, ids in enumerate(heads) if len(texts[i]) > cut and len(ids) < max_tokens]
+        for i, encoding in zip(short, self._tokenizer.encode_batch([texts[i] for i in short]), strict=True):
+            heads[i] = encoding.ids
+        return [e if len(e) <= max_tokens else e[: max_tokens - 1] + e[-1:] for e in heads]
+
     def _embed_batch(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        encodings = [e.ids for e in self._tokenizer.encode_batch(texts)]
-        if max_tokens is not None:
-            # Keep [CLS] + the head, and close with the final [SEP].
-            encodings = [e if len(e) <= max_tokens else e[: max_tokens - 1] + e[-1:] for e in encodings]
+        if max_tokens is None:
+            encodings = [e.ids for e in self._tokenizer.encode_batch(texts)]
+        else:
+            encodings = self._encode_heads(texts, max_tokens)
         width = max(len(e) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
         mask = np.zeros_like(ids)

@@ -106,6 +106,10 @@ class ReferenceSource(models.Model):
     class Meta:
         ordering = ["catalog", "slug"]
         constraints = [models.UniqueConstraint(fields=["catalog", "slug"], name="source_slug_unique_per_catalog")]
+        # Every enrich call checks its catalogs' detection stamp (count, latest
+        # updated_at and indexed_at): an index-only scan instead of reading wide rows.
+        indexes = [models.Index(fields=["catalog"], include=["updated_at", "indexed_at"],
+                                name="source_detection_stamp")]
 
     def __str__(self) -> str:
         return f"{self.catalog.slug}/{self.slug}"

@@ -173,10 +173,11 @@ LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
 LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
 LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
 # Enrichment: the longest text (prompt or tool result) accepted, and how many model
-# tokens of it the semantic pass embeds (a long tool result is matched by its head:
-# MiniLM costs grow with the square of the length).
+# tokens of a prompt / a tool result the semantic pass embeds (a long text is matched
+# by its head; MiniLM costs ~0.2 ms per token on two cores: see docs/benchmarks.md).
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
+LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 64, minimum=8)
 
 LOGGING = {
     "version": 1,

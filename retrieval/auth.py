@@ -36,9 +36,10 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 def agent_for_token_hash(token_hash: str) -> Agent:
     """The active agent holding this token (REST and MCP), its use recorded."""
-    agent = Agent.objects.filter(token_hash=token_hash, is_active=True).first()
-    if agent is None:
-        raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+    try:
+        agent = Agent.objects.get(token_hash=token_hash, is_active=True)
+    except Agent.DoesNotExist:
+        raise exceptions.AuthenticationFailed("Invalid or revoked token.") from None
     _touch(agent)
     return agent
 
@@ -53,7 +54,7 @@ def _touch(agent: Agent) -> None:
 def visible_catalogs(caller):
     """Catalogs an agent is scoped to; staff and curators see every catalog."""
     if isinstance(caller, Agent):
-        return caller.catalogs.all()
+        return Catalog.objects.filter(agents=caller)
     if getattr(caller, "is_staff", False) or caller.groups.filter(name="curator").exists():
         return Catalog.objects.all()
     return Catalog.objects.none()

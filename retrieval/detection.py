@@ -93,6 +93,8 @@ class CatalogIndex:
     matcher: TagMatcher
     key_slugs: dict[str, tuple[str, ...]]
     ids: dict[str, str] = field(default_factory=dict)  # lowercased id -> slug
+    by_pk: dict[int, SourceCard] = field(default_factory=dict)
+    preselected_mode: tuple[SourceCard, ...] = ()  # sources whose mode is preselected, by slug
     profile_model: str | None = None
     profile_slugs: list[str] = field(default_factory=list)
     profile_matrix: np.ndarray | None = None
@@ -163,7 +165,10 @@ def _build(catalog: Catalog, stamp: tuple, embedder: Embedder | None) -> Catalog
     index = CatalogIndex(catalog_id=catalog.pk, slug=catalog.slug, stamp=stamp, cards=cards,
                          matcher=TagMatcher(names.values()),
                          key_slugs={key: tuple(slugs) for key, slugs in key_slugs.items()},
-                         ids={slug.lower(): slug for slug in cards})
+                         ids={slug.lower(): slug for slug in cards},
+                         by_pk={card.pk: card for card in cards.values()},
+                         preselected_mode=tuple(card for card in cards.values()
+                                                if card.mode == ReferenceSource.Mode.PRESELECTED))
     if embedder is not None and cards:
         index.profile_model = embedder.model_id
         heads = _document_heads(catalog.pk)

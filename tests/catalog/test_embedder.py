@@ -50,6 +50,23 @@ def test_token_counts_are_not_truncated():
     assert embedder.count_tokens([long_text])[0] > 600
 
 
+@pytest.mark.parametrize("text", [
+    "The circuit breaker opens after repeated failures. " * 40,
+    "import io.github.resilience4j.circuitbreaker.CircuitBreaker;\n" * 30,
+    "    indented   code\twith\ttabs and  double  spaces\n" * 40,
+    "x" * 3000 + " then words",  # no whitespace in the prefix
+    "ünïcödé wörds and émojis 🙂 " * 60,
+    "short text",
+])
+def test_a_head_is_the_whole_texts_first_tokens(text):
+    embedder = get_embedder()
+    whole = embedder._tokenizer.encode(text).ids
+    expected = whole if len(whole) <= 64 else whole[:63] + whole[-1:]
+
+    assert embedder._encode_heads([text], 64) == [expected]
+    assert np.allclose(embedder.embed([text], max_tokens=64), embedder.embed([text[:5000]], max_tokens=64), atol=1e-5)
+
+
 def test_a_model_file_with_the_wrong_digest_is_refused(tmp_path):
     files = default_model_files()
     tampered = ModelFiles("tampered", files.model, files.tokenizer, {**files.sha256, "model.onnx": "0" * 64})

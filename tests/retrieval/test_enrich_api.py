@@ -63,7 +63,8 @@ def test_enrich_returns_text_hints_and_a_stored_trace(agent):
     assert hints["circuit-breaker"]["via"] == "tag" and hints["circuit-breaker"]["matched"] == ["circuit breaker"]
     assert set(hints["circuit-breaker"]) >= {"source_id", "name", "matched", "via", "score"}
     trace = agent.get(f"/api/v1/traces/{body['trace_id']}").json()
-    assert [step["pass"] for step in trace["steps"]] == ["mention", "tag", "semantic", "link", "governance", "format"]
+    assert [step["pass"] for step in trace["steps"]] == [
+        "mention", "tag", "semantic", "link", "rank", "governance", "format"]
     assert trace["hints"] == body["hints"]
     assert Selection.objects.filter(source__slug="caching", via="mention").exists()
 
@@ -101,6 +102,25 @@ def test_withheld_reference_is_named_with_its_reason_and_never_expanded(agent):
     (gate,) = [s for s in trace.steps if s["pass"] == "governance"]
     assert {"source_id": "secrets-management", "catalog": "demo", "allowed": False, "state": "missing",
             "reason": hint["reason"]} in gate["decisions"]
+
+
+def test_candidates_beyond_max_hints_are_recorded_as_cut_and_not_gated(demo):
+    token = new_token()
+    narrow = Agent.objects.create(name="narrow", token_hash=hash_token(token), token_hint=token[:8], max_hints=2)
+    narrow.catalogs.set(Catalog.objects.filter(slug="demo"))
+
+    body = client_for(token).post("/api/v1/enrich", {
+        "text": "resilience for logging of secrets and credentials", "surface": "prompt"}, format="json").json()
+
+    hinted = [h["source_id"] for h in body["hints"] if h["injected"] == "hint"]
+    steps = {s["pass"]: s for s in Trace.objects.get(pk=body["trace_id"]).steps}
+    assert len(hinted) == 2 and steps["rank"]["kept"] == [f"demo/{slug}" for slug in hinted]
+    assert steps["rank"]["max_hints"] == 2 and steps["rank"]["cut"] >= 3
+    assert set(steps["tag"]["tags"]["resilience"]) == {"demo/circuit-breaker", "demo/retry-backoff",
+                                                       "demo/rate-limiting"}
+    assert steps["tag"]["tags"]["credentials"] == ["demo/secrets-management"]
+    assert [d["source_id"] for d in steps["governance"]["decisions"]] == hinted
+    assert hinted[0] == "secrets-management" and body["hints"][0]["withheld"]  # two tags matched: first
 
 
 @pytest.mark.parametrize("payload", [
@@ -297,3 +317,20 @@ def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
     tag.name, tag.key = "bulk head", "bulk-head"
     tag.save()
     assert tagged("a bulk-head around the pool") == {"circuit-breaker"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trace_stored_in_one_statement_reads_back_whole():
+    from retrieval.enrichment import insert_trace
+
+    agent = Agent.objects.create(name="tracer", token_hash=hash_token(new_token()))
+    trace = Trace(agent=agent, caller="tracer", surface="tool_result", text="ünïcode 'quotes' %s {}",
+                  steps=[{"pass": "tag", "ms": 0.5, "tags": {"circuit breaker": ["demo/circuit-breaker"]}}],
+                  hints=[{"source_id": "circuit-breaker", "score": None}], degraded="lexical-only", took_ms=1.25)
+
+    insert_trace(trace)  # autocommit here: the asynchronous-commit path
+
+    stored = Trace.objects.get(pk=trace.pk)
+    assert [(f.name, getattr(stored, f.attname)) for f in Trace._meta.concrete_fields] == [
+        (f.name, getattr(trace, f.attname)) for f in Trace._meta.concrete_fields]
+    assert not trace._state.adding

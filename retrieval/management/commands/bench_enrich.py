@@ -16,24 +16,36 @@ class Command(BaseCommand):
         parser.add_argument("--calls", type=int, default=300, help="prompts measured (tool results: a third)")
         parser.add_argument("--warmup", type=int, default=20)
         parser.add_argument("--dataset", type=Path, default=None, help="BEIR NFCorpus folder")
+        parser.add_argument("--tool-tokens", default="64,96,128",
+                            help="comma-separated head lengths (model tokens) to run tool results with, side by side")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, sources, calls, warmup, dataset, json_out, **options):
+    def handle(self, *args, sources, calls, warmup, dataset, tool_tokens, json_out, **options):
         if min(sources, calls) < 1 or warmup < 0:
             raise CommandError("--sources and --calls must be positive, --warmup not negative")
         try:
+            heads = [int(t) for t in tool_tokens.split(",")]
+        except ValueError:
+            raise CommandError(f"--tool-tokens must be comma-separated integers, not {tool_tokens!r}") from None
+        if not heads or min(heads) < 8:
+            raise CommandError("--tool-tokens: each head length must be at least 8 tokens")
+        try:
             results = enrich_benchmark(sources=sources, dataset=dataset or default_dataset_dir(), calls=calls,
-                                       warmup=warmup, log=self.stdout.write)
+                                       warmup=warmup, tool_tokens=heads, log=self.stdout.write)
         except BenchmarkError as exc:
             raise CommandError(str(exc)) from None
         results = {"machine": machine_info(), **results}
         self.stdout.write(f"{results['sources']} sources, {results['tags']} distinct tags; "
                           f"first call (index build) {results['first_call_ms']} ms")
-        for key in ("prompt", "tool_result_4kb"):
-            r = results[key]
-            self.stdout.write(f"{key:16s} calls {r['calls']:4d}  p50 {r['p50_ms']:7.2f} ms  p95 {r['p95_ms']:7.2f} ms"
-                              f"  mean {r['mean_ms']:7.2f} ms  hints/call {r['hints_per_call']:.2f}"
-                              f"  tag pass p50 {r['tag_pass_p50_ms']:.3f} ms"
-                              f"  semantic pass p50 {r['semantic_pass_p50_ms']:.2f} ms")
+        rows = [("prompt", results["prompt"])]
+        rows += [(f"tool 4KB @{tokens}t", r) for tokens, r in results["tool_result_4kb"].items()]
+        for label, r in rows:
+            line = (f"{label:16s} calls {r['calls']:4d}  p50 {r['p50_ms']:7.2f} ms  p95 {r['p95_ms']:7.2f} ms"
+                    f"  mean {r['mean_ms']:7.2f} ms  hints/call {r['hints_per_call']:.2f}"
+                    f"  tag pass p50 {r['tag_pass_p50_ms']:.3f} ms  embed p50 {r['embed_p50_ms']:.2f} ms")
+            if "semantic_self_recall" in r:
+                recall = r["semantic_self_recall"]
+                line += f"  semantic recall@1 {recall['recall_at_1']:.3f} @5 {recall['recall_at_5']:.3f}"
+            self.stdout.write(line)
         if json_out:
             json_out.write_text(json.dumps(results, indent=2, default=str))
