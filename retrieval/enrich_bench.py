@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -153,10 +154,19 @@ def semantic_self_recall(catalog: Catalog, *, tokens: int, count: int = 300) -> 
             "recall_at_5": round(float((ranks <= 5).mean()), 3), "mrr": round(float((1 / ranks).mean()), 3)}
 
 
+def _median_of_rounds(rounds: list[EnrichLatency]) -> dict:
+    """Each figure as the median over rounds, with every round's p95 kept."""
+    merged = {key: value if isinstance(value, str) else round(statistics.median(getattr(r, key) for r in rounds), 3)
+              for key, value in asdict(rounds[0]).items()}
+    return {**merged, "p95_ms_by_round": [r.p95_ms for r in rounds]}
+
+
 def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, tool_tokens: list[int],
-                     log: Log) -> dict:
-    """Prompts, then 4 KB tool results once per head length in `tool_tokens`, side
-    by side in one run, each with the semantic recall that head length buys."""
+                     repeat: int, log: Log) -> dict:
+    """Prompts, and 4 KB tool results once per head length in `tool_tokens`, side by
+    side: `repeat` rounds, each running every configuration in a rotated order (this
+    machine is shared and noisy), every figure the median over rounds. Each head
+    length comes with the semantic recall it buys."""
     catalog = enrich_catalog_ensure(sources=sources, dataset=dataset, log=log)
     token = agent_token_rotate(name=AGENT, catalogs=[catalog])
     client = APIClient()
@@ -167,13 +177,20 @@ def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, to
     prompts = nfcorpus_test_queries(dataset)
     prompts = (prompts * (calls // max(len(prompts), 1) + 1))[:calls]
     tool_results = _tool_results(dataset, max(calls // 3, 20))
-    by_tokens = {}
-    for tokens in tool_tokens:
-        with override_settings(LECTERN_ENRICH_TOOL_EMBED_TOKENS=tokens):
-            by_tokens[tokens] = {**asdict(_measure(client, tool_results, "tool_result", warmup)),
-                                 "semantic_self_recall": semantic_self_recall(catalog, tokens=tokens)}
+    configs = [("prompt", None), *(("tool_result", tokens) for tokens in tool_tokens)]
+    rounds: dict[tuple, list[EnrichLatency]] = {config: [] for config in configs}
+    for round_no in range(repeat):
+        shift = round_no % len(configs)
+        for surface, tokens in configs[shift:] + configs[:shift]:
+            texts = prompts if surface == "prompt" else tool_results
+            head = tokens or settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
+            with override_settings(LECTERN_ENRICH_TOOL_EMBED_TOKENS=head):
+                rounds[(surface, tokens)].append(_measure(client, texts, surface, warmup))
+        log(f"  round {round_no + 1}/{repeat} done")
     return {"sources": catalog.sources.count(),
             "tags": len({t for s in catalog.sources.prefetch_related("tags") for t in s.tags.all()}),
-            "first_call_ms": round(first_ms, 1),
-            "prompt": asdict(_measure(client, prompts, "prompt", warmup)),
-            "tool_result_4kb": by_tokens}
+            "first_call_ms": round(first_ms, 1), "rounds": repeat,
+            "prompt": _median_of_rounds(rounds[("prompt", None)]),
+            "tool_result_4kb": {tokens: {**_median_of_rounds(rounds[("tool_result", tokens)]),
+                                         "semantic_self_recall": semantic_self_recall(catalog, tokens=tokens)}
+                                for tokens in tool_tokens}}

@@ -185,17 +185,18 @@ class _Passes:
         carriers: dict[str, list[str]] = {}
         for index in self.indexes:
             for hit in index.matcher.find(text):
+                ids = carriers.setdefault(hit.tag, [])
                 for slug in index.key_slugs.get(hit.key, ()):
-                    card = index.cards[slug]
-                    key = (card.catalog_id, slug)
-                    if key in by_key:
-                        by_key[key].matched.append(hit.tag)
-                    elif self.eligible(card):
-                        by_key[key] = Candidate(card=card, via="tag", matched=[hit.tag])
+                    key = (index.catalog_id, slug)
+                    if (candidate := by_key.get(key)) is not None:
+                        candidate.matched.append(hit.tag)
+                    elif slug in index.selectable_slugs and key not in self.excluded and key not in self.candidates:
+                        by_key[key] = Candidate(card=index.cards[slug], via="tag", matched=[hit.tag])
                     else:
                         continue
-                    carriers.setdefault(hit.tag, []).append(f"{index.slug}/{slug}")
+                    ids.append(f"{index.slug}/{slug}")
         self.candidates.update(by_key)
+        carriers = {tag: ids for tag, ids in carriers.items() if ids}
         self.step("tag", started, candidates=len(by_key), tags=carriers)
         return list(by_key.values())
 

@@ -172,3 +172,18 @@ def test_detection(demo, case: Case):
 def test_table_is_large_enough():
     assert len(CASES) >= 60
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(("text", "paths"), [
+    ("cat ./x.md and /usr/lib/java/ or ~/notes.txt, see a/b/c. The end...", ["x.md", "/usr/lib/java/", "~/notes.txt",
+                                                                            "a/b/c"]),
+    ("plain words, a sentence. Another one", []),
+    ("version 1.2 of java.util.List", ["java.util.List"]),  # looks like a file name; containment decides
+    ("~ / .. ... ./", []),
+    ("src/app.py:12: error in app.py", ["src/app.py", "app.py"]),
+    ("see service-template/README.md.", ["service-template/README.md"]),
+])
+def test_path_candidates(text, paths):
+    from retrieval.mentions import path_candidates
+
+    assert path_candidates(text) == paths

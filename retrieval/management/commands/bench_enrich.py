@@ -18,11 +18,12 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", type=Path, default=None, help="BEIR NFCorpus folder")
         parser.add_argument("--tool-tokens", default="64,96,128",
                             help="comma-separated head lengths (model tokens) to run tool results with, side by side")
+        parser.add_argument("--repeat", type=int, default=3, help="rounds; every figure is the median over rounds")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, sources, calls, warmup, dataset, tool_tokens, json_out, **options):
-        if min(sources, calls) < 1 or warmup < 0:
-            raise CommandError("--sources and --calls must be positive, --warmup not negative")
+    def handle(self, *args, sources, calls, warmup, dataset, tool_tokens, repeat, json_out, **options):
+        if min(sources, calls, repeat) < 1 or warmup < 0:
+            raise CommandError("--sources, --calls and --repeat must be positive, --warmup not negative")
         try:
             heads = [int(t) for t in tool_tokens.split(",")]
         except ValueError:
@@ -31,7 +32,7 @@ class Command(BaseCommand):
             raise CommandError("--tool-tokens: each head length must be at least 8 tokens")
         try:
             results = enrich_benchmark(sources=sources, dataset=dataset or default_dataset_dir(), calls=calls,
-                                       warmup=warmup, tool_tokens=heads, log=self.stdout.write)
+                                       warmup=warmup, tool_tokens=heads, repeat=repeat, log=self.stdout.write)
         except BenchmarkError as exc:
             raise CommandError(str(exc)) from None
         results = {"machine": machine_info(), **results}
@@ -40,7 +41,8 @@ class Command(BaseCommand):
         rows = [("prompt", results["prompt"])]
         rows += [(f"tool 4KB @{tokens}t", r) for tokens, r in results["tool_result_4kb"].items()]
         for label, r in rows:
-            line = (f"{label:16s} calls {r['calls']:4d}  p50 {r['p50_ms']:7.2f} ms  p95 {r['p95_ms']:7.2f} ms"
+            line = (f"{label:16s} calls {r['calls']:4.0f}  p50 {r['p50_ms']:7.2f} ms  p95 {r['p95_ms']:7.2f} ms"
+                    f" (rounds {'/'.join(f'{p:.1f}' for p in r['p95_ms_by_round'])})"
                     f"  mean {r['mean_ms']:7.2f} ms  hints/call {r['hints_per_call']:.2f}"
                     f"  tag pass p50 {r['tag_pass_p50_ms']:.3f} ms  embed p50 {r['embed_p50_ms']:.2f} ms")
             if "semantic_self_recall" in r:
