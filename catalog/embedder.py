@@ -35,7 +35,7 @@ def vector_literal(vector: np.ndarray) -> str:
 _CHARS_PER_TOKEN_BOUND = 8
 
 
-def _prefix(text: str, cut: int) -> str:
+def word_prefix(text: str, cut: int) -> str:
     """The text up to the last whitespace before `cut`, so that no word is split and
     the prefix tokenizes exactly as the same words do in the whole text."""
     if len(text) <= cut:
@@ -153,7 +153,7 @@ class Embedder:
         prefix of the text is tokenized (a 4 KB tool result costs 2 ms to tokenize
         whole); a prefix that comes out short is retried with the whole text."""
         cut = max_tokens * _CHARS_PER_TOKEN_BOUND
-        heads = [e.ids for e in self._tokenizer.encode_batch([_prefix(t, cut) for t in texts])]
+        heads = [e.ids for e in self._tokenizer.encode_batch([word_prefix(t, cut) for t in texts])]
         short = [i for i, ids in enumerate(heads) if len(texts[i]) > cut and len(ids) < max_tokens]
         for i, encoding in zip(short, self._tokenizer.encode_batch([texts[i] for i in short]), strict=True):
             heads[i] = encoding.ids

@@ -27,7 +27,7 @@ from catalog.embedder import get_embedder
 from catalog.models import Catalog, ReferenceSource
 from catalog.services import source_index
 from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
-from retrieval.detection import catalog_index
+from retrieval.detection import catalog_index, content_words
 from retrieval.models import Trace
 
 Log = Callable[[str], None]
@@ -147,7 +147,8 @@ def semantic_self_recall(catalog: Catalog, *, tokens: int, count: int = 300) -> 
     reference's rank among all profiles when `tokens` tokens of the passage are embedded."""
     index = catalog_index(catalog)
     sources = [s for s in catalog.sources.order_by("pk").only("slug", "content") if len(s.content) > 1400][:count]
-    vectors = get_embedder().embed([s.content[600:4696] for s in sources], max_tokens=tokens)
+    passages = [content_words(s.content[600:4696], tokens) for s in sources]  # as enrich reads a tool result
+    vectors = get_embedder().embed(passages, max_tokens=tokens)
     scores = vectors @ index.profile_matrix.T
     ranks = np.array([(row > row[index.rows[s.slug]]).sum() + 1 for row, s in zip(scores, sources, strict=True)])
     return {"passages": len(sources), "recall_at_1": round(float((ranks == 1).mean()), 3),

@@ -25,6 +25,7 @@ from retrieval.detection import (
     SourceCard,
     catalog_index,
     containing_source,
+    content_words,
     contents_of,
     discover,
     source_files,
@@ -200,7 +201,7 @@ class _Passes:
         self.step("tag", started, candidates=len(by_key), tags=carriers)
         return list(by_key.values())
 
-    def semantic(self, text: str, head_tokens: int) -> list[Candidate]:
+    def semantic(self, text: str, head_tokens: int, read_as: str) -> list[Candidate]:
         started = time.perf_counter()
         embedder = get_embedder()
         if embedder is None:
@@ -245,7 +246,7 @@ class _Passes:
             self.candidates[candidate.key] = candidate
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
                   floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
-                  embedded_tokens=head_tokens, embed_ms=embed_ms,
+                  embedded_tokens=head_tokens, embedded_text=read_as, embed_ms=embed_ms,
                   candidates={c.qualified_id: round(c.score, 4) for c in found},
                   nearest_below_threshold={c.qualified_id: round(c.score, 4) for c in below[:3]})
         return found
@@ -314,8 +315,11 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     run.mentions(clean)
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == "tool_result" or paths else None
-    semantic = run.semantic(clean, settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS if surface == Trace.Surface.TOOL_RESULT
-                            else settings.LECTERN_ENRICH_EMBED_TOKENS)
+    if surface == Trace.Surface.TOOL_RESULT:
+        head_tokens = settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
+        semantic = run.semantic(content_words(clean, head_tokens), head_tokens, read_as="content words")
+    else:
+        semantic = run.semantic(clean, settings.LECTERN_ENRICH_EMBED_TOKENS, read_as="as written")
     tagged.sort(key=lambda c: (-len(c.matched), -(c.score or 0.0)))  # scores came from the semantic pass
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])

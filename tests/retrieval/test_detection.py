@@ -187,3 +187,24 @@ def test_path_candidates(text, paths):
     from retrieval.mentions import path_candidates
 
     assert path_candidates(text) == paths
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("The breaker opens after 5 failures (see RFC 7231).", "breaker opens after failures see RFC"),
+    ("if (circuitBreaker.isOpen()) { return fallback_v2; }", "circuitBreaker isOpen return fallback_v2"),
+    ("2024-01-05 12:00:01 ERROR [pool-3] timeout=30s", "ERROR pool-3 timeout"),
+    ("Größe der Übertragung", "Größe der Übertragung"),
+    ("", ""),
+])
+def test_tool_results_are_embedded_as_content_words(text, words):
+    from retrieval.detection import content_words
+
+    assert content_words(text, 64) == words
+
+
+def test_content_words_read_only_as_much_as_the_head_needs():
+    from retrieval.detection import CHARS_PER_HEAD_TOKEN, content_words
+
+    text = "word " * 10_000
+
+    assert content_words(text, 8).split() == ["word"] * (8 * CHARS_PER_HEAD_TOKEN // len("word "))

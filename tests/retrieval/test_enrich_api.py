@@ -318,19 +318,3 @@ def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
     tag.save()
     assert tagged("a bulk-head around the pool") == {"circuit-breaker"}
 
-
-@pytest.mark.django_db(transaction=True)
-def test_a_trace_stored_in_one_statement_reads_back_whole():
-    from retrieval.enrichment import insert_trace
-
-    agent = Agent.objects.create(name="tracer", token_hash=hash_token(new_token()))
-    trace = Trace(agent=agent, caller="tracer", surface="tool_result", text="ünïcode 'quotes' %s {}",
-                  steps=[{"pass": "tag", "ms": 0.5, "tags": {"circuit breaker": ["demo/circuit-breaker"]}}],
-                  hints=[{"source_id": "circuit-breaker", "score": None}], degraded="lexical-only", took_ms=1.25)
-
-    insert_trace(trace)  # autocommit here: the asynchronous-commit path
-
-    stored = Trace.objects.get(pk=trace.pk)
-    assert [(f.name, getattr(stored, f.attname)) for f in Trace._meta.concrete_fields] == [
-        (f.name, getattr(trace, f.attname)) for f in Trace._meta.concrete_fields]
-    assert not trace._state.adding

@@ -16,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--calls", type=int, default=300, help="prompts measured (tool results: a third)")
         parser.add_argument("--warmup", type=int, default=20)
         parser.add_argument("--dataset", type=Path, default=None, help="BEIR NFCorpus folder")
-        parser.add_argument("--tool-tokens", default="64,96,128",
+        parser.add_argument("--tool-tokens", default="48,64,96,128",
                             help="comma-separated head lengths (model tokens) to run tool results with, side by side")
         parser.add_argument("--repeat", type=int, default=3, help="rounds; every figure is the median over rounds")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
