@@ -104,6 +104,15 @@ def test_withheld_reference_is_named_with_its_reason_and_never_expanded(agent):
             "reason": hint["reason"]} in gate["decisions"]
 
 
+def test_a_tool_result_without_words_skips_only_the_semantic_pass(agent):
+    body = agent.post("/api/v1/enrich", {"text": "[1, 2, 3] {\"a\": 42} 2024-01-05", "surface": "tool_result",
+                                         "paths": ["logging-policy.md"]}, format="json").json()
+
+    steps = {s["pass"]: s for s in Trace.objects.get(pk=body["trace_id"]).steps}
+    assert steps["semantic"]["skipped"] == "empty text" and body["degraded"] is None
+    assert body["pinned_reference"]["source_id"] == "logging-policy"  # the path pass still ran
+
+
 def test_candidates_beyond_max_hints_are_recorded_as_cut_and_not_gated(demo):
     token = new_token()
     narrow = Agent.objects.create(name="narrow", token_hash=hash_token(token), token_hint=token[:8], max_hints=2)
