@@ -97,7 +97,6 @@ class CatalogIndex:
     ids: dict[str, str] = field(default_factory=dict)  # lowercased id -> slug
     by_pk: dict[int, SourceCard] = field(default_factory=dict)
     preselected_mode: tuple[SourceCard, ...] = ()  # sources whose mode is preselected, by slug
-    selectable_slugs: frozenset[str] = frozenset()  # sources whose mode is selectable (the hintable ones)
     profile_model: str | None = None
     profile_slugs: list[str] = field(default_factory=list)
     profile_matrix: np.ndarray | None = None
@@ -185,9 +184,7 @@ def _build(catalog: Catalog, stamp: tuple, embedder: Embedder | None) -> Catalog
                          ids={slug.lower(): slug for slug in cards},
                          by_pk={card.pk: card for card in cards.values()},
                          preselected_mode=tuple(card for card in cards.values()
-                                                if card.mode == ReferenceSource.Mode.PRESELECTED),
-                         selectable_slugs=frozenset(slug for slug, card in cards.items()
-                                                    if card.mode == ReferenceSource.Mode.SELECTABLE))
+                                                if card.mode == ReferenceSource.Mode.PRESELECTED))
     if embedder is not None and cards:
         index.profile_model = embedder.model_id
         heads = _document_heads(catalog.pk)

@@ -191,8 +191,8 @@ class _Passes:
                     key = (index.catalog_id, slug)
                     if (candidate := by_key.get(key)) is not None:
                         candidate.matched.append(hit.tag)
-                    elif slug in index.selectable_slugs and key not in self.excluded and key not in self.candidates:
-                        by_key[key] = Candidate(card=index.cards[slug], via="tag", matched=[hit.tag])
+                    elif self.eligible(card := index.cards[slug]):
+                        by_key[key] = Candidate(card=card, via="tag", matched=[hit.tag])
                     else:
                         continue
                     ids.append(f"{index.slug}/{slug}")
@@ -314,7 +314,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
     run.mentions(clean)
     tagged = run.tags(clean)
-    pinned = run.path(clean, paths or [], preselected) if surface == "tool_result" or paths else None
+    pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
     if surface == Trace.Surface.TOOL_RESULT:
         head_tokens = settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
         semantic = run.semantic(content_words(clean, head_tokens), head_tokens, read_as="content words")
