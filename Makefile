@@ -30,8 +30,8 @@ demo: migrate
 run: setup demo
 	@echo "Lectern at http://$(HOST)/  (stop with Ctrl-C: stops the server and the worker)"
 	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
-	  $(MANAGE) qcluster & \
-	  $(MANAGE) runserver --noreload $(HOST)
+	  DEBUG=$${DEBUG:-1} $(MANAGE) qcluster & \
+	  DEBUG=$${DEBUG:-1} $(MANAGE) runserver --noreload $(HOST)
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -44,3 +46,26 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(os.pathsep) if item.strip()]
+
+
+def local_secret_key(path: Path) -> str:
+    """A random key kept in `path` (mode 0600), created on first use, so sessions survive
+    restarts and no key is ever written into the code. Processes starting together
+    (web server, worker) agree on one key: it is written aside and linked into place,
+    and whoever loses the race reads the winner's."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        aside = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(secrets.token_urlsafe(50) + "\n")
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+        finally:
+            aside.unlink()
+    key = path.read_text(encoding="ascii").strip()
+    if len(key) < 50:
+        raise ImproperlyConfigured(f"{path} holds no usable secret key; delete it to have a new one made")
+    return key

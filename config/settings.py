@@ -11,12 +11,14 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_str
+from config.env import env_bool, env_int, env_list, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = env_str("SECRET_KEY", "lectern-dev-only-secret-key-change-me-in-production-0123456789")
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for: `make run` and the test settings turn it on, a deployment never does.
+DEBUG = env_bool("DEBUG", False)
+# From the environment in a deployment; for local use, generated once into var/.
+SECRET_KEY = env_str("SECRET_KEY", "") or local_secret_key(BASE_DIR / "var" / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
