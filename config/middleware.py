@@ -1,11 +1,75 @@
-"""Requests to /api/ refused before any parser or view reads them."""
+"""Middleware for /api/: errors in the JSON shape whatever layer made them, and requests
+refused before any parser or view reads them."""
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+import logging
 
-from config.api_errors import json_error
+from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.core.signals import got_request_exception
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from config.api_errors import (
+    api_error_response,
+    database_unavailable_response,
+    is_api,
+    json_error,
+    note_uncaught,
+)
+from config.log_filters import NOTED
+
+security_logger = logging.getLogger("django.security.DisallowedHost")
+
+
+class ApiErrorMiddleware:
+    """The outermost layer. Django turns an exception raised by a view or by any
+    middleware into a response before the next layer out sees it (with DEBUG on, an
+    HTML debug page); note_uncaught() notes each on its request, and this answers:
+
+    - the database unreachable (from any layer, on any path): 503 with Retry-After,
+      the JSON error under /api/, a plain page elsewhere;
+    - under /api/, every error response not already JSON becomes the JSON error: a bug
+      is `internal_error` with the error id its traceback was logged with, an
+      unmatched URL `not_found`, whatever DEBUG says;
+    - under /api/, a Host header not in ALLOWED_HOSTS is a JSON 400 (Django would
+      answer an HTML page from the first layer that asks for the host).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        got_request_exception.connect(note_uncaught, dispatch_uid="lectern-note-uncaught")
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api(request) and (refusal := _host_refusal(request)) is not None:
+            return refusal
+        response = self.get_response(request)
+        noted = getattr(request, NOTED, None)
+        if noted is not None and noted.database_down:
+            response = _replacing(response, database_unavailable_response(request))
+        elif is_api(request) and response.status_code >= 400 and response.get("Content-Type") != "application/json":
+            response = _replacing(response, api_error_response(request, response, noted))
+        if noted is not None:
+            response._has_been_logged = True  # note_uncaught() logged it: Django need not again
+        return response
+
+
+def _replacing(original: HttpResponse, replacement: HttpResponse) -> HttpResponse:
+    """`replacement`, with the headers the layers inside gave `original` (security
+    headers, Allow, WWW-Authenticate, ...) except those describing its content."""
+    for header, value in original.items():
+        if header.lower() not in ("content-type", "content-length") and header not in replacement:
+            replacement[header] = value
+    return replacement
+
+
+def _host_refusal(request: HttpRequest) -> JsonResponse | None:
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        security_logger.warning("%s", exc)  # what Django logs for it
+        return json_error("disallowed_host", "This server does not answer to the Host header given.", 400)
+    return None
 
 
 def api_input_refusal(request: HttpRequest) -> JsonResponse | None:
@@ -34,7 +98,7 @@ class ApiInputMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
-    def __call__(self, request):
-        if request.path.startswith("/api/") and (refusal := api_input_refusal(request)) is not None:
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api(request) and (refusal := api_input_refusal(request)) is not None:
             return refusal
         return self.get_response(request)

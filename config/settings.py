@@ -39,6 +39,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.middleware.ApiErrorMiddleware",  # outermost: it answers what every layer inside raises
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.ApiInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -186,6 +187,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"skip_noted_requests": {"()": "config.log_filters.SkipNotedRequests"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                # an exception config.api_errors.note_uncaught() logged (with its id) is not logged twice
+                "django.request": {"filters": ["skip_noted_requests"]}},
 }
