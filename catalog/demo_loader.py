@@ -4,13 +4,15 @@ demo_load() is idempotent, so `make run` can call it on every start:
   1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
   2. index each source whose files changed since it was last indexed (by fingerprint),
      then embed the sources' detection profiles
-  3. create the superuser "admin" (password "lectern") unless that user exists
+  3. create the superuser "admin" with a random password unless that user exists (the
+     password is returned to be shown once; only its hash is stored)
   4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +29,7 @@ DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_CATALOG = {"slug": "demo", "name": "Engineering handbook",
                 "description": "A software-engineering handbook: resilience patterns, APIs, data, operations "
                                "and team practices. Shipped with Lectern as a demo."}
-ADMIN_USERNAME, ADMIN_PASSWORD = "admin", "lectern"
+ADMIN_USERNAME = "admin"
 AGENT_NAME = "demo-agent"
 
 
@@ -36,7 +38,7 @@ class DemoReport:
     catalog: Catalog
     indexed: dict[str, IndexReport] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
-    admin_created: bool = False
+    admin_password: str | None = None  # set only when the admin was created by this load
     token: str = ""
 
 
@@ -53,7 +55,7 @@ def demo_load(*, sources_file: Path = DEMO_DIR / "sources.json", progress: Progr
             report.indexed[source.slug] = source_index(source=source, progress=progress)
     catalog.refresh_from_db()
     catalog_index(catalog)  # embed the sources' profiles now, not in the first enrich request
-    report.admin_created = demo_admin_ensure()
+    report.admin_password = demo_admin_ensure()
     report.token = agent_token_rotate(name=AGENT_NAME, catalogs=[catalog])
     return report
 
@@ -109,14 +111,16 @@ def source_is_current(*, source: ReferenceSource) -> bool:
     return source.fingerprint == source_collect(source=source).fingerprint
 
 
-def demo_admin_ensure() -> bool:
+def demo_admin_ensure() -> str | None:
     """Create the demo superuser unless a user of that name exists (its password is
-    then left alone). True when created."""
+    then left alone). Returns the new user's random password, which nothing stores in
+    clear: a fixed demo password would be a known login on every install."""
     users = get_user_model()
     if users.objects.filter(username=ADMIN_USERNAME).exists():
-        return False
-    users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=ADMIN_PASSWORD)
-    return True
+        return None
+    password = secrets.token_urlsafe(16)
+    users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=password)
+    return password
 
 
 @transaction.atomic
