@@ -75,12 +75,16 @@ def _host_refusal(request: HttpRequest) -> JsonResponse | None:
 def api_input_refusal(request: HttpRequest) -> JsonResponse | None:
     """The error answering an API request that no view should read, or None.
 
+    - a body sent without a Content-Length (chunked): Django reads such a body as
+      empty, under any WSGI server, so it is refused rather than silently lost;
     - a body over the limit (DRF reads the raw stream, bypassing Django's
       DATA_UPLOAD_MAX_MEMORY_SIZE check);
     - a NUL character in the path or the query string: Postgres cannot store one in
       text, and the first query holding it fails (the body's strings are checked by
       config.parsers.JSONParser).
     """
+    if "HTTP_TRANSFER_ENCODING" in request.META:
+        return json_error("length_required", "Send the body with a Content-Length; chunked bodies are not read.", 411)
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:

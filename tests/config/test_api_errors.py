@@ -4,7 +4,7 @@ media type, a bug in a view or in a middleware (a 500 with an error id, logged o
 its traceback and never with the body or the token), and the database unreachable (503
 with Retry-After; a plain 503 page outside /api/). GET /api/v1/health needs no token.
 
-The database's real disappearance, in real processes, is in test_database_down.py.
+The database's real disappearance, in real processes, is in test_api_processes.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""Input no view should ever read is refused with a JSON 400 before any view reads it:
+"""Input no view should ever read is refused with a JSON 4xx before any view reads it:
 a NUL character anywhere in the URL or in a JSON body's strings and keys (Postgres
-cannot store one), and JSON nested deep enough to exhaust Python's recursion limit.
-Each refusal changes nothing: no row written, no run queued."""
+cannot store one), JSON nested deep enough to exhaust Python's recursion limit, and a
+chunked body (no Content-Length: it would be read as empty). A number where a string
+is expected is refused, not coerced. Each refusal changes nothing: no row written, no
+run queued."""
 
 from __future__ import annotations
 
@@ -129,3 +131,49 @@ def test_nesting_within_the_limit_reaches_the_serializer(curator):
 ])
 def test_json_refusal(document, refusal):
     assert json_refusal(document) == refusal
+
+
+# --- strings only where strings are expected ----------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "url", "body", "field"), [
+    ("post", "/api/v1/search", {"catalog": 7, "query": "refunds"}, "catalog"),
+    ("post", "/api/v1/search", {"catalog": "kb", "query": 42}, "query"),
+    ("post", "/api/v1/enrich", {"text": "cat a.md", "surface": "tool_result", "paths": [0]}, "paths"),
+    ("post", "/api/v1/enrich", {"text": 1.5, "surface": "prompt"}, "text"),
+    ("post", "/api/v1/enrich", {"text": "x", "surface": "prompt", "selected": [12]}, "selected"),
+    ("post", "/api/v1/enrich", {"text": "x", "surface": "prompt", "catalogs": [1]}, "catalogs"),
+    ("post", "/api/v1/references/select", {"ids": [123]}, "ids"),
+    ("post", "/api/v1/references/select", {"tags": [1]}, "tags"),
+    ("put", "/api/v1/catalogs/kb/sources/faq/files", {"path": 5, "text": "New."}, "path"),
+    ("put", "/api/v1/catalogs/kb/sources/faq/files", {"path": "n.md", "title": 5, "text": "New."}, "title"),
+    ("put", "/api/v1/catalogs/kb/sources/faq/files", {"path": "n.md", "text": 5}, "text"),
+    ("put", "/api/v1/catalogs/kb/sources/memo/content", {"content": 5}, "content"),
+])
+def test_a_number_where_a_string_is_expected_is_refused_not_coerced(curator, method, url, body, field):
+    before = state()
+
+    response = getattr(curator, method)(url, body, format="json")
+
+    error = assert_refused(response, "invalid_input")
+    assert list(error["details"]["fields"]) == [field]
+    assert state() == before
+
+
+# --- chunked bodies ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "url", "body"), [
+    ("POST", "/api/v1/search", {"catalog": "kb", "query": "refunds"}),
+    ("PUT", "/api/v1/catalogs/kb/sources/faq/files", {"path": "new.md", "text": "New."}),
+])
+def test_a_chunked_body_is_a_json_411_not_an_empty_body(curator, method, url, body):
+    before = state()
+
+    response = curator.generic(method, url, json.dumps(body), content_type="application/json",
+                               HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="")
+
+    assert response.status_code == 411, response.content
+    assert response.json()["error"]["code"] == "length_required"
+    assert state() == before
+

@@ -1,4 +1,4 @@
-"""Postgres going away and coming back, in real processes.
+"""The API in real processes: Postgres going away and coming back, and a chunked body.
 
 A throwaway embedded Postgres in a tmp dir (`python -m config.embedded_pg start`, i.e.
 ensure_running()), migrated; the app
@@ -7,7 +7,8 @@ run` serves it) and one with DEBUG off. The postmaster is SIGKILLed: every API r
 and the health endpoint answer a JSON 503 with Retry-After (a plain 503 page outside
 /api/), and the server logs one line per request, no traceback. Postgres restarted (its
 stale postmaster.pid removed): the next requests answer 200 again. Every wait is on a
-condition, bounded by a deadline.
+condition, bounded by a deadline. A body sent chunked (no Content-Length), which the
+server would read as empty, is refused with a JSON 411.
 """
 
 from __future__ import annotations
@@ -195,3 +196,20 @@ def test_the_api_answers_503_while_postgres_is_down_and_200_once_it_is_back(app,
     assert app.search()[0] == 200
     status, _, body = app.request("GET", "/api/v1/health")
     assert status == 200 and b'"database":{"up":true' in body
+
+
+def test_a_chunked_body_is_refused_with_a_json_411(app):
+    body = b'{"catalog": "probe", "query": "anything"}'
+    port = int(app.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(b"POST /api/v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     b"Authorization: Bearer " + app.token.encode() + b"\r\n"
+                     b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + f"{len(body):x}".encode() + b"\r\n" + body + b"\r\n0\r\n\r\n")
+        answer = b"".join(iter(lambda: conn.recv(65536), b""))
+
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 411"), head
+    assert b"Content-Type: application/json" in head
+    assert error_code(payload) == "length_required"
+
