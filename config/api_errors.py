@@ -68,7 +68,9 @@ def exception_handler(exc, context):
 
 
 def json_error(code: str, message: str, status_code: int, details: dict | None = None) -> JsonResponse:
-    return JsonResponse(error_body(code, message, details), status=status_code)
+    """The error as a plain Django response, for layers outside DRF (compact, as DRF renders it)."""
+    return JsonResponse(error_body(code, message, details), status=status_code,
+                        json_dumps_params={"separators": (",", ":")})
 
 
 def is_api(request: HttpRequest) -> bool:
