@@ -4,8 +4,9 @@ demo_load() is idempotent, so `make run` can call it on every start:
   1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
   2. index each source whose files changed since it was last indexed (by fingerprint),
      then embed the sources' detection profiles
-  3. create the superuser "admin" with a random password unless that user exists (the
-     password is returned to be shown once; only its hash is stored)
+  3. create the superuser "admin" with a random password unless that user exists, or
+     replace the fixed password earlier versions gave it (the password is returned to
+     be shown once; only its hash is stored)
   4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
 """
 
@@ -30,6 +31,7 @@ DEMO_CATALOG = {"slug": "demo", "name": "Engineering handbook",
                 "description": "A software-engineering handbook: resilience patterns, APIs, data, operations "
                                "and team practices. Shipped with Lectern as a demo."}
 ADMIN_USERNAME = "admin"
+FORMER_ADMIN_PASSWORD = "lectern"  # what earlier versions gave every install: known to all
 AGENT_NAME = "demo-agent"
 
 
@@ -38,7 +40,7 @@ class DemoReport:
     catalog: Catalog
     indexed: dict[str, IndexReport] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
-    admin_password: str | None = None  # set only when the admin was created by this load
+    admin_password: str | None = None  # set only when this load created the admin or replaced its password
     token: str = ""
 
 
@@ -112,15 +114,21 @@ def source_is_current(*, source: ReferenceSource) -> bool:
 
 
 def demo_admin_ensure() -> str | None:
-    """Create the demo superuser unless a user of that name exists (its password is
-    then left alone). Returns the new user's random password, which nothing stores in
-    clear: a fixed demo password would be a known login on every install."""
+    """Create the demo superuser with a random password unless a user of that name
+    exists; an existing one keeps its password unless it is still the fixed one earlier
+    versions set (a known login on every install). Returns the new password, which
+    nothing stores in clear, or None when nothing changed."""
     users = get_user_model()
-    if users.objects.filter(username=ADMIN_USERNAME).exists():
-        return None
     password = secrets.token_urlsafe(16)
-    users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=password)
-    return password
+    admin = users.objects.filter(username=ADMIN_USERNAME).first()
+    if admin is None:
+        users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=password)
+        return password
+    if admin.check_password(FORMER_ADMIN_PASSWORD):
+        admin.set_password(password)
+        admin.save(update_fields=["password"])
+        return password
+    return None
 
 
 @transaction.atomic

@@ -18,7 +18,7 @@ from catalog.embedder import get_embedder
 from catalog.models import Catalog, Document, ReferenceSource, Tag
 
 TOKEN_LINE = re.compile(r"^Agent token \(demo-agent\): (lct_\S+)$", re.MULTILINE)
-ADMIN_LINE = re.compile(r"^Superuser created: admin / (\S+) ", re.MULTILINE)
+ADMIN_LINE = re.compile(r"^Superuser: admin / (\S+) \(a new random password", re.MULTILINE)
 QUESTION = "how should we handle transient failures?"
 
 pytestmark = pytest.mark.django_db
@@ -98,6 +98,18 @@ def test_the_admin_password_is_random_printed_once_and_never_stored_in_clear_or_
 
     admin.delete()
     assert ADMIN_LINE.search(load_demo()).group(1) != password, "a new one each time one is created"
+
+
+def test_an_admin_still_on_the_former_fixed_password_gets_a_random_one():
+    load_demo()
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("lectern")
+    admin.save()
+
+    password = ADMIN_LINE.search(load_demo()).group(1)
+
+    admin.refresh_from_db()
+    assert admin.check_password(password) and not admin.check_password("lectern")
 
 
 def test_second_run_reindexes_nothing_and_keeps_the_admin_password():

@@ -34,8 +34,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  unchanged, not re-indexed: {len(report.unchanged)} sources")
         if report.admin_password:
             # Shown this once, on stdout only (never logged); only its hash is stored.
-            self.stdout.write(f"Superuser created: {ADMIN_USERNAME} / {report.admin_password} "
-                              f"(shown only now; sign in at /accounts/login/)")
+            self.stdout.write(f"Superuser: {ADMIN_USERNAME} / {report.admin_password} "
+                              f"(a new random password, shown only now; sign in at /accounts/login/)")
         else:
             self.stdout.write(f"Superuser {ADMIN_USERNAME} exists; its password was left unchanged "
                               f"(manage.py changepassword {ADMIN_USERNAME} sets a new one)")
