@@ -13,9 +13,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.models import IndexRun, ReferenceSource
+from catalog.paths import upload_path_problem
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
 from config.api_errors import DomainError
+from config.fields import StrictCharField
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.models import Agent
 
@@ -106,7 +108,7 @@ class SourceContentApi(APIView):
 
     @extend_schema_serializer(component_name="InlineContent")
     class InputSerializer(serializers.Serializer):
-        content = serializers.CharField(trim_whitespace=False)
+        content = StrictCharField(trim_whitespace=False)
 
     @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="set_inline_content")
     def put(self, request, slug: str, source: str):
@@ -124,9 +126,15 @@ class SourceFilesApi(APIView):
 
     @extend_schema_serializer(component_name="UploadFile")
     class InputSerializer(serializers.Serializer):
-        path = serializers.CharField(max_length=1024)
-        title = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
-        text = serializers.CharField(trim_whitespace=False)
+        path = StrictCharField(max_length=1024, trim_whitespace=False,
+                               help_text="Relative and normalised: see docs/api.md.")
+        title = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
+        text = StrictCharField(trim_whitespace=False)
+
+        def validate_path(self, value: str) -> str:
+            if problem := upload_path_problem(value):
+                raise serializers.ValidationError(problem)
+            return value
 
     @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="put_upload_file")
     def put(self, request, slug: str, source: str):

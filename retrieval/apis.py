@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from catalog.embedder import embedder_status
 from config.api_errors import DomainError
+from config.fields import StrictCharField, StrictSlugField
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
 
@@ -18,8 +19,8 @@ class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
     class InputSerializer(serializers.Serializer):
-        catalog = serializers.SlugField(max_length=64)
-        query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)
+        catalog = StrictSlugField(max_length=64)
+        query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)
         top_k = serializers.IntegerField(min_value=1, max_value=1000, default=10)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")

@@ -1,0 +1,45 @@
+"""GET /api/v1/health: whether this process can serve, for load balancers and monitors."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import DatabaseError, connection
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog.embedder import embedder_status
+from config.api_errors import RETRY_AFTER_S, database_unreachable
+
+
+def database_health() -> dict:
+    """{"up": True, "ms": round trip} when the database answers, {"up": False} when it
+    cannot be reached (any other database error is a bug, and raised)."""
+    started = time.perf_counter()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        if not database_unreachable(exc):
+            raise
+        return {"up": False}
+    return {"up": True, "ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+class HealthApi(APIView):
+    """200 when the database answers, 503 (with Retry-After) when it cannot be reached;
+    the embedder's status either way (lexical-only search is degraded, not down). No
+    authentication: it reveals neither data nor configuration."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(responses={200: dict, 503: dict}, operation_id="health", auth=[])
+    def get(self, request):
+        database = database_health()
+        body = {"status": "ok" if database["up"] else "unavailable", "database": database,
+                "embeddings": embedder_status()}
+        if database["up"]:
+            return Response(body)
+        return Response(body, status=503, headers={"Retry-After": str(RETRY_AFTER_S)})
