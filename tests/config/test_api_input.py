@@ -13,16 +13,17 @@ import pytest
 from rest_framework.test import APIClient
 
 from catalog.models import IndexRun, ReferenceSource, UploadedFile
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
 from config.parsers import MAX_DEPTH, json_refusal
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+from tests.factories import import_documents
 
 
 @pytest.fixture
 def curator(make_catalog) -> APIClient:
     """A curator agent's client on catalog "kb": upload source "faq", inline source "memo"."""
     catalog = make_catalog("kb")
-    source_import_documents(catalog=catalog, slug="faq", documents=[
+    import_documents(catalog=catalog, slug="faq", documents=[
         DocumentInput("refunds.md", "Refunds", "Refunds are paid within five days.", 34)])
     ReferenceSource.objects.create(catalog=catalog, slug="memo", name="Memo", kind="inline", content="Memo text.")
     token = new_token()
