@@ -22,6 +22,7 @@ SECRET_KEY = env_str("SECRET_KEY", "") or local_secret_key(BASE_DIR / "var" / "s
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
+    "config",  # before staticfiles: its runserver closes each thread's DB connections
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
