@@ -17,6 +17,7 @@ from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, S
 class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
+    @extend_schema_serializer(component_name="Search")
     class InputSerializer(serializers.Serializer):
         catalog = serializers.SlugField(max_length=64)
         query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)
