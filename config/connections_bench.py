@@ -30,7 +30,7 @@ POLL_SECONDS = 0.05
 
 def server_command(kind: str, address: str) -> list[str]:
     """`runserver` is Lectern's (config/management/commands/runserver.py); `stock-runserver`
-    is Django's own, kept for the comparison."""
+    is Django's own, kept for the comparison; `serve` is what `make serve` runs."""
     python = sys.executable
     if kind == "runserver":
         return [python, "manage.py", "runserver", "--noreload", address]
@@ -38,7 +38,9 @@ def server_command(kind: str, address: str) -> list[str]:
         return [python, "-c", "import django; django.setup(); from django.core.management import call_command; "
                 "from django.contrib.staticfiles.management.commands.runserver import Command; "
                 f"call_command(Command(), {address!r}, use_reloader=False)"]
-    raise ValueError(f"unknown server {kind!r}: use runserver or stock-runserver")
+    if kind == "serve":
+        return [python, "-m", "config.serve"]
+    raise ValueError(f"unknown server {kind!r}: use runserver, stock-runserver or serve")
 
 
 def free_port() -> int:

@@ -8,12 +8,12 @@ AGENT = "bench-connections"
 
 
 class Command(BaseCommand):
-    help = ("Database connections under load: start a server (Lectern's runserver or Django's stock one) on a "
-            "free loopback port, search from --clients clients at once for --seconds, and count the server's "
-            "backends in pg_stat_activity during the load and after it. See docs/benchmarks.md.")
+    help = ("Database connections under load: start a server (Lectern's runserver, Django's stock one, or what "
+            "`make serve` runs) on a free loopback port, search from --clients clients at once for --seconds, and "
+            "count the server's backends in pg_stat_activity during the load and after it. See docs/benchmarks.md.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--server", choices=["runserver", "stock-runserver"], default="runserver")
+        parser.add_argument("--server", choices=["runserver", "stock-runserver", "serve"], default="runserver")
         parser.add_argument("--clients", type=int, default=16)
         parser.add_argument("--seconds", type=float, default=20)
         parser.add_argument("--keepalive", action="store_true",
