@@ -206,6 +206,12 @@ LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
+# Enrichment traces hold the agents' texts: each is deleted this many days after it was
+# made (0 keeps them forever) by the hourly schedule `lectern-purge-traces` or on demand
+# by `manage.py purge_traces`. With LECTERN_TRACE_STORE_TEXT off a trace keeps its steps
+# and hints (ids, tags, scores, the file paths the text named) but not the text itself.
+LECTERN_TRACE_RETENTION_DAYS = env_int("LECTERN_TRACE_RETENTION_DAYS", 30, minimum=0)
+LECTERN_TRACE_STORE_TEXT = env_bool("LECTERN_TRACE_STORE_TEXT", True)
 
 LOGGING = {
     "version": 1,
