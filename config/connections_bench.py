@@ -80,8 +80,9 @@ class Server:
             return False
         return True
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:] if self.log and self.log.exists() else ""
+    def output(self, tail: int | None = 4000) -> str:
+        text = self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
+        return text[-tail:] if tail else text
 
     def stop(self, *, timeout: float = 60) -> int:
         """TERM, as a service manager or Ctrl-C would; the exit status."""

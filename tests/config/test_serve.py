@@ -13,6 +13,7 @@ import gzip
 import http.client
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -81,7 +82,7 @@ def production_server(transactional_db, tmp_path):
     try:
         yield server.start(timeout=180)
     finally:
-        if server.process.poll() is None:
+        if server.process is not None and server.process.poll() is None:
             server.stop()
 
 
@@ -113,9 +114,10 @@ def test_the_production_server_searches_serves_static_files_and_stops_with_its_w
     assert "immutable" in headers["Cache-Control"]
     assert gzip.decompress(css) == (BASE_DIR / "static" / "css" / "lectern.css").read_bytes()
 
-    assert "Q Cluster" in server.output()  # the worker started alongside
+    wait_until(lambda: re.search(r"Q Cluster .+ running\.", server.output(tail=None)), 60, "the worker to run",
+               server)  # started alongside
     assert server.stop() == 0
-    output = server.output()
+    output = server.output(tail=None)
     assert "Shutting down: Master" in output and "has stopped" in output
     wait_until(lambda: backends(server.app) == 0, 30, "the server's backends to close")
 
