@@ -18,6 +18,7 @@ from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, S
 class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
+    @extend_schema_serializer(component_name="Search")
     class InputSerializer(serializers.Serializer):
         catalog = StrictSlugField(max_length=64)
         query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)

@@ -27,6 +27,7 @@ def _catalogs_field() -> serializers.ListField:
 class EnrichApi(APIView):
     """Run the detection passes over a prompt or a tool result and return it enriched."""
 
+    @extend_schema_serializer(component_name="Enrich")
     class InputSerializer(serializers.Serializer):
         text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
@@ -87,6 +88,7 @@ class ReferenceListApi(APIView):
 class ReferenceSelectApi(APIView):
     """selectReferences: authorise references by id or tag and return what may be read."""
 
+    @extend_schema_serializer(component_name="ReferenceSelection")
     class InputSerializer(serializers.Serializer):
         ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list)
         tags = serializers.ListField(child=StrictCharField(max_length=100), max_length=50, required=False,
