@@ -10,9 +10,10 @@ import logging
 import sys
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -38,18 +39,18 @@ _CODES = {
 class DomainError(exceptions.APIException):
     """A caller error raised by a service, with its own code and status."""
 
-    def __init__(self, message: str, *, code: str, status_code: int = 400, details: dict | None = None):
+    def __init__(self, message: str, *, code: str, status_code: int = 400, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.status_code = status_code
         self.error_code = code
         self.details = details or {}
 
 
-def error_body(code: str, message: str, details: dict | None = None) -> dict:
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     response = drf_exception_handler(exc, context)
@@ -67,7 +68,7 @@ def exception_handler(exc, context):
     })
 
 
-def json_error(code: str, message: str, status_code: int, details: dict | None = None) -> JsonResponse:
+def json_error(code: str, message: str, status_code: int, details: dict[str, Any] | None = None) -> JsonResponse:
     """The error as a plain Django response, for layers outside DRF (compact, as DRF renders it)."""
     return JsonResponse(error_body(code, message, details), status=status_code,
                         json_dumps_params={"separators": (",", ":")})
@@ -111,7 +112,7 @@ def _printable(text: str) -> str:
     return text.encode("unicode_escape").decode("ascii")  # a path cannot forge log lines
 
 
-def note_uncaught(sender, request: HttpRequest, **kwargs) -> None:
+def note_uncaught(sender: object, request: HttpRequest, **kwargs: object) -> None:
     """got_request_exception receiver. Django sends it from inside the `except` that
     turns an exception raised by any layer (a view or a middleware) into a response,
     so this is the one place that sees them all, with their traceback.
@@ -145,6 +146,7 @@ _STATUS_CODES = {
 def database_unavailable_response(request: HttpRequest) -> HttpResponse:
     """503 with Retry-After: the JSON error under /api/, a plain page elsewhere."""
     message = "The database is not reachable; try again shortly."
+    response: HttpResponse
     if is_api(request):
         response = json_error("database_unavailable", message, 503)
     else:
@@ -154,12 +156,12 @@ def database_unavailable_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def api_error_response(request: HttpRequest, response: HttpResponse, noted: Uncaught | None) -> JsonResponse:
+def api_error_response(request: HttpRequest, response: HttpResponseBase, noted: Uncaught | None) -> JsonResponse:
     """The JSON error for an API response some layer made in another format: Django's
     404 for an unmatched URL (an HTML page listing every URL pattern with DEBUG on),
     its 500 (the debug page with DEBUG on), a renderer's own error format."""
     status_code = response.status_code
-    details = {}
+    details: dict[str, Any] = {}
     if status_code == 404:
         message = f"No API endpoint at {request.path}."
     elif status_code == 500:

@@ -46,7 +46,8 @@ def server_command(kind: str, address: str) -> list[str]:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 class ServerFailed(Exception):
@@ -62,7 +63,7 @@ class Server:
     log: Path | None = None
     port: int = field(default_factory=free_port)
     app: str = field(default_factory=lambda: f"lectern-serve-{uuid.uuid4().hex[:8]}")
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, timeout: float = 120) -> Server:
         env = {**os.environ, "PGAPPNAME": self.app, "LECTERN_BIND": f"127.0.0.1:{self.port}", **self.env}
@@ -72,6 +73,12 @@ class Server:
                                             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self.answers, timeout, f"{self.kind} to answer on port {self.port}", self)
         return self
+
+    @property
+    def child(self) -> subprocess.Popen[bytes]:
+        if self.process is None:
+            raise ServerFailed(f"{self.kind} was never started")
+        return self.process
 
     def answers(self) -> bool:
         try:
@@ -86,21 +93,21 @@ class Server:
 
     def stop(self, *, timeout: float = 60) -> int:
         """TERM, as a service manager or Ctrl-C would; the exit status."""
-        if self.process.poll() is None:
-            self.process.terminate()
+        if self.child.poll() is None:
+            self.child.terminate()
         try:
-            return self.process.wait(timeout=timeout)
+            return self.child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            os.killpg(self.child.pid, signal.SIGKILL)
+            self.child.wait()
             raise ServerFailed(f"{self.kind} still running {timeout}s after TERM:\n{self.output()}") from None
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, server: Server | None = None) -> object:
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
-        if server is not None and server.process.poll() is not None:
-            raise ServerFailed(f"{server.kind} exited {server.process.returncode} while waiting for {what}:\n"
+        if server is not None and server.child.poll() is not None:
+            raise ServerFailed(f"{server.kind} exited {server.child.returncode} while waiting for {what}:\n"
                                f"{server.output()}")
         if time.monotonic() > deadline:
             raise ServerFailed(f"timed out after {timeout}s waiting for {what}")
@@ -113,7 +120,8 @@ def backends(app: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "AND application_name = %s", [app])
-        return cursor.fetchone()[0]
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
 
 
 @dataclass

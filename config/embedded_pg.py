@@ -73,12 +73,12 @@ def ensure_running(pgdata: Path = PGDATA, database: str = DB_NAME) -> str:
         _remove_stale_pid_file(pgdata)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-            import pgserver  # imported lazily: a running server needs no import
-            from pgserver.postgres_server import PostgresServer
+            # imported lazily: a running server needs no import
+            from pgserver.postgres_server import PostgresServer, get_server
 
             # get_server() caches a handle per pgdata; after a stop it is stale.
             PostgresServer._instances.pop(pgdata.resolve(), None)
-            pgserver.get_server(pgdata, cleanup_mode=None)
+            get_server(pgdata, cleanup_mode=None)
         info = _pid_file_info(pgdata)
         if info is None:
             raise RuntimeError(f"embedded postgres did not start; see {pgdata / 'log'}")

@@ -12,25 +12,22 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 
-class StrictStringMixin:
-    def run_validation(self, data=empty):
+class StrictCharField(serializers.CharField):
+    def run_validation(self, data: object = empty) -> object:
         if isinstance(data, str) and data and not data.strip() and not self.allow_blank:
             self.fail("blank")
         return super().run_validation(data)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
 
 
-class StrictCharField(StrictStringMixin, serializers.CharField):
+# SlugField and RegexField are CharFields: these put the strict checks before theirs.
+class StrictSlugField(StrictCharField, serializers.SlugField):
     pass
 
 
-class StrictSlugField(StrictStringMixin, serializers.SlugField):
-    pass
-
-
-class StrictRegexField(StrictStringMixin, serializers.RegexField):
+class StrictRegexField(StrictCharField, serializers.RegexField):
     pass

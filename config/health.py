@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from django.db import DatabaseError, connection
 from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,7 +15,7 @@ from catalog.embedder import embedder_status
 from config.api_errors import RETRY_AFTER_S, database_unreachable
 
 
-def database_health() -> dict:
+def database_health() -> dict[str, Any]:
     """{"up": True, "ms": round trip} when the database answers, {"up": False} when it
     cannot be reached (any other database error is a bug, and raised)."""
     started = time.perf_counter()
@@ -32,11 +34,11 @@ class HealthApi(APIView):
     the embedder's status either way (lexical-only search is degraded, not down). No
     authentication: it reveals neither data nor configuration."""
 
-    authentication_classes: list = []
-    permission_classes: list = []
+    authentication_classes = []
+    permission_classes = []
 
     @extend_schema(responses={200: dict, 503: dict}, operation_id="health", auth=[])
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         database = database_health()
         body = {"status": "ok" if database["up"] else "unavailable", "database": database,
                 "embeddings": embedder_status()}

@@ -4,11 +4,12 @@ refused before any parser or view reads them."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.signals import got_request_exception
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from config.api_errors import (
     api_error_response,
@@ -36,11 +37,11 @@ class ApiErrorMiddleware:
       answer an HTML page from the first layer that asks for the host).
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
         got_request_exception.connect(note_uncaught, dispatch_uid="lectern-note-uncaught")
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if is_api(request) and (refusal := _host_refusal(request)) is not None:
             return refusal
         response = self.get_response(request)
@@ -50,11 +51,13 @@ class ApiErrorMiddleware:
         elif is_api(request) and response.status_code >= 400 and response.get("Content-Type") != "application/json":
             response = _replacing(response, api_error_response(request, response, noted))
         if noted is not None:
-            response._has_been_logged = True  # note_uncaught() logged it: Django need not again
+            # note_uncaught() logged it: Django need not again (a private flag Django's
+            # log_response() reads, absent from django-stubs)
+            response._has_been_logged = True  # type: ignore[attr-defined]
         return response
 
 
-def _replacing(original: HttpResponse, replacement: HttpResponse) -> HttpResponse:
+def _replacing(original: HttpResponseBase, replacement: HttpResponseBase) -> HttpResponseBase:
     """`replacement`, with the headers the layers inside gave `original` (security
     headers, Allow, WWW-Authenticate, ...) except those describing its content."""
     for header, value in original.items():
@@ -99,10 +102,10 @@ def api_input_refusal(request: HttpRequest) -> JsonResponse | None:
 
 
 class ApiInputMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if is_api(request) and (refusal := api_input_refusal(request)) is not None:
             return refusal
         return self.get_response(request)

@@ -5,6 +5,9 @@ characters, which Postgres cannot store in text (a DataError at the first query)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import IO, Any
+
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
@@ -36,7 +39,8 @@ def json_refusal(document: object, *, max_depth: int = MAX_DEPTH) -> str | None:
 
 
 class JSONParser(parsers.JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(self, stream: IO[Any], media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> dict[str, Any]:
         try:
             document = super().parse(stream, media_type, parser_context)
         except RecursionError:  # the decoder's own limit, far deeper than MAX_DEPTH

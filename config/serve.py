@@ -30,7 +30,7 @@ def server_commands(python: str = sys.executable) -> dict[str, list[str]]:
             "worker": [python, "manage.py", "qcluster"]}
 
 
-def stop(children: dict[str, subprocess.Popen]) -> None:
+def stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
     for child in children.values():
         if child.poll() is None:
             child.terminate()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -88,7 +89,7 @@ TEMPLATES = [
 ]
 
 
-def _database_from_url(url: str) -> dict:
+def _database_from_url(url: str) -> dict[str, Any]:
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql"}:
         raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {parsed.scheme!r}")
@@ -166,7 +167,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-Q_CLUSTER = {
+Q_CLUSTER: dict[str, Any] = {
     "name": "lectern",
     "orm": "default",
     "workers": env_int("LECTERN_Q_WORKERS", 1, minimum=1),

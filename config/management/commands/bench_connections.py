@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.demo_loader import agent_token_rotate
 from catalog.models import Catalog
@@ -12,7 +12,7 @@ class Command(BaseCommand):
             "`make serve` runs) on a free loopback port, search from --clients clients at once for --seconds, and "
             "count the server's backends in pg_stat_activity during the load and after it. See docs/benchmarks.md.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--server", choices=["runserver", "stock-runserver", "serve"], default="runserver")
         parser.add_argument("--clients", type=int, default=16)
         parser.add_argument("--seconds", type=float, default=20)
@@ -22,8 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--settle", type=float, default=5,
                             help="seconds after the load to wait for the backends to go")
 
-    def handle(self, *args, server: str, clients: int, seconds: float, keepalive: bool, catalog: str,
-               settle: float, **options):
+    def handle(self, *args: object, server: str, clients: int, seconds: float, keepalive: bool, catalog: str,
+               settle: float, **options: object) -> None:
         found = Catalog.objects.filter(slug=catalog).first()
         if found is None:
             raise CommandError(f"no catalog {catalog!r} (make demo loads 'demo')")

@@ -13,13 +13,15 @@ it finishes; this server does the same.
 
 from __future__ import annotations
 
+import socket
+
 from django.contrib.staticfiles.management.commands.runserver import Command as StaticfilesRunserver
 from django.core.servers.basehttp import WSGIServer
 from django.db import connections
 
 
 class ConnectionClosingWSGIServer(WSGIServer):
-    def close_request(self, request) -> None:
+    def close_request(self, request: socket.socket | tuple[bytes, socket.socket]) -> None:
         connections.close_all()  # this thread's connections: the thread ends after this
         super().close_request(request)
 
