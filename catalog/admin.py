@@ -1,11 +1,16 @@
+from typing import Any
+
+from django import forms
 from django.contrib import admin
+from django.db.models import ForeignKey
+from django.http import HttpRequest
 
 from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
 from catalog.services import upload_put
 
 
 @admin.register(Catalog)
-class CatalogAdmin(admin.ModelAdmin):
+class CatalogAdmin(admin.ModelAdmin[Catalog]):
     list_display = ["slug", "name", "chunk_count", "term_count", "embedding_model", "updated_at"]
     search_fields = ["slug", "name"]
     readonly_fields = ["chunk_count", "token_total", "term_count", "idf_sum", "created_at", "updated_at"]
@@ -13,17 +18,17 @@ class CatalogAdmin(admin.ModelAdmin):
 
 
 @admin.register(Tag)
-class TagAdmin(admin.ModelAdmin):
+class TagAdmin(admin.ModelAdmin[Tag]):
     list_display = ["name", "key"]
     search_fields = ["name", "key"]
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Tag, form: forms.ModelForm[Tag], change: bool) -> None:
         obj.full_clean()
         super().save_model(request, obj, form, change)
 
 
 @admin.register(ReferenceSource)
-class ReferenceSourceAdmin(admin.ModelAdmin):
+class ReferenceSourceAdmin(admin.ModelAdmin[ReferenceSource]):
     list_display = ["slug", "catalog", "name", "mode", "kind", "status", "requires_approval", "indexed_at"]
     list_filter = ["catalog", "mode", "kind", "status", "requires_approval"]
     search_fields = ["slug", "name", "description"]
@@ -32,7 +37,7 @@ class ReferenceSourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(admin.ModelAdmin[Document]):
     list_display = ["path", "source", "title", "size", "content_sha256"]
     list_filter = ["source__catalog"]
     search_fields = ["path", "title"]
@@ -41,7 +46,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Chunk)
-class ChunkAdmin(admin.ModelAdmin):
+class ChunkAdmin(admin.ModelAdmin[Chunk]):
     list_display = ["key", "ordinal", "byte_offset", "token_count"]
     list_filter = ["catalog"]
     search_fields = ["key"]
@@ -50,18 +55,18 @@ class ChunkAdmin(admin.ModelAdmin):
 
 
 @admin.register(IndexRun)
-class IndexRunAdmin(admin.ModelAdmin):
+class IndexRunAdmin(admin.ModelAdmin[IndexRun]):
     list_display = ["pk", "source", "trigger", "full", "status", "stage", "progress", "created_at", "finished_at"]
     list_filter = ["status", "trigger", "catalog"]
     list_select_related = ["source__catalog"]
     readonly_fields = [f.name for f in IndexRun._meta.fields]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
 @admin.register(UploadedFile)
-class UploadedFileAdmin(admin.ModelAdmin):
+class UploadedFileAdmin(admin.ModelAdmin[UploadedFile]):
     """Editing a file here moves its source's fingerprint: the next scan reindexes it."""
 
     list_display = ["path", "source", "title", "size", "updated_at"]
@@ -69,10 +74,12 @@ class UploadedFileAdmin(admin.ModelAdmin):
     search_fields = ["path", "title"]
     readonly_fields = ["sha256", "size", "updated_at"]
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+    def formfield_for_foreignkey(self, db_field: ForeignKey[Any, Any], request: HttpRequest,
+                                 **kwargs: Any) -> forms.ModelChoiceField[Any] | None:
         if db_field.name == "source":
             kwargs["queryset"] = ReferenceSource.objects.filter(kind=ReferenceSource.Kind.UPLOAD)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: UploadedFile, form: forms.ModelForm[UploadedFile],
+                   change: bool) -> None:
         upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text)

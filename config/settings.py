@@ -10,11 +10,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_list, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Django's generic classes (ModelAdmin[Model], ...) subscriptable at run time, as typed.
+django_stubs_ext.monkeypatch()
 
 # Off unless asked for: `make run` and the test settings turn it on, a deployment never does.
 DEBUG = env_bool("DEBUG", False)

@@ -1,6 +1,7 @@
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.text import slugify
 
 from catalog.models import Catalog, IndexRun, ReferenceSource
@@ -13,13 +14,14 @@ class Command(BaseCommand):
     help = ("Import a BEIR corpus (JSON lines with _id, title, text) as one upload source of a catalog, "
             "indexed as an IndexRun under the source's lock (a running worker leaves it alone).")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="path to corpus.jsonl")
         parser.add_argument("--catalog", required=True, help="catalog slug (created when missing)")
         parser.add_argument("--source", help="source slug (default: the file name)")
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, file: str, catalog: str, source: str | None, no_progress: bool, **options):
+    def handle(self, *args: Any, file: str, catalog: str, source: str | None, no_progress: bool,
+               **options: Any) -> None:
         path = Path(file)
         if not path.is_file():
             raise CommandError(f"no such file: {path}")

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.progress import ProgressBar, command_logging
@@ -10,13 +12,14 @@ class Command(BaseCommand):
             "documents are chunked and embedded, unless --full. Each source's run is recorded as an IndexRun "
             "and waits for any other writer of that source.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--catalog", required=True, help="catalog slug")
         parser.add_argument("--source", help="index only this source (slug)")
         parser.add_argument("--full", action="store_true", help="re-chunk and re-embed every document")
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, catalog: str, source: str | None, full: bool, no_progress: bool, **options):
+    def handle(self, *args: Any, catalog: str, source: str | None, full: bool, no_progress: bool,
+               **options: Any) -> None:
         found = Catalog.objects.filter(slug=catalog).first()
         if found is None:
             raise CommandError(f"no catalog {catalog!r}")

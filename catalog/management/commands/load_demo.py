@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.demo_loader import ADMIN_USERNAME, AGENT_NAME, demo_load
 from catalog.models import ReferenceSource
@@ -14,10 +16,10 @@ class Command(BaseCommand):
     help = ("Load the demo catalog (catalog/demo/), index what changed, ensure the admin user (printing its "
             "random password when it is created) and print a fresh token for the demo agent. Safe to run repeatedly.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, no_progress: bool, **options):
+    def handle(self, *args: Any, no_progress: bool, **options: Any) -> None:
         command_logging(options["verbosity"])
         progress = ProgressBar(enabled=not no_progress)
         try:

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.demo_loader import agent_token_rotate
@@ -22,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--settle", type=float, default=5,
                             help="seconds after the load to wait for the backends to go")
 
-    def handle(self, *args: object, server: str, clients: int, seconds: float, keepalive: bool, catalog: str,
+    def handle(self, *args: Any, server: str, clients: int, seconds: float, keepalive: bool, catalog: str,
                settle: float, **options: object) -> None:
         found = Catalog.objects.filter(slug=catalog).first()
         if found is None:

@@ -1,8 +1,9 @@
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from retrieval.benchmarks import (
     BenchmarkError,
@@ -20,7 +21,7 @@ class Command(BaseCommand):
             "chunks grown from it. --index: full indexing pipeline vs bare ONNX Runtime, in chunks/s. "
             "Without either flag, runs both at 100k chunks. See docs/benchmarks.md.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--search", action="store_true", help="measure search latency")
         parser.add_argument("--index", action="store_true", help="measure indexing throughput")
         parser.add_argument("--chunks", type=int, default=100_000, help="synthetic catalog size (bench-<N>)")
@@ -40,24 +41,25 @@ class Command(BaseCommand):
                             help="seconds to wait for the base catalog's import to finish")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, search, index, chunks, rebuild, defer_hnsw, base, seed, dataset, repeat, documents,
-               rounds, wait_timeout, json_out, **options):
+    def handle(self, *args: Any, search: bool, index: bool, chunks: int, rebuild: bool, defer_hnsw: bool, base: str,
+               seed: int, dataset: Path | None, repeat: int, documents: int, rounds: int, wait_timeout: float,
+               json_out: Path | None, **options: Any) -> None:
         if not search and not index:
             search = index = True
         if min(chunks, repeat, documents, rounds) < 1:
             raise CommandError("--chunks, --repeat, --documents and --rounds must be positive")
-        dataset = dataset or default_dataset_dir()
+        folder = dataset or default_dataset_dir()
         log = self.stdout.write
-        results: dict = {"machine": machine_info()}
+        results: dict[str, object] = {"machine": machine_info()}
         try:
             if search:
-                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
+                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=folder, rebuild=rebuild,
                                            repeat=repeat, seed=seed, wait_timeout_s=wait_timeout,
                                            defer_hnsw=defer_hnsw, log=log)
                 self._print_search(outcome)
                 results["search"] = asdict(outcome)
             if index:
-                throughput = index_benchmark(dataset=dataset, documents=documents, rounds=rounds, log=log)
+                throughput = index_benchmark(dataset=folder, documents=documents, rounds=rounds, log=log)
                 self._print_index(throughput)
                 results["index"] = throughput.as_dict()
         except BenchmarkError as exc:

@@ -1,7 +1,8 @@
 import json
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import OperationalError
 
 from retrieval.benchmarks import machine_info
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         "time. Targets: p50 <= 1 ms and >= 20x at 10,000 tags and 4 KB."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tags", type=int, default=10_000, help="synthetic vocabulary size")
         parser.add_argument("--text-bytes", type=int, default=4096, help="size of the text searched, UTF-8 bytes")
         parser.add_argument("--repeat", type=int, default=300, help="timed TagMatcher.find calls")
@@ -28,7 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, tags, text_bytes, repeat, baseline_repeat, seed, json_out, **options):
+    def handle(self, *args: Any, tags: int, text_bytes: int, repeat: int, baseline_repeat: int, seed: int,
+               json_out: Path | None, **options: Any) -> None:
         if min(tags, text_bytes, repeat, baseline_repeat) < 1:
             raise CommandError("--tags, --text-bytes, --repeat and --baseline-repeat must be positive")
         try:

@@ -1,7 +1,8 @@
 import json
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from retrieval.benchmarks import BenchmarkError, default_dataset_dir, machine_info
 from retrieval.enrich_bench import enrich_benchmark
@@ -11,7 +12,7 @@ class Command(BaseCommand):
     help = ("p50/p95 of POST /api/v1/enrich (every detection pass, tags + semantic, trace written) over a "
             "catalog of --sources references built from NFCorpus. See docs/benchmarks.md.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sources", type=int, default=1000)
         parser.add_argument("--calls", type=int, default=300, help="prompts measured (tool results: a third)")
         parser.add_argument("--warmup", type=int, default=20)
@@ -21,7 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--repeat", type=int, default=3, help="rounds; every figure is the median over rounds")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args, sources, calls, warmup, dataset, tool_tokens, repeat, json_out, **options):
+    def handle(self, *args: Any, sources: int, calls: int, warmup: int, dataset: Path | None, tool_tokens: str,
+               repeat: int, json_out: Path | None, **options: Any) -> None:
         if min(sources, calls, repeat) < 1 or warmup < 0:
             raise CommandError("--sources, --calls and --repeat must be positive, --warmup not negative")
         try:

@@ -1,5 +1,7 @@
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from catalog.models import Catalog, ReferenceSource
@@ -9,7 +11,7 @@ from retrieval.models import Agent, hash_token, new_token
 class Command(BaseCommand):
     help = "Create an agent scoped to catalogs, with its profile, and print its bearer token (shown only once)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True)
         parser.add_argument("--catalogs", required=True, help="comma-separated catalog slugs")
         parser.add_argument("--rotate", action="store_true", help="replace the token of an existing agent")
@@ -20,8 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("--preselect", default="",
                             help="comma-separated reference ids pinned for this agent (catalog/id when ambiguous)")
 
-    def handle(self, *args, name: str, catalogs: str, rotate: bool, curator: bool, strategy, budget, top_k,
-               preselect: str, **options):
+    def handle(self, *args: Any, name: str, catalogs: str, rotate: bool, curator: bool, strategy: str | None,
+               budget: int | None, top_k: int | None,
+               preselect: str, **options: Any) -> None:
         slugs = [s.strip() for s in catalogs.split(",") if s.strip()]
         found = list(Catalog.objects.filter(slug__in=slugs))
         missing = sorted(set(slugs) - {c.slug for c in found})

@@ -1,11 +1,12 @@
 import json
 import time
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog
-from retrieval.evaluation import EvaluationInputError, read_qrels, read_queries, score_run
+from retrieval.evaluation import EvaluationInputError, ModeReport, read_qrels, read_queries, score_run
 from retrieval.selectors import MODES, SearchOptions, SearchUnavailable, chunk_search
 
 
@@ -13,7 +14,7 @@ class Command(BaseCommand):
     help = ("Score search modes on a BEIR test set: nDCG@10, Recall@100, MRR@10 and p50/p95 latency. "
             "Documents are ranked by their best chunk (dedup); document ids are the imported _ids.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--catalog", required=True)
         parser.add_argument("--queries", required=True, help="BEIR queries.jsonl")
         parser.add_argument("--qrels", required=True, help="BEIR qrels TSV (e.g. qrels/test.tsv)")
@@ -21,7 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_out", help="also write the report as JSON here")
         parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries (0: all)")
 
-    def handle(self, *args, catalog, queries, qrels, modes, json_out, limit, **options):
+    def handle(self, *args: Any, catalog: str, queries: str, qrels: str, modes: str, json_out: str | None, limit: int,
+               **options: Any) -> None:
         target = Catalog.objects.filter(slug=catalog).first()
         if target is None:
             raise CommandError(f"no catalog {catalog!r}")
@@ -41,7 +43,7 @@ class Command(BaseCommand):
             Path(json_out).write_text(json.dumps({"catalog": catalog, "modes": [r.as_dict() for r in reports]},
                                                  indent=2) + "\n")
 
-    def _read(self, queries: Path, qrels: Path):
+    def _read(self, queries: Path, qrels: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
         try:
             with queries.open(encoding="utf-8") as q, qrels.open(encoding="utf-8", newline="") as r:
                 return read_queries(q), read_qrels(r)
@@ -50,8 +52,10 @@ class Command(BaseCommand):
         except EvaluationInputError as exc:
             raise CommandError(str(exc)) from None
 
-    def _run_mode(self, catalog, mode, ids, texts, judged):
-        runs, latencies = {}, []
+    def _run_mode(self, catalog: Catalog, mode: str, ids: list[str], texts: dict[str, str],
+                  judged: dict[str, dict[str, int]]) -> ModeReport:
+        runs: dict[str, list[str]] = {}
+        latencies: list[float] = []
         options = SearchOptions(mode=mode, top_k=100, dedup=True)
         for query_id in ids:
             started = time.perf_counter()

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from retrieval import mcp_server
 
@@ -11,10 +13,10 @@ class Command(BaseCommand):
     # System check warnings are written to stdout, which is the MCP transport here.
     requires_system_checks = []
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--token-file", help="read the agent's token from this file (never pass it as an argument)")
 
-    def handle(self, *args, token_file, **options):
+    def handle(self, *args: Any, token_file: str | None, **options: Any) -> None:
         with mcp_server.stdout_to_stderr():
             try:
                 token_hash = mcp_server.prepare(mcp_server.read_token(token_file))
