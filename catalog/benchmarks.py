@@ -12,13 +12,14 @@ from __future__ import annotations
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
 from catalog.models import Catalog, IndexRun, ReferenceSource
-from catalog.reindex import index_run_create, index_run_execute
+from catalog.reindex import source_index_now
 from catalog.services import source_fingerprint
 
 WORDS = ("retry backoff jitter circuit breaker cache invalidation token secret rotation logging json metric "
@@ -35,7 +36,7 @@ class ReindexFigures:
     edit_to_indexed_s: list[float]
     full_rebuild_s: float
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"files": self.files, "cold_build_s": round(self.cold_build_s, 2),
                 "scan_unchanged_median_s": round(statistics.median(self.scan_unchanged_s), 4),
                 "edit_to_indexed_median_s": round(statistics.median(self.edit_to_indexed_s), 3),
@@ -71,16 +72,17 @@ def bench_source(count: int) -> ReferenceSource:
 
 
 def _run(source: ReferenceSource, *, full: bool = False) -> IndexRun:
-    return index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND, full=full).pk)
+    return source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND, full=full)
 
 
-def _timed(action) -> float:
+def _timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
 
 
-def run_reindex_bench(*, count: int = 10_000, edits: int = 5, log=print) -> ReindexFigures:
+def run_reindex_bench(*, count: int = 10_000, edits: int = 5,
+                      log: Callable[[str], object] = print) -> ReindexFigures:
     source = bench_source(count)
     cold = _timed(lambda: _run(source))  # cold only on the first run: the embedding cache persists
     log(f"build: {cold:.1f}s")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 
 @dataclass(frozen=True)
@@ -20,34 +21,48 @@ class StoredDocument:
     mtime: float | None
 
 
+class FreshDocument(Protocol):
+    """A document as a source holds it now (catalog.services.DocumentInput)."""
+
+    path: str
+    sha256: str
+    size: int
+    mtime: float | None
+    replaces: int | None  # set by diff_documents: the stored document it supersedes
+
+
+Fresh = TypeVar("Fresh", bound=FreshDocument)
+
+
 @dataclass
-class Diff:
-    added: list = field(default_factory=list)  # DocumentInput
-    changed: list = field(default_factory=list)  # DocumentInput (same path, new content)
+class Diff(Generic[Fresh]):
+    added: list[Fresh] = field(default_factory=list)
+    changed: list[Fresh] = field(default_factory=list)  # same path, new content
     removed: list[int] = field(default_factory=list)  # stored pks
+    replaced: list[int] = field(default_factory=list)  # stored pks of the changed documents' old versions
     unchanged: int = 0
     restat: list[tuple[int, int, float | None]] = field(default_factory=list)  # same content, new size/mtime
 
     @property
-    def to_index(self) -> list:
+    def to_index(self) -> list[Fresh]:
         return self.added + self.changed
 
     @property
     def stale_pks(self) -> list[int]:
         """Stored documents whose rows go: removed ones and the old versions of changed ones."""
-        return self.removed + [doc.replaces for doc in self.changed]
+        return self.removed + self.replaced
 
 
-def stat_unchanged(stored: StoredDocument | None, size: int, mtime: float | None) -> bool:
-    return stored is not None and stored.size == size and stored.mtime is not None and stored.mtime == mtime
+def stat_unchanged(stored: StoredDocument, size: int, mtime: float | None) -> bool:
+    return stored.size == size and stored.mtime is not None and stored.mtime == mtime
 
 
-def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable, *, full: bool = False) -> Diff:
-    """Classify `fresh` documents (objects with path, sha256, size, mtime and a settable
-    `replaces`) against `stored`. With `full`, every document is re-indexed."""
+def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, full: bool = False) -> Diff[Fresh]:
+    """Classify `fresh` documents against `stored`, setting `replaces` on the changed
+    ones. With `full`, every document is re-indexed."""
     by_path = {doc.path: doc for doc in stored}
-    diff = Diff()
-    seen = set()
+    diff: Diff[Fresh] = Diff()
+    seen: set[str] = set()
     for doc in fresh:
         seen.add(doc.path)
         old = by_path.get(doc.path)
@@ -56,6 +71,7 @@ def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable, *, full: b
         elif full or old.sha256 != doc.sha256:
             doc.replaces = old.pk
             diff.changed.append(doc)
+            diff.replaced.append(old.pk)
         else:
             diff.unchanged += 1
             if (old.size, old.mtime) != (doc.size, doc.mtime):

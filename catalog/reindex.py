@@ -95,7 +95,9 @@ def locked_source_ids() -> set[int]:
 def _fail_stale_runs(source_id: int, *, keep: int | None = None) -> int:
     """Fail the source's runs marked running; call only while holding its lock, so none
     of them can have a live worker (a worker holds the lock for as long as it runs)."""
-    stale = IndexRun.objects.filter(source_id=source_id, status=IndexRun.Status.RUNNING).exclude(pk=keep)
+    stale = IndexRun.objects.filter(source_id=source_id, status=IndexRun.Status.RUNNING)
+    if keep is not None:
+        stale = stale.exclude(pk=keep)
     failed = stale.update(status=IndexRun.Status.FAILED, error="interrupted: its worker stopped",
                           finished_at=timezone.now())
     if failed:
@@ -198,7 +200,10 @@ def source_index_now(*, source: ReferenceSource, trigger: str, full: bool = Fals
                      progress: Progress | None = None) -> IndexRun:
     """Create a run and execute it in this process (commands, the demo loader)."""
     run = index_run_create(source=source, trigger=trigger, full=full)
-    return index_run_execute(run_id=run.pk, progress=progress)
+    executed = index_run_execute(run_id=run.pk, progress=progress)
+    if executed is None:  # the run went with its source, deleted meanwhile
+        raise SourceError(f"source {source.slug!r} was deleted before its run started")
+    return executed
 
 
 def source_import(*, catalog: Catalog, slug: str, documents: list[DocumentInput], trigger: str,

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from catalog import analysis
@@ -64,6 +65,14 @@ class DocumentInput:
     def __post_init__(self) -> None:
         if not self.sha256 and self.text is not None:
             self.sha256 = text_sha256(self.text)
+
+    @property
+    def loaded_text(self) -> str:
+        """The text of a document being indexed or stored: always read by then (a full
+        rebuild first reads what the stat cache skipped: _read_unread)."""
+        if self.text is None:
+            raise RuntimeError(f"{self.path}: its text was never read")
+        return self.text
 
 
 @dataclass
@@ -208,7 +217,7 @@ def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Co
             skipped.append((relative, f"unsupported file type {real.suffix or '(none)'}; md, txt and rst are read"))
             continue
         known = stored.get(relative)
-        if stat_unchanged(known, info.st_size, info.st_mtime):
+        if known is not None and stat_unchanged(known, info.st_size, info.st_mtime):
             documents.append(DocumentInput(relative, "", None, info.st_size, info.st_mtime, known.sha256))
             continue
         try:
@@ -276,8 +285,8 @@ def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: E
     prepared = []
     for index, doc in enumerate(documents):
         title = doc.title.strip()[:HEADING_CHARS]
-        pieces = chunk_text(doc.text, size=catalog.chunk_size, overlap=catalog.chunk_overlap)
-        fitted = fit_to_model(doc.text, pieces, count_tokens=_heading_counter(embedder, title),
+        pieces = chunk_text(doc.loaded_text, size=catalog.chunk_size, overlap=catalog.chunk_overlap)
+        fitted = fit_to_model(doc.loaded_text, pieces, count_tokens=_heading_counter(embedder, title),
                               max_tokens=embedder.max_tokens if embedder else 10**9, overlap=catalog.chunk_overlap)
         for piece, tokens in fitted:
             heading = "" if not title or title in piece.content else title
@@ -337,7 +346,7 @@ def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None 
 # --- writing ----------------------------------------------------------------------------
 
 
-def _delete_document_rows(cursor, document_pks: list[int]) -> None:
+def _delete_document_rows(cursor: CursorWrapper, document_pks: list[int]) -> None:
     """Remove documents with their chunks and postings, releasing their term counts."""
     if not document_pks:
         return
@@ -368,7 +377,7 @@ def _delete_document_rows(cursor, document_pks: list[int]) -> None:
     cursor.execute("DELETE FROM catalog_document WHERE id = ANY(%s)", [document_pks])
 
 
-def _upsert_terms(cursor, catalog_id: int, df: Counter[str]) -> dict[str, int]:
+def _upsert_terms(cursor: CursorWrapper, catalog_id: int, df: Counter[str]) -> dict[str, int]:
     if not df:
         return {}
     texts = sorted(df)  # a fixed order: concurrent writers lock term rows alike
@@ -384,7 +393,7 @@ def _upsert_terms(cursor, catalog_id: int, df: Counter[str]) -> dict[str, int]:
     return {text: term_id for term_id, text in cursor.fetchall()}
 
 
-def refresh_catalog_stats(cursor, catalog_id: int) -> None:
+def refresh_catalog_stats(cursor: CursorWrapper, catalog_id: int) -> None:
     """Recompute N, total length and the vocabulary's idf sum (rank_bm25's average idf)."""
     cursor.execute("DELETE FROM catalog_term WHERE catalog_id = %s AND df <= 0", [catalog_id])
     cursor.execute(
@@ -404,8 +413,8 @@ def refresh_catalog_stats(cursor, catalog_id: int) -> None:
     )
 
 
-def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], prepared: list[PreparedChunk],
-                  vectors: np.ndarray | None) -> None:
+def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list[Document],
+                  prepared: list[PreparedChunk], vectors: np.ndarray | None) -> None:
     cursor.execute(
         "SELECT nextval(pg_get_serial_sequence('catalog_chunk', 'id')) FROM generate_series(1, %s)", [len(prepared)]
     )
@@ -442,8 +451,8 @@ def _write_chunks(cursor, source: ReferenceSource, documents: list[Document], pr
     )
 
 
-def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff, prepared: list[PreparedChunk],
-                      vectors: np.ndarray | None) -> None:
+def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
+                      prepared: list[PreparedChunk], vectors: np.ndarray | None) -> None:
     """Switch the source to its new state in one transaction: readers see the old rows
     or the new ones, never a mix; unchanged documents and their chunks are untouched."""
     with transaction.atomic():
@@ -453,7 +462,7 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff,
         with connection.cursor() as cursor:
             _delete_document_rows(cursor, diff.stale_pks)
             documents = Document.objects.bulk_create([
-                Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.text,
+                Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.loaded_text,
                          content_sha256=d.sha256, size=d.size, mtime=d.mtime)
                 for d in diff.to_index
             ])
@@ -525,11 +534,9 @@ def _report(progress: Progress | None, stage: str) -> None:
 
 def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> None:
     """A full rebuild needs the text of files the stat cache skipped."""
-    stored = {d.pk: d for d in Document.objects.filter(pk__in=[d.replaces for d in documents if d.text is None])}
-    for doc in documents:
-        if doc.text is None:
-            old = stored[doc.replaces]
-            doc.text, doc.title = old.text, old.title
+    unread = {doc.replaces: doc for doc in documents if doc.text is None and doc.replaces is not None}
+    for old in Document.objects.filter(pk__in=list(unread)):
+        unread[old.pk].text, unread[old.pk].title = old.text, old.title
 
 
 # --- importing --------------------------------------------------------------------------
@@ -575,7 +582,7 @@ def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput]) 
     with transaction.atomic():
         UploadedFile.objects.filter(source=source).delete()
         UploadedFile.objects.bulk_create([
-            UploadedFile(source=source, path=d.path, title=d.title, text=d.text, sha256=d.sha256, size=d.size)
+            UploadedFile(source=source, path=d.path, title=d.title, text=d.loaded_text, sha256=d.sha256, size=d.size)
             for d in documents
         ])
 
