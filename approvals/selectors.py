@@ -14,9 +14,21 @@ from typing import Protocol
 
 
 class Governed(Protocol):
-    pk: int
-    requires_approval: bool
-    fingerprint: str
+    """A source as the gate reads it: a ReferenceSource, or retrieval's frozen SourceCard."""
+
+    @property
+    def pk(self) -> int: ...
+    @property
+    def requires_approval(self) -> bool: ...
+    @property
+    def fingerprint(self) -> str: ...
+
+
+class Requester(Protocol):
+    """An agent asking (retrieval.models.Agent: approvals sits below retrieval)."""
+
+    @property
+    def pk(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,6 @@ MISSING = InjectionDecision(allowed=False, state="missing",
                             reason="requires approval; no reviewer has approved it for this agent")
 
 
-def injection_decisions(*, agent, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
+def injection_decisions(*, agent: Requester | None, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
     """Decision per source pk for `agent` (an Agent, or None for a signed-in person)."""
     return {source.pk: MISSING if source.requires_approval else NOT_REQUIRED for source in sources}

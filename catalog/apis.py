@@ -4,25 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog.models import IndexRun, ReferenceSource
+from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.paths import upload_path_problem
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
 from config.api_errors import DomainError
 from config.fields import StrictCharField
-from retrieval.auth import get_catalog_for_caller, visible_catalogs
+from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from retrieval.models import Agent
 
 
-def _require_curator(caller) -> None:
+def _require_curator(caller: RequestUser) -> None:
     if isinstance(caller, Agent):
         allowed = caller.is_curator
     else:
@@ -31,9 +33,12 @@ def _require_curator(caller) -> None:
         raise PermissionDenied("Reindexing needs a curator token or a curator's session.")
 
 
-class IndexRunSerializer(serializers.ModelSerializer):
-    catalog = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class IndexRunSerializer(serializers.ModelSerializer[IndexRun]):
+    catalog: serializers.SlugRelatedField[Catalog] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # A field named like Field.source, which the stubs declare on every serializer (DRF's
+    # metaclass takes declared fields off the class, so there is no clash at run time).
+    source: serializers.SlugRelatedField[ReferenceSource] = serializers.SlugRelatedField(  # type: ignore[assignment]
+        slug_field="slug", read_only=True)
 
     class Meta:
         model = IndexRun
@@ -47,23 +52,23 @@ class ReindexApi(APIView):
     A source that already has a queued or running run returns that run instead.
     """
 
-    class QuerySerializer(serializers.Serializer):
-        source = serializers.SlugField(required=False)
+    class QuerySerializer(serializers.Serializer[None]):
+        source = serializers.SlugField(required=False)  # type: ignore[assignment]  # named like Field.source, as above
         full = serializers.BooleanField(required=False, default=False)
 
     @extend_schema(request=None, responses={202: IndexRunSerializer(many=True)}, operation_id="reindex_catalog",
                    parameters=[OpenApiParameter("source", str), OpenApiParameter("full", bool)])
-    def post(self, request, slug: str):
+    def post(self, request: Request, slug: str) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        catalog = get_catalog_for_caller(request.user, slug)
-        _require_curator(request.user)
+        catalog = get_catalog_for_caller(request_user(request), slug)
+        _require_curator(request_user(request))
         sources = catalog.sources.all()
         if "source" in query.validated_data:
             sources = sources.filter(slug=query.validated_data["source"])
             if not sources:
                 raise Http404(f"Catalog {slug!r} has no source {query.validated_data['source']!r}.")
-        trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
+        trigger = _trigger(request)
         runs = [index_run_request(source=s, trigger=trigger, full=query.validated_data["full"])[0] for s in sources]
         return Response({"runs": IndexRunSerializer(runs, many=True).data}, status=status.HTTP_202_ACCEPTED)
 
@@ -72,17 +77,17 @@ class IndexRunApi(APIView):
     """One index run: status, progress, counts, timings, error."""
 
     @extend_schema(responses=IndexRunSerializer, operation_id="get_index_run")
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         run = IndexRun.objects.select_related("catalog", "source").filter(
-            pk=pk, catalog__in=visible_catalogs(request.user)).first()
+            pk=pk, catalog__in=visible_catalogs(request_user(request))).first()
         if run is None:
             raise Http404(f"No index run {pk}.")
         return Response(IndexRunSerializer(run).data)
 
 
-def _curated_source(request, slug: str, source_slug: str) -> ReferenceSource:
-    catalog = get_catalog_for_caller(request.user, slug)
-    _require_curator(request.user)
+def _curated_source(request: Request, slug: str, source_slug: str) -> ReferenceSource:
+    catalog = get_catalog_for_caller(request_user(request), slug)
+    _require_curator(request_user(request))
     source = catalog.sources.select_related("catalog").filter(slug=source_slug).first()
     if source is None:
         raise Http404(f"Catalog {slug!r} has no source {source_slug!r}.")
@@ -97,9 +102,13 @@ def _source_errors_as_409() -> Iterator[None]:
         raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
 
 
-def _queued(request, source: ReferenceSource) -> dict:
-    trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
-    run, _ = index_run_request(source=source, trigger=trigger)
+def _trigger(request: Request) -> str:
+    """An agent's token asks through the API; a person's session through the UI."""
+    return IndexRun.Trigger.API if isinstance(request_user(request), Agent) else IndexRun.Trigger.UI
+
+
+def _queued(request: Request, source: ReferenceSource) -> dict[str, Any]:
+    run, _ = index_run_request(source=source, trigger=_trigger(request))
     return IndexRunSerializer(run).data
 
 
@@ -107,11 +116,11 @@ class SourceContentApi(APIView):
     """Replace an inline source's text; a reindex run is queued (returned)."""
 
     @extend_schema_serializer(component_name="InlineContent")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(serializers.Serializer[None]):
         content = StrictCharField(trim_whitespace=False)
 
     @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="set_inline_content")
-    def put(self, request, slug: str, source: str):
+    def put(self, request: Request, slug: str, source: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
@@ -125,7 +134,7 @@ class SourceFilesApi(APIView):
     reindex run is queued (returned) and indexes only that file's change."""
 
     @extend_schema_serializer(component_name="UploadFile")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(serializers.Serializer[None]):
         path = StrictCharField(max_length=1024, trim_whitespace=False,
                                help_text="Relative and normalised: see docs/api.md.")
         title = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
@@ -137,7 +146,7 @@ class SourceFilesApi(APIView):
             return value
 
     @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="put_upload_file")
-    def put(self, request, slug: str, source: str):
+    def put(self, request: Request, slug: str, source: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
@@ -148,7 +157,7 @@ class SourceFilesApi(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("path", str, required=True)], responses={202: dict},
                    operation_id="delete_upload_file")
-    def delete(self, request, slug: str, source: str):
+    def delete(self, request: Request, slug: str, source: str) -> Response:
         path = request.query_params.get("path", "")
         target = _curated_source(request, slug, source)
         if not upload_delete(source=target, path=path):

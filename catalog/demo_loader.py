@@ -16,16 +16,18 @@ import json
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from catalog.embedder import get_embedder
-from catalog.models import Catalog, IndexRun, ReferenceSource, Tag, tag_key
+from catalog.models import Catalog, IndexRun, ReferenceSource, Tag
 from catalog.reindex import source_index_now
 from catalog.services import Progress, SourceError, source_collect, source_roots
 from retrieval.detection import catalog_index
 from retrieval.models import Agent, hash_token, new_token
+from retrieval.tagmatch import tag_key
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_CATALOG = {"slug": "demo", "name": "Engineering handbook",
@@ -93,7 +95,7 @@ def _demo_location(location: str) -> str:
 
 
 @transaction.atomic
-def demo_source_upsert(*, catalog: Catalog, spec: dict) -> ReferenceSource:
+def demo_source_upsert(*, catalog: Catalog, spec: dict[str, Any]) -> ReferenceSource:
     source = ReferenceSource.objects.filter(catalog=catalog, slug=spec["slug"]).first() \
         or ReferenceSource(catalog=catalog, slug=spec["slug"])
     source.name, source.description = spec["name"], spec.get("description", "")

@@ -171,10 +171,12 @@ class Embedder:
             ids[row, : len(encoding)] = encoding
             mask[row, : len(encoding)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        outputs = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})
+        hidden = np.asarray(outputs[0], dtype=np.float32)  # the model's dense float32 output, as is
         summed = (hidden * mask[:, :, None]).sum(axis=1)
         pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)  # numpy: Any
+        return unit
 
 
 _embedder: Embedder | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Never
 
 from tqdm import tqdm
 
@@ -14,7 +15,7 @@ class ProgressBar:
 
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._bars: dict[str, tqdm] = {}
+        self._bars: dict[str, tqdm[Never]] = {}  # bars with a total, iterating nothing
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if not self.enabled or (total <= 1 and stage not in self._bars):

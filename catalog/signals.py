@@ -4,20 +4,24 @@ catalog's sources (the detection index) see tag edits as changes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_save, pre_delete
 from django.utils import timezone
 
 from catalog.models import ReferenceSource, Tag
 
 
-def _touch(source_pks) -> None:
+def _touch(source_pks: Iterable[int]) -> None:
     ReferenceSource.objects.filter(pk__in=list(source_pks)).update(updated_at=timezone.now())
 
 
-def source_tags_changed(sender, instance, action, reverse, pk_set, **kwargs) -> None:
+def source_tags_changed(sender: type[Model], instance: ReferenceSource | Tag, action: str, reverse: bool,
+                        pk_set: set[int] | None, **kwargs: object) -> None:
     if action not in ("post_add", "post_remove", "post_clear", "pre_clear"):
         return
-    if not reverse:
+    if isinstance(instance, ReferenceSource):  # source.tags changed (not reverse)
         _touch([instance.pk])
     elif action == "pre_clear":
         _touch(instance.sources.values_list("pk", flat=True))
@@ -25,7 +29,7 @@ def source_tags_changed(sender, instance, action, reverse, pk_set, **kwargs) -> 
         _touch(pk_set)
 
 
-def tag_changed(sender, instance: Tag, **kwargs) -> None:
+def tag_changed(sender: type[Tag], instance: Tag, **kwargs: object) -> None:
     if instance.pk:
         _touch(instance.sources.values_list("pk", flat=True))
 

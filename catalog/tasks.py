@@ -23,7 +23,7 @@ def scan() -> int:
     return len(sources_scan())
 
 
-def recover_on_worker_start(**kwargs) -> None:
+def recover_on_worker_start(**kwargs: object) -> None:
     """django-q2's post_spawn (each worker process as it starts): take over at once
     what a killed worker left, rather than at the next scan. A synchronous queue (the
     tests') runs each task in the caller and has no workers to recover."""
@@ -40,7 +40,7 @@ def recover_on_worker_start(**kwargs) -> None:
         logger.warning("worker start: %d index runs queued again", len(recovered))
 
 
-def ensure_scan_schedule(**kwargs) -> None:
+def ensure_scan_schedule(**kwargs: object) -> None:
     """post_migrate: keep the scan schedule's interval equal to the setting."""
     from django_q.models import Schedule
 

@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypeAlias
 
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
 
 from catalog.models import Catalog
 from retrieval.models import Agent, hash_token
+
+# request.user: an agent (by its bearer token) or a person (by session), anonymous on
+# pages that do not require sign-in.
+RequestUser: TypeAlias = Agent | User | AnonymousUser
+
+
+def request_user(request: Request) -> RequestUser:
+    """request.user as it can be: the stubs type it as a Django user only, while
+    AgentTokenAuthentication authenticates an Agent."""
+    return request.user
 
 
 class AgentTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[Agent, None] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
@@ -27,7 +41,7 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         return agent_for_token_hash(hash_token(token)), None
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return f'{self.keyword} realm="api"'
 
 
@@ -51,16 +65,16 @@ def _touch(agent: Agent) -> None:
         Agent.objects.filter(pk=agent.pk).update(last_used_at=now)
 
 
-def visible_catalogs(caller):
+def visible_catalogs(caller: RequestUser) -> QuerySet[Catalog]:
     """Catalogs an agent is scoped to; staff and curators see every catalog."""
     if isinstance(caller, Agent):
         return Catalog.objects.filter(agents=caller)
-    if getattr(caller, "is_staff", False) or caller.groups.filter(name="curator").exists():
+    if caller.is_staff or caller.groups.filter(name="curator").exists():
         return Catalog.objects.all()
     return Catalog.objects.none()
 
 
-def get_catalog_for_caller(caller, slug: str) -> Catalog:
+def get_catalog_for_caller(caller: RequestUser, slug: str) -> Catalog:
     """The catalog named `slug` if this caller may search it, else 404 (never 403:
     a catalog outside the caller's scope is indistinguishable from a missing one)."""
     catalog = visible_catalogs(caller).filter(slug=slug).first()
