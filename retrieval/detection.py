@@ -18,6 +18,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TypedDict
 
 import numpy as np
 from django.db import connection
@@ -90,7 +91,7 @@ class SourceCard:
 class CatalogIndex:
     catalog_id: int
     slug: str
-    stamp: tuple
+    stamp: tuple[object, ...]  # what the index was built from; a change rebuilds it
     cards: dict[str, SourceCard]
     matcher: TagMatcher
     key_slugs: dict[str, tuple[str, ...]]
@@ -108,7 +109,9 @@ class CatalogIndex:
         """Cosine similarity of a unit vector to every embedded source profile, by row."""
         if self.profile_matrix is None:
             return np.zeros(0, dtype=np.float32)
-        return self.profile_matrix @ vector
+        # numpy's stubs type this arithmetic as Any
+        similarities: np.ndarray = self.profile_matrix @ vector
+        return similarities
 
 
 _CONTENT_WORD = re.compile(r"(?<![\w-])[^\W\d_][\w-]*")
@@ -129,7 +132,7 @@ _indexes: dict[int, CatalogIndex] = {}
 _lock = threading.Lock()
 
 
-def _stamp(catalog_id: int, embedder: Embedder | None) -> tuple:
+def _stamp(catalog_id: int, embedder: Embedder | None) -> tuple[object, ...]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*), max(updated_at), max(indexed_at) FROM catalog_referencesource "
                        "WHERE catalog_id = %s", [catalog_id])
@@ -168,7 +171,7 @@ def source_cards(sources: Iterable[ReferenceSource]) -> list[SourceCard]:
     ]
 
 
-def _build(catalog: Catalog, stamp: tuple, embedder: Embedder | None) -> CatalogIndex:
+def _build(catalog: Catalog, stamp: tuple[object, ...], embedder: Embedder | None) -> CatalogIndex:
     sources = ReferenceSource.objects.filter(catalog=catalog).select_related("catalog").prefetch_related("tags")
     cards = {card.slug: card for card in source_cards(sources)}
     key_slugs: dict[str, list[str]] = defaultdict(list)
@@ -302,11 +305,19 @@ def contents_of(card: SourceCard, paths: list[str]) -> dict[str, list[str]]:
 # --- the reference graph ---------------------------------------------------------------
 
 
+class Parent(TypedDict):
+    """A source pointing at a discovered one: by an id mention or a markdown link."""
+
+    source_id: str
+    via: str  # mention | link
+    evidence: str  # the @id or the link target as written
+
+
 @dataclass
 class Discovered:
     card: SourceCard
     depth: int
-    parents: list[dict] = field(default_factory=list)  # {source_id, via, evidence}
+    parents: list[Parent] = field(default_factory=list)
 
 
 def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[str]]]:
@@ -383,7 +394,7 @@ def discover(index: CatalogIndex, roots: list[SourceCard], *, max_depth: int = M
                 if node is None:
                     node = seen[slug] = Discovered(card=index.cards[slug], depth=depth)
                     frontier.append(node.card)
-                parent = {"source_id": card.slug, "via": via, "evidence": evidence}
+                parent = Parent(source_id=card.slug, via=via, evidence=evidence)
                 if parent not in node.parents:
                     node.parents.append(parent)
     return seen

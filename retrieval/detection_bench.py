@@ -99,7 +99,7 @@ class DetectionBenchmark:
             missed.append(f"speed-up {self.ratio:.1f}x < {TARGET_RATIO:.0f}x")
         return missed
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             **asdict(self),
             "ratio": self.ratio,

@@ -56,7 +56,7 @@ class ModeReport:
     p50_ms: float
     p95_ms: float
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 

@@ -14,10 +14,10 @@ Ranking = Sequence[tuple[K, float]]
 
 
 def rrf(
-    rankings: Mapping[str, Ranking], *, k: int = 60, weights: Mapping[str, float] | None = None
+    rankings: Mapping[str, Ranking[K]], *, k: int = 60, weights: Mapping[str, float] | None = None
 ) -> list[tuple[K, float]]:
     """Reciprocal rank fusion: score = sum of weight / (k + rank), ranks from 1."""
-    fused: dict = {}
+    fused: dict[K, float] = {}
     for name, ranking in rankings.items():
         weight = 1.0 if weights is None else weights.get(name, 1.0)
         for rank, (key, _score) in enumerate(ranking, start=1):
@@ -45,7 +45,7 @@ NORMALISERS = {"minmax": minmax, "zscore": zscore}
 
 
 def convex(
-    rankings: Mapping[str, Ranking], *, weights: Mapping[str, float], normalise: str = "minmax"
+    rankings: Mapping[str, Ranking[K]], *, weights: Mapping[str, float], normalise: str = "minmax"
 ) -> list[tuple[K, float]]:
     """Weighted sum of per-list normalised scores.
 
@@ -54,7 +54,7 @@ def convex(
     score only) and one standard deviation below the worst hit under z-score.
     """
     norm = NORMALISERS[normalise]
-    normalised: dict[str, dict] = {}
+    normalised: dict[str, dict[K, float]] = {}
     floors: dict[str, float] = {}
     for name, ranking in rankings.items():
         if ranking:
@@ -62,21 +62,21 @@ def convex(
             normalised[name] = dict(zip((key for key, _ in ranking), values, strict=True))
             floors[name] = 0.0 if normalise == "minmax" else min(values) - 1.0
     keys = {key for ranking in normalised.values() for key in ranking}
-    fused = {}
+    fused: dict[K, float] = {}
     for key in keys:
         fused[key] = sum(weights.get(name, 0.0) * scores.get(key, floors[name]) for name, scores in normalised.items())
     return sorted(fused.items(), key=lambda item: -item[1])
 
 
-def tiebreak(primary: Ranking, secondary: Mapping[K, float], *, places: int = 9) -> list[tuple[K, float]]:
+def tiebreak(primary: Ranking[K], secondary: Mapping[K, float], *, places: int = 9) -> list[tuple[K, float]]:
     """Seed 004: order by primary score, ties (to `places` decimals) by secondary score."""
     return sorted(primary, key=lambda item: (-round(item[1], places), -secondary.get(item[0], float("-inf"))))
 
 
-def dedup(ranking: Ranking, group_of: Mapping[K, Hashable], *, per_group: int = 1) -> list[tuple[K, float]]:
+def dedup(ranking: Ranking[K], group_of: Mapping[K, Hashable], *, per_group: int = 1) -> list[tuple[K, float]]:
     """Keep the best `per_group` entries of each group (e.g. chunks of one document)."""
     seen: dict[Hashable, int] = {}
-    kept = []
+    kept: list[tuple[K, float]] = []
     for key, score in ranking:
         group = group_of[key]
         if seen.get(group, 0) < per_group:

@@ -61,6 +61,7 @@ class SearchResult:
 # --- lexical ----------------------------------------------------------------------------
 
 Row = tuple[int, int, float]  # (chunk pk, document pk, score)
+Params = dict[str, float | list[int] | list[float]]  # named SQL parameters
 
 
 def _bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
@@ -95,7 +96,7 @@ def _part(weight: str) -> str:
     return f"round({weight} * p.tf / (p.tf + %(c1)s::float8 + %(c2)s::float8 * p.dl))"
 
 
-def _score_params(catalog: Catalog) -> dict:
+def _score_params(catalog: Catalog) -> Params:
     k1, b = settings.LECTERN_BM25_K1, settings.LECTERN_BM25_B
     return {"c1": k1 * (1 - b), "c2": k1 * b / catalog.average_length}
 
@@ -104,7 +105,7 @@ def _scaled_weight(term: bm25.QueryTerm) -> float:
     return term.weight * (settings.LECTERN_BM25_K1 + 1) * SCALE  # times a power of two: exact
 
 
-def _walk_sql(terms: list[bm25.QueryTerm], params: dict, name: str, where: str = "TRUE") -> str:
+def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str = "TRUE") -> str:
     """(chunk_id, scaled score) over `terms` for every chunk holding one of them (none
     unless `where`, a condition on no column, holds).
 
@@ -120,7 +121,7 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: dict, name: str, where: str =
     return f"SELECT chunk_id, sum(part) AS score FROM ({merged}) m WHERE {where} GROUP BY chunk_id"
 
 
-def _probe_sql(terms: list[bm25.QueryTerm], params: dict, candidates: str, name: str) -> str:
+def _probe_sql(terms: list[bm25.QueryTerm], params: Params, candidates: str, name: str) -> str:
     """(chunk_id, scaled score) of each row of `candidates`, adding its parts from
     `terms`, each looked up by key (term_id, chunk_id)."""
     params[f"{name}_ids"] = [t.term_id for t in terms]
@@ -148,7 +149,7 @@ def _bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int) -> lis
     """The exact top `limit`, walking the postings of every term."""
     params = _score_params(catalog)
     params["limit"] = limit
-    return [row[:3] for row in _top_rows(_walk_sql(terms, params, "w"), params)]
+    return _top_rows(_walk_sql(terms, params, "w"), params)[0]
 
 
 def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25.QueryTerm],
@@ -182,14 +183,13 @@ def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25
         SELECT coalesce((SELECT score FROM ({completed}) s ORDER BY score DESC OFFSET %(limit)s - 1 LIMIT 1),
                         '-infinity') AS score
     """
-    rows = _top_rows(_probe_sql(probed, params, candidates, "p"), params, threshold=threshold)
-    return [row[:3] for row in rows], rows[0][3] / SCALE if rows else float("-inf")
+    return _top_rows(_probe_sql(probed, params, candidates, "p"), params, threshold=threshold)
 
 
-def _top_rows(scored: str, params: dict, *, threshold: str = "") -> list[tuple]:
-    """The top %(limit)s of `scored` by score, then chunk id: (chunk, document, score,
-    threshold), scores unscaled. `threshold` is the SQL of a one-row `score` that
-    `scored` reads as (SELECT score FROM threshold)."""
+def _top_rows(scored: str, params: Params, *, threshold: str = "") -> tuple[list[Row], float]:
+    """The top %(limit)s of `scored` by score, then chunk id, scores unscaled; and the
+    threshold's score, unscaled (-inf without rows or a threshold). `threshold` is the
+    SQL of a one-row `score` that `scored` reads as (SELECT score FROM threshold)."""
     with_threshold = f"WITH threshold AS MATERIALIZED ({threshold})" if threshold else ""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -202,7 +202,9 @@ def _top_rows(scored: str, params: dict, *, threshold: str = "") -> list[tuple]:
             """,
             params,
         )
-        return [(chunk, doc, score / SCALE, threshold) for chunk, doc, score, threshold in cursor.fetchall()]
+        fetched = cursor.fetchall()
+    rows = [(chunk, doc, score / SCALE) for chunk, doc, score, _ in fetched]
+    return rows, fetched[0][3] / SCALE if fetched and threshold else float("-inf")
 
 
 def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row], int]:
@@ -353,9 +355,10 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
         if mode == "hybrid":  # a zero score (idf 0: a term in half the chunks) is no evidence
             rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
-    if mode in ("vector", "hybrid"):
+    # vector is None only where an unavailable model turned the mode to bm25
+    if mode in ("vector", "hybrid") and vector is not None:
         lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth), options.dedup)
-    if mode == "bm25_tiebreak":
+    if mode == "bm25_tiebreak" and vector is not None:
         pks = [row[0] for row in lists["bm25"]]
         sims = vector_scores_for(vector=vector, chunk_pks=pks)
         lists["vector"] = sorted(((pk, doc, sims[pk]) for pk, doc, _ in lists["bm25"] if pk in sims),
