@@ -1,10 +1,11 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from retrieval.models import Agent, Selection, Trace
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(admin.ModelAdmin[Agent]):
     """Tokens are created with `manage.py create_agent` (shown once); here the scope,
     the profile and the active flag are edited."""
 
@@ -19,12 +20,12 @@ class AgentAdmin(admin.ModelAdmin):
         ("Detection", {"fields": ["semantic_threshold", "semantic_margin", "max_hints"]}),
     ]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
 @admin.register(Trace)
-class TraceAdmin(admin.ModelAdmin):
+class TraceAdmin(admin.ModelAdmin[Trace]):
     """Why each enrichment injected, hinted or withheld what it did (read-only)."""
 
     list_display = ["created_at", "caller", "surface", "hint_count", "took_ms", "degraded"]
@@ -37,18 +38,18 @@ class TraceAdmin(admin.ModelAdmin):
     def hint_count(self, trace: Trace) -> int:
         return len(trace.hints)
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Trace | None = None) -> bool:
         return False
 
 
 @admin.register(Selection)
-class SelectionAdmin(admin.ModelAdmin):
+class SelectionAdmin(admin.ModelAdmin[Selection]):
     list_display = ["agent", "source", "via", "updated_at"]
     list_filter = ["via", "agent"]
     readonly_fields = ["agent", "source", "via", "fingerprint", "trace", "created_at", "updated_at"]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False

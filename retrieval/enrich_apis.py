@@ -3,15 +3,20 @@ traces, reading a selected reference's files, and the startup instructions (seed
 
 from __future__ import annotations
 
+from typing import Any
+from uuid import UUID
+
 from django.conf import settings
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.fields import StrictCharField, StrictRegexField, StrictSlugField
 from retrieval import enrichment
+from retrieval.auth import RequestUser, request_user
 from retrieval.models import Agent, Trace
 
 
@@ -28,7 +33,7 @@ class EnrichApi(APIView):
     """Run the detection passes over a prompt or a tool result and return it enriched."""
 
     @extend_schema_serializer(component_name="Enrich")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(serializers.Serializer[None]):
         text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
         catalogs = _catalogs_field()
@@ -38,7 +43,7 @@ class EnrichApi(APIView):
                                       help_text="Files the tool read (for path containment).")
 
     @extend_schema_serializer(component_name="EnrichResponse")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):  # enrich_response()
         text = serializers.CharField()
         hints = serializers.ListField(child=serializers.DictField())
         pinned_reference = serializers.DictField(allow_null=True)
@@ -47,13 +52,13 @@ class EnrichApi(APIView):
         degraded = serializers.CharField(allow_null=True)
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="enrich")
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(enrich_response(request.user, data.validated_data))
+        return Response(enrich_response(request_user(request), data.validated_data))
 
 
-def enrich_response(user, params: dict) -> dict:
+def enrich_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The enrich endpoint's body for validated `params` (REST and the MCP tool)."""
     caller = enrichment.Caller.of(user, params.get("catalogs"))
     result = enrichment.enrich(caller=caller, text=params["text"], surface=params["surface"],
@@ -62,7 +67,7 @@ def enrich_response(user, params: dict) -> dict:
             "trace_id": str(result.trace.id), "took_ms": result.trace.took_ms, "degraded": result.degraded}
 
 
-def references_response(user, params: dict) -> dict:
+def references_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     caller = enrichment.Caller.of(user, [params["catalog"]] if params.get("catalog") else None)
     references = enrichment.list_references(caller=caller, tag=params["tag"], text=params["q"])
     return {"references": references, "count": len(references)}
@@ -71,7 +76,7 @@ def references_response(user, params: dict) -> dict:
 class ReferenceListApi(APIView):
     """listReferences: the references this caller may know about, by tag or text."""
 
-    class QuerySerializer(serializers.Serializer):
+    class QuerySerializer(serializers.Serializer[None]):
         tag = serializers.CharField(max_length=100, required=False, default="")
         q = serializers.CharField(max_length=200, required=False, default="")
         catalog = serializers.SlugField(max_length=64, required=False)
@@ -79,33 +84,33 @@ class ReferenceListApi(APIView):
     @extend_schema(responses={200: dict}, operation_id="list_references",
                    parameters=[OpenApiParameter("tag", str), OpenApiParameter("q", str),
                                OpenApiParameter("catalog", str)])
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return Response(references_response(request.user, query.validated_data))
+        return Response(references_response(request_user(request), query.validated_data))
 
 
 class ReferenceSelectApi(APIView):
     """selectReferences: authorise references by id or tag and return what may be read."""
 
     @extend_schema_serializer(component_name="ReferenceSelection")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(serializers.Serializer[None]):
         ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list)
         tags = serializers.ListField(child=StrictCharField(max_length=100), max_length=50, required=False,
                                      default=list)
         catalogs = _catalogs_field()
 
-        def validate(self, attrs: dict) -> dict:
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             if not attrs["ids"] and not attrs["tags"]:
                 raise serializers.ValidationError("give at least one id or tag")
             return attrs
 
     @extend_schema(request=InputSerializer, responses={200: dict}, operation_id="select_references")
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
-        caller = enrichment.Caller.of(request.user, params.get("catalogs"))
+        caller = enrichment.Caller.of(request_user(request), params.get("catalogs"))
         return Response(enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
 
 
@@ -114,13 +119,13 @@ class ReferenceFileApi(APIView):
 
     @extend_schema(responses={200: dict}, operation_id="read_reference_file",
                    parameters=[OpenApiParameter("path", str, required=True)])
-    def get(self, request, catalog: str, source_id: str):
+    def get(self, request: Request, catalog: str, source_id: str) -> Response:
         path = request.query_params.get("path", "")
         if not path or len(path) > 1024:
             from config.api_errors import DomainError
 
             raise DomainError("give the file's path (?path=...)", code="invalid_input")
-        caller = enrichment.Caller.of(request.user, [catalog])
+        caller = enrichment.Caller.of(request_user(request), [catalog])
         document = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
         return Response({"source_id": source_id, "catalog": catalog, "path": document.path, "title": document.title,
                          "sha256": document.content_sha256, "text": document.text})
@@ -130,12 +135,13 @@ class TraceApi(APIView):
     """One enrichment trace; an agent sees only its own."""
 
     @extend_schema(responses={200: dict}, operation_id="get_trace")
-    def get(self, request, trace_id):
+    def get(self, request: Request, trace_id: UUID) -> Response:
         traces = Trace.objects.all()
-        if isinstance(request.user, Agent):
-            traces = traces.filter(agent=request.user)
-        elif not request.user.is_staff:
-            traces = traces.filter(caller=request.user.get_username(), agent=None)
+        user = request_user(request)
+        if isinstance(user, Agent):
+            traces = traces.filter(agent=user)
+        elif not user.is_staff:
+            traces = traces.filter(caller=user.get_username(), agent=None)
         trace = traces.filter(pk=trace_id).first()
         if trace is None:
             raise Http404(f"No trace {trace_id}.")
@@ -149,5 +155,5 @@ class InstructionsApi(APIView):
     transitively, and the rag_search hint for rag agents."""
 
     @extend_schema(responses={200: dict}, operation_id="agent_instructions")
-    def get(self, request):
-        return Response(enrichment.agent_instructions(caller=enrichment.Caller.of(request.user)))
+    def get(self, request: Request) -> Response:
+        return Response(enrichment.agent_instructions(caller=enrichment.Caller.of(request_user(request))))

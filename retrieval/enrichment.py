@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -19,9 +20,10 @@ from catalog.embedder import embedder_status, get_embedder
 from catalog.models import Catalog, Document, ReferenceSource
 from config.api_errors import DomainError
 from retrieval import formatting
-from retrieval.auth import visible_catalogs
+from retrieval.auth import RequestUser, visible_catalogs
 from retrieval.detection import (
     CatalogIndex,
+    Parent,
     SourceCard,
     catalog_index,
     containing_source,
@@ -48,7 +50,7 @@ class Caller:
     profile: Agent  # the agent itself, or an unsaved Agent holding the default profile
 
     @classmethod
-    def of(cls, user, catalog_slugs: list[str] | None = None) -> Caller:
+    def of(cls, user: RequestUser, catalog_slugs: list[str] | None = None) -> Caller:
         catalogs = list(visible_catalogs(user).order_by("slug"))
         if catalog_slugs:
             known = {c.slug: c for c in catalogs}
@@ -68,9 +70,16 @@ class Candidate:
     matched: list[str] = field(default_factory=list)
     score: float | None = None
     action: str = "hint"  # expand | pin | hint | cut (over max_hints) | none (withheld expansion)
-    parents: list[dict] = field(default_factory=list)
+    parents: list[Parent] = field(default_factory=list)
     decision: InjectionDecision | None = None
     note: str = ""
+
+    @property
+    def decided(self) -> InjectionDecision:
+        """The gate's decision, which _decide() asks for before anything reads it."""
+        if self.decision is None:
+            raise RuntimeError(f"{self.qualified_id} was read before the gate decided on it")
+        return self.decision
 
     @property
     def key(self) -> tuple[int, str]:
@@ -80,8 +89,8 @@ class Candidate:
     def qualified_id(self) -> str:
         return f"{self.card.catalog}/{self.card.slug}"
 
-    def as_dict(self) -> dict:
-        data = {"source_id": self.card.slug, "catalog": self.card.catalog, "name": self.card.name,
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "name": self.card.name,
                 "matched": self.matched, "via": self.via,
                 "score": None if self.score is None else round(self.score, 4), "injected": self.action,
                 "withheld": bool(self.decision and not self.decision.allowed),
@@ -94,8 +103,8 @@ class Candidate:
 @dataclass
 class EnrichResult:
     text: str
-    hints: list[dict]
-    pinned_reference: dict | None
+    hints: list[dict[str, Any]]
+    pinned_reference: dict[str, Any] | None
     trace: Trace
     degraded: str | None
 
@@ -155,10 +164,10 @@ class _Passes:
     def __init__(self, caller: Caller, indexes: list[CatalogIndex], excluded: set[tuple[int, str]]) -> None:
         self.caller, self.indexes, self.excluded = caller, indexes, excluded
         self.candidates: dict[tuple[int, str], Candidate] = {}
-        self.steps: list[dict] = []
+        self.steps: list[dict[str, Any]] = []
         self.degraded: str | None = None
 
-    def step(self, name: str, started: float, **details) -> None:
+    def step(self, name: str, started: float, **details: object) -> None:
         self.steps.append({"pass": name, "ms": round((time.perf_counter() - started) * 1000, 3), **details})
 
     def eligible(self, card: SourceCard) -> bool:
@@ -217,7 +226,7 @@ class _Passes:
         pools = []
         for index in self.indexes:
             scores = index.similarities(vector)
-            if not len(scores):
+            if not len(scores) or index.selectable is None:  # no embedded profiles
                 continue
             open_rows = index.selectable.copy()
             for catalog_id, slug in [*self.candidates, *self.excluded]:
@@ -231,25 +240,26 @@ class _Passes:
         # Absolute floor, and close to the best: similarity levels drift with the
         # text's length and style, the gap to the best much less.
         threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)
-        found, below = [], []
+        found: list[tuple[float, Candidate]] = []  # (score, candidate)
+        below: list[tuple[float, Candidate]] = []
         for index, pool in pools:
             order = np.argsort(-pool, kind="stable")
             for row in order[: int((pool >= threshold).sum()) + 3]:
                 if pool[row] == -np.inf:
                     break
-                candidate = Candidate(card=index.cards[index.profile_slugs[row]], via="semantic",
-                                      score=float(pool[row]))
-                (found if pool[row] >= threshold else below).append(candidate)
-        found.sort(key=lambda c: (-c.score, c.card.catalog, c.card.slug))
-        below.sort(key=lambda c: -c.score)
-        for candidate in found:
+                score = float(pool[row])
+                candidate = Candidate(card=index.cards[index.profile_slugs[row]], via="semantic", score=score)
+                (found if pool[row] >= threshold else below).append((score, candidate))
+        found.sort(key=lambda pair: (-pair[0], pair[1].card.catalog, pair[1].card.slug))
+        below.sort(key=lambda pair: -pair[0])
+        for _, candidate in found:
             self.candidates[candidate.key] = candidate
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
                   floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
                   embedded_tokens=head_tokens, embedded_text=read_as, embed_ms=embed_ms,
-                  candidates={c.qualified_id: round(c.score, 4) for c in found},
-                  nearest_below_threshold={c.qualified_id: round(c.score, 4) for c in below[:3]})
-        return found
+                  candidates={c.qualified_id: round(score, 4) for score, c in found},
+                  nearest_below_threshold={c.qualified_id: round(score, 4) for score, c in below[:3]})
+        return [candidate for _, candidate in found]
 
     def path(self, text: str, paths: list[str], preselected: list[SourceCard]) -> Candidate | None:
         started = time.perf_counter()
@@ -298,9 +308,9 @@ def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: lis
     for ident in selected:
         for index in indexes:
             catalog, _, slug = ident.rpartition("/")
-            slug = index.ids.get(slug.lower())
-            if slug and catalog in ("", index.slug):
-                keys.add((index.catalog_id, slug))
+            known = index.ids.get(slug.lower())
+            if known and catalog in ("", index.slug):
+                keys.add((index.catalog_id, known))
     return keys
 
 
@@ -324,7 +334,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
     _decide(caller, roots)  # a withheld reference's content must not steer discovery either
-    linked = run.links([c for c in roots if c.decision.allowed])
+    linked = run.links([c for c in roots if c.decided.allowed])
 
     ranked = tagged + semantic + linked
     run.rank(ranked)
@@ -332,11 +342,11 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     gate_started = time.perf_counter()
     _decide(caller, surfaced)
     run.step("governance", gate_started, decisions=[
-        {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decision.as_dict()} for c in surfaced])
+        {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict()} for c in surfaced])
 
     format_started = time.perf_counter()
     blocks = []
-    allowed_expansions = [c for c in expanded if c.decision.allowed]
+    allowed_expansions = [c for c in expanded if c.decided.allowed]
     for candidate in allowed_expansions:
         related = sorted(slug for (cat, slug), c in run.candidates.items()
                          if c.via == "link" and any(p["source_id"] == candidate.card.slug for p in c.parents))
@@ -344,19 +354,19 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     pinned_out = None
     if pinned is not None:
         pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
-                      "path": pinned.matched[0], "withheld": not pinned.decision.allowed,
-                      "reason": pinned.decision.reason, "context": None}
-        if pinned.decision.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
+                      "path": pinned.matched[0], "withheld": not pinned.decided.allowed,
+                      "reason": pinned.decided.reason, "context": None}
+        if pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
             context = formatting.reading_block(reference_text(pinned.card), pinned.matched[0])
             pinned_out["context"] = context
             blocks.append(context)
     for candidate in expanded:
-        if not candidate.decision.allowed:
+        if not candidate.decided.allowed:
             candidate.action = "none"
     hints = [c for c in ranked if c.action == "hint"]
     blocks.append(formatting.hint_block(
         formatting.HintLine(source_id=c.card.slug, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
-                            withheld_reason="" if c.decision.allowed else c.decision.reason)
+                            withheld_reason="" if c.decided.allowed else c.decided.reason)
         for c in expanded + hints if c.action != "expand"))
     enriched = formatting.append_blocks(clean, blocks)
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
@@ -382,7 +392,8 @@ def insert_trace(trace: Trace) -> None:
     commit does not wait for the WAL flush: a crash may lose the last few traces, never
     corrupt anything. Inside a transaction (a grant rides along) the commit stays durable."""
     fields = Trace._meta.concrete_fields
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    # a concrete field is one with a column (the stubs type Field.column as optional)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # type: ignore[arg-type]
     values = [f.get_db_prep_save(f.pre_save(trace, add=True), connection) for f in fields]
     commit = "off" if connection.get_autocommit() else "on"
     with connection.cursor() as cursor:
@@ -401,7 +412,7 @@ def _is_root_markdown(card: SourceCard, path: str) -> bool:
 # --- listReferences / selectReferences --------------------------------------------------
 
 
-def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[dict]:
+def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[dict[str, Any]]:
     indexes = _indexes(caller)
     cards = [card for index in indexes for card in index.cards.values()]
     if tag:
@@ -420,7 +431,9 @@ def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[di
 
 def _resolve_ids(indexes: list[CatalogIndex], ids: list[str]) -> tuple[list[SourceCard], list[str], list[str]]:
     """(cards, unknown ids, ambiguous ids). An id is `source` or `catalog/source`."""
-    cards, unknown, ambiguous = [], [], []
+    cards: list[SourceCard] = []
+    unknown: list[str] = []
+    ambiguous: list[str] = []
     for ident in ids:
         catalog, _, slug = ident.lstrip("@").rpartition("/")
         matches = [index.cards[index.ids[slug.lower()]] for index in indexes
@@ -434,7 +447,7 @@ def _resolve_ids(indexes: list[CatalogIndex], ids: list[str]) -> tuple[list[Sour
     return cards, unknown, ambiguous
 
 
-def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dict:
+def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dict[str, Any]:
     """Resolve ids and tags to references, authorise those the gate allows, and return
     for each what the agent may read; those withheld come back with the reason.
     Unknown or ambiguous ids and tags nobody carries are refused before anything is
@@ -511,7 +524,7 @@ def _source_body(card: SourceCard, budget_left: int) -> str | None:
     return "\n\n".join(f"#### {path}\n\n{text.strip()}" for path, text in documents)
 
 
-def agent_instructions(*, caller: Caller) -> dict:
+def agent_instructions(*, caller: Caller) -> dict[str, Any]:
     """The startup block: AUTO sources' content within the token budget, preselected
     sources resolved transitively (their content too for `preload` agents), and the
     rag_search hint for `rag` agents. Nothing is ever cut mid-document: a source that
@@ -524,7 +537,8 @@ def agent_instructions(*, caller: Caller) -> dict:
         roots = [card for card in preselected if card.catalog_id == index.catalog_id]
         taken = {card.slug for card in auto + preselected if card.catalog_id == index.catalog_id}
         discovered += [node for slug, node in sorted(discover(index, roots).items()) if slug not in taken]
-    entries = [(card, "auto", []) for card in auto] + [(card, "preselected", []) for card in preselected]
+    entries: list[tuple[SourceCard, str, list[Parent]]] = [(card, "auto", []) for card in auto]
+    entries += [(card, "preselected", []) for card in preselected]
     entries += [(node.card, "link", node.parents) for node in discovered]
     decisions = injection_decisions(agent=caller.agent, sources=[card for card, _, _ in entries])
 
@@ -536,9 +550,10 @@ def agent_instructions(*, caller: Caller) -> dict:
                     f"{names}. It returns up to {caller.profile.default_top_k} results as "
                     "`--- Result N (score: 0.XXX, source: path) ---` followed by the passage.")
     loaded: dict[int, str] = {}  # pk -> section, in entry order
-    report: dict[int, dict] = {}
+    report: dict[int, dict[str, Any]] = {}
     for card, via, parents in entries:
-        item = {"source_id": card.slug, "catalog": card.catalog, "name": card.name, "via": via, "tokens": 0}
+        item: dict[str, Any] = {"source_id": card.slug, "catalog": card.catalog, "name": card.name, "via": via,
+                                "tokens": 0}
         if parents:
             item["parents"] = parents
         decision = decisions[card.pk]

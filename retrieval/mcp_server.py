@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -133,18 +134,19 @@ class ToolSpec:
 
     name: str
     description: str
-    serializer: type[serializers.Serializer]
+    serializer: type[serializers.Serializer[None]]
     arguments: tuple[str, ...]
-    run: Callable[[Agent, dict], types.CallToolResult]
+    run: Callable[[Agent, dict[str, Any]], types.CallToolResult]
     read_only: bool = False
     notes: dict[str, str] = field(default_factory=dict)  # argument descriptions for the client
     # Arguments fill_defaults supplies (from the agent's profile) when they are omitted.
     filled: tuple[str, ...] = ()
-    fill_defaults: Callable[[Agent, dict], dict] | None = None
+    fill_defaults: Callable[[Agent, dict[str, Any]], dict[str, Any]] | None = None
 
     def describe(self) -> types.Tool:
         fields = self.serializer().fields
-        properties, required = {}, []
+        properties: dict[str, dict[str, Any]] = {}
+        required: list[str] = []
         for name in self.arguments:
             schema = field_schema(fields[name])
             if name in self.notes:
@@ -166,7 +168,7 @@ class ToolSpec:
             annotations=types.ToolAnnotations(read_only_hint=self.read_only, open_world_hint=False),
         )
 
-    def validate(self, agent: Agent, arguments: dict[str, Any]) -> dict:
+    def validate(self, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
         """The serializer's validated data; a null argument counts as omitted."""
         unknown = sorted(set(arguments) - set(self.arguments))
         if unknown:
@@ -181,7 +183,7 @@ class ToolSpec:
         return dict(data.validated_data)
 
 
-def field_schema(field: serializers.Field) -> dict[str, Any]:
+def field_schema(field: serializers.Field[Any, Any, Any, Any]) -> dict[str, Any]:
     """JSON Schema for the serializer fields tools take, with the same limits."""
     if isinstance(field, serializers.ListField):
         schema = _limits(
@@ -193,14 +195,17 @@ def field_schema(field: serializers.Field) -> dict[str, Any]:
         schema = _limits({"type": "integer"}, minimum=field.min_value, maximum=field.max_value)
     elif isinstance(field, serializers.CharField):
         schema = _limits({"type": "string"}, maxLength=field.max_length, minLength=field.min_length)
-        patterns = [v.regex.pattern for v in field.validators if isinstance(v, RegexValidator)]
+        # RegexValidator compiles its regex (lazily); the stubs also allow the str given
+        patterns = [v.regex.pattern for v in field.validators
+                    if isinstance(v, RegexValidator) and isinstance(v.regex, re.Pattern)]
         if patterns:
             schema["pattern"] = patterns[0]
     else:
         raise TypeError(f"no JSON Schema mapping for {type(field).__name__}")
     if field.help_text:
         schema["description"] = str(field.help_text)
-    if field.default is not empty and not callable(field.default):
+    # `empty` marks a field without a default, a value the stubs leave out of Field.default
+    if field.default is not empty and not callable(field.default):  # type: ignore[comparison-overlap]
         schema["default"] = field.default
     return schema
 
@@ -209,7 +214,7 @@ def _limits(schema: dict[str, Any], **limits: int | None) -> dict[str, Any]:
     return {**schema, **{key: value for key, value in limits.items() if value is not None}}
 
 
-def _json_result(data: dict, *, text: str | None = None, is_error: bool = False) -> types.CallToolResult:
+def _json_result(data: dict[str, Any], *, text: str | None = None, is_error: bool = False) -> types.CallToolResult:
     """A REST view's JSON body as structuredContent and, unless another text is given, as text."""
     plain = json.loads(json.dumps(data, cls=JSONEncoder))  # what DRF's JSON renderer would send
     text = json.dumps(plain, ensure_ascii=False) if text is None else text
@@ -219,7 +224,7 @@ def _json_result(data: dict, *, text: str | None = None, is_error: bool = False)
 # rag_search
 
 
-def format_hits(hits: list[dict]) -> str:
+def format_hits(hits: list[dict[str, Any]]) -> str:
     """Seed 003's rag_search output: one `--- Result N (score: 0.XXX, source: path) ---`
     block per hit, or a fixed sentence when there is none."""
     if not hits:
@@ -230,7 +235,7 @@ def format_hits(hits: list[dict]) -> str:
     )
 
 
-def _search_defaults(agent: Agent, arguments: dict) -> dict:
+def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
     """top_k defaults to the agent's default_top_k; catalog to its only catalog."""
     arguments = {"top_k": agent.default_top_k, **arguments}
     if "catalog" not in arguments:
@@ -244,7 +249,7 @@ def _search_defaults(agent: Agent, arguments: dict) -> dict:
     return arguments
 
 
-def _rag_search(agent: Agent, params: dict) -> types.CallToolResult:
+def _rag_search(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     body = search_response(agent, params)
     return _json_result(body, text=format_hits(body["results"]))
 
@@ -252,16 +257,16 @@ def _rag_search(agent: Agent, params: dict) -> types.CallToolResult:
 # the enrichment operations
 
 
-def _list_references(agent: Agent, params: dict) -> types.CallToolResult:
+def _list_references(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     return _json_result(references_response(agent, params))
 
 
-def _select_references(agent: Agent, params: dict) -> types.CallToolResult:
+def _select_references(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     caller = enrichment.Caller.of(agent, params.get("catalogs"))
     return _json_result(enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
 
 
-def _enrich(agent: Agent, params: dict) -> types.CallToolResult:
+def _enrich(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     return _json_result(enrich_response(agent, params))
 
 
@@ -347,7 +352,10 @@ def call_tool(tool: ToolSpec, token_hash: str, arguments: dict[str, Any]) -> typ
         agent = _agent(token_hash)
         return tool.run(agent, tool.validate(agent, arguments))
     except (APIException, Http404) as exc:
-        return _json_result(exception_handler(exc, {}).data, is_error=True)
+        response = exception_handler(exc, {})
+        if response is None:  # not reached: DRF's handler answers both
+            raise
+        return _json_result(response.data, is_error=True)
     finally:
         close_old_connections()
 

@@ -1,11 +1,18 @@
 """OpenAPI description of agent bearer tokens (drf-spectacular extension)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
     target_class = "retrieval.auth.AgentTokenAuthentication"
     name = "agentToken"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
         return {"type": "http", "scheme": "bearer", "description": "An agent token from manage.py create_agent."}

@@ -14,7 +14,7 @@ def purge_traces() -> int:
     return 0 if before is None else traces_purge(before=before)
 
 
-def ensure_purge_schedule(**kwargs) -> None:
+def ensure_purge_schedule(**kwargs: object) -> None:
     """post_migrate: an hourly purge while a retention is set, none while traces are kept
     forever (the task reads the setting again when it runs)."""
     from django_q.models import Schedule

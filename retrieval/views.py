@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -15,7 +16,7 @@ from retrieval.selectors import SearchOptions, SearchUnavailable, chunk_search
 
 @login_required
 @require_GET
-def home(request):
+def home(request: HttpRequest) -> HttpResponse:
     catalogs = visible_catalogs(request.user).annotate(source_count=Count("sources")).order_by("slug")
     form = SearchForm(catalogs=catalogs)
     return render(request, "retrieval/home.html", {
@@ -25,11 +26,11 @@ def home(request):
 
 @login_required
 @require_GET
-def search_results(request):
+def search_results(request: HttpRequest) -> HttpResponse:
     """One view, two renders: htmx gets the results partial, a plain GET the page."""
     catalogs = visible_catalogs(request.user)
     form = SearchForm(request.GET, catalogs=catalogs)
-    context = {"form": form, "result": None, "error": None}
+    context: dict[str, object] = {"form": form, "result": None, "error": None}
     if form.is_valid():
         data = form.cleaned_data
         options = SearchOptions(mode=data["mode"], top_k=data["top_k"], dedup=data["dedup"])
@@ -38,7 +39,7 @@ def search_results(request):
         except SearchUnavailable as exc:
             context["error"] = f"Vector search is unavailable: {exc}"
     else:
-        context["error"] = "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
+        context["error"] = "; ".join(f"{field}: {' '.join(map(str, errs))}" for field, errs in form.errors.items())
     template = "retrieval/partials/results.html" if request.headers.get("HX-Request") else "retrieval/search.html"
     status = 400 if context["error"] and not form.is_valid() else 200
     return render(request, template, context, status=status)
