@@ -175,7 +175,8 @@ class Embedder:
         hidden = np.asarray(outputs[0], dtype=np.float32)  # the model's dense float32 output, as is
         summed = (hidden * mask[:, :, None]).sum(axis=1)
         pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)  # numpy: Any
+        # numpy's stubs type this arithmetic as Any
+        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return unit
 
 

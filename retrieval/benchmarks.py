@@ -86,7 +86,9 @@ def perturb_text(text: str, rng: np.random.Generator, vocabulary: list[str], *, 
 def jitter(vectors: np.ndarray, rng: np.random.Generator, sigma: float) -> np.ndarray:
     """Unit vectors near `vectors`: Gaussian noise per dimension, re-normalised."""
     noisy = vectors + rng.normal(0.0, sigma, size=vectors.shape).astype(np.float32)
-    return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+    # numpy's stubs type this arithmetic as Any
+    unit: np.ndarray = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+    return unit
 
 
 def vocabulary_of(texts: list[str]) -> list[str]:
@@ -315,7 +317,7 @@ def catalog_latencies(*, catalog: Catalog, queries: list[str]) -> list[LatencyRe
 def median_report(runs: list[LatencyReport]) -> LatencyReport:
     """Repeated runs of one catalog and mode as one report: the median of each figure."""
     def middle(name: str) -> float:
-        return statistics.median(getattr(run, name) for run in runs)
+        return statistics.median(float(getattr(run, name)) for run in runs)
 
     return replace(runs[0], p50_ms=middle("p50_ms"), p95_ms=middle("p95_ms"), mean_ms=middle("mean_ms"),
                    p95_runs=[run.p95_ms for run in runs])
@@ -390,9 +392,12 @@ class BareOnnx:
             ids[row, : len(encoding.ids)] = encoding.ids
             mask[row, : len(encoding.ids)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})[0]
+        outputs = self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})
+        hidden = np.asarray(outputs[0], dtype=np.float32)  # the model's dense float32 output, as is
         pooled = (hidden * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        # numpy's stubs type this arithmetic as Any
+        unit: np.ndarray = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        return unit
 
 
 @dataclass
@@ -423,7 +428,7 @@ class IndexBenchmark:
         return statistics.median(a / b for a, b in zip(self.pipeline_chunks_per_s, self.bare_chunks_per_s,
                                                        strict=True))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "pipeline_median": self.pipeline_median, "bare_median": self.bare_median,
                 "ratio": self.ratio, "paired_ratio": self.paired_ratio}
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -51,7 +52,7 @@ class EnrichLatency:
     embed_p50_ms: float  # the embedding alone
 
 
-def _corpus(dataset: Path, count: int) -> list[dict]:
+def _corpus(dataset: Path, count: int) -> list[dict[str, Any]]:
     rows = []
     with (dataset / "corpus.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
@@ -142,21 +143,23 @@ def _measure(client: APIClient, texts: list[str], surface: str, warmup: int) -> 
                          embed_p50_ms=round(statistics.median(embed_ms), 3) if embed_ms else 0.0)
 
 
-def semantic_self_recall(catalog: Catalog, *, tokens: int, count: int = 300) -> dict:
+def semantic_self_recall(catalog: Catalog, *, tokens: int, count: int = 300) -> dict[str, float]:
     """How often the semantic pass alone finds a reference from a 4 KB passage of its
     own text that its profile does not hold (the profile ends 600 characters in): the
     reference's rank among all profiles when `tokens` tokens of the passage are embedded."""
-    index = catalog_index(catalog)
+    index, embedder = catalog_index(catalog), get_embedder()
+    if embedder is None or index.profile_matrix is None:
+        raise BenchmarkError("semantic recall needs the embedding model (and profiles embedded with it)")
     sources = [s for s in catalog.sources.order_by("pk").only("slug", "content") if len(s.content) > 1400][:count]
     passages = [content_words(s.content[600:4696], tokens) for s in sources]  # as enrich reads a tool result
-    vectors = get_embedder().embed(passages, max_tokens=tokens)
+    vectors = embedder.embed(passages, max_tokens=tokens)
     scores = vectors @ index.profile_matrix.T
     ranks = np.array([(row > row[index.rows[s.slug]]).sum() + 1 for row, s in zip(scores, sources, strict=True)])
     return {"passages": len(sources), "recall_at_1": round(float((ranks == 1).mean()), 3),
             "recall_at_5": round(float((ranks <= 5).mean()), 3), "mrr": round(float((1 / ranks).mean()), 3)}
 
 
-def _median_of_rounds(rounds: list[EnrichLatency]) -> dict:
+def _median_of_rounds(rounds: list[EnrichLatency]) -> dict[str, object]:
     """Each figure as the median over rounds, with every round's p95 kept."""
     merged = {key: value if isinstance(value, str) else round(statistics.median(getattr(r, key) for r in rounds), 3)
               for key, value in asdict(rounds[0]).items()}
@@ -164,7 +167,7 @@ def _median_of_rounds(rounds: list[EnrichLatency]) -> dict:
 
 
 def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, tool_tokens: list[int],
-                     repeat: int, log: Log) -> dict:
+                     repeat: int, log: Log) -> dict[str, Any]:
     """Prompts, and 4 KB tool results once per head length in `tool_tokens`, side by
     side: `repeat` rounds, each running every configuration in a rotated order (this
     machine is shared and noisy), every figure the median over rounds. Each head
@@ -180,7 +183,7 @@ def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, to
     prompts = (prompts * (calls // max(len(prompts), 1) + 1))[:calls]
     tool_results = _tool_results(dataset, max(calls // 3, 20))
     configs = [("prompt", None), *(("tool_result", tokens) for tokens in tool_tokens)]
-    rounds: dict[tuple, list[EnrichLatency]] = {config: [] for config in configs}
+    rounds: dict[tuple[str, int | None], list[EnrichLatency]] = {config: [] for config in configs}
     for round_no in range(repeat):
         shift = round_no % len(configs)
         for surface, tokens in configs[shift:] + configs[:shift]:
