@@ -48,7 +48,7 @@ def assert_exact_slices(text: str, chunks: list[Chunk]) -> None:
 
 
 def assert_covers(text: str, chunks: list[Chunk]) -> None:
-    covered = set()
+    covered: set[int] = set()
     for c in chunks:
         covered.update(range(c.start, c.end))
     lost = [i for i, ch in enumerate(text) if not ch.isspace() and i not in covered]

@@ -36,6 +36,7 @@ def test_default_model_embeds_unit_vectors_that_rank_paraphrases_closer():
 
 def test_batched_embedding_equals_one_at_a_time():
     embedder = get_embedder()
+    assert embedder is not None
     texts = ["short", "a somewhat longer sentence about caching and invalidation", "mid length text here"]
 
     together = embedder.embed(texts)
@@ -46,6 +47,7 @@ def test_batched_embedding_equals_one_at_a_time():
 
 def test_token_counts_are_not_truncated():
     embedder = get_embedder()
+    assert embedder is not None
     long_text = "word " * 600
 
     assert embedder.count_tokens([long_text])[0] > 600
@@ -61,6 +63,7 @@ def test_token_counts_are_not_truncated():
 ])
 def test_a_head_is_the_whole_texts_first_tokens(text):
     embedder = get_embedder()
+    assert embedder is not None
     whole = embedder._tokenizer.encode(text).ids
     expected = whole if len(whole) <= 64 else whole[:63] + whole[-1:]
 

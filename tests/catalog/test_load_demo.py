@@ -49,6 +49,13 @@ def load_demo() -> str:
     return out.getvalue()
 
 
+def printed(line: re.Pattern[str], output: str) -> str:
+    """What `line` captured in the output, which must hold it."""
+    match = line.search(output)
+    assert match is not None, f"no line matching {line.pattern!r} in:\n{output}"
+    return match.group(1)
+
+
 def search(token: str, query: str) -> tuple[int, dict]:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -86,7 +93,7 @@ def test_first_run_builds_the_catalog_its_sources_and_tags():
 def test_the_admin_password_is_random_printed_once_and_never_stored_in_clear_or_logged(caplog):
     with caplog.at_level(logging.DEBUG):
         first_output = load_demo()
-    password = ADMIN_LINE.search(first_output).group(1)
+    password = printed(ADMIN_LINE, first_output)
     admin = get_user_model().objects.get(username="admin")
 
     assert len(password) >= 16 and password != "lectern"
@@ -97,7 +104,7 @@ def test_the_admin_password_is_random_printed_once_and_never_stored_in_clear_or_
     assert not ADMIN_LINE.search(load_demo()), "shown when created, never again"
 
     admin.delete()
-    assert ADMIN_LINE.search(load_demo()).group(1) != password, "a new one each time one is created"
+    assert printed(ADMIN_LINE, load_demo()) != password, "a new one each time one is created"
 
 
 def test_an_admin_still_on_the_former_fixed_password_gets_a_random_one():
@@ -106,7 +113,7 @@ def test_an_admin_still_on_the_former_fixed_password_gets_a_random_one():
     admin.set_password("lectern")
     admin.save()
 
-    password = ADMIN_LINE.search(load_demo()).group(1)
+    password = printed(ADMIN_LINE, load_demo())
 
     admin.refresh_from_db()
     assert admin.check_password(password) and not admin.check_password("lectern")
@@ -142,9 +149,9 @@ def test_a_changed_file_is_reindexed_on_the_next_run():
 
 
 def test_printed_token_finds_the_circuit_breaker_and_rotates_on_each_run():
-    first = TOKEN_LINE.search(load_demo()).group(1)
+    first = printed(TOKEN_LINE, load_demo())
     output = load_demo()
-    token = TOKEN_LINE.search(output).group(1)
+    token = printed(TOKEN_LINE, output)
 
     status, body = search(token, QUESTION)
 

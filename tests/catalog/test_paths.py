@@ -36,4 +36,5 @@ def test_relative_normalised_printable_paths_are_valid(path):
     ("/".join(["b" * 200] * 6), f"{MAX_PATH_CHARS}"),
 ])
 def test_other_paths_are_refused_saying_why(path, problem):
-    assert problem in upload_path_problem(path)
+    refusal = upload_path_problem(path)
+    assert refusal is not None and problem in refusal

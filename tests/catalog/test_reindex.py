@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
 from catalog.reindex import (
     LOCK_NAMESPACE,
-    index_run_create,
     index_run_execute,
     index_run_request,
     runs_recover,
+    source_index_now,
     sources_scan,
 )
 from catalog.services import source_index
@@ -145,23 +145,25 @@ def test_an_index_run_records_counts_progress_and_timings(files):
     files.write("a.md", random_text(random.Random(2)))
     source = glob_source("runs")
 
-    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+    run = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
 
     assert run.status == IndexRun.Status.SUCCEEDED
     assert run.progress == 100
     assert run.counts["documents_added"] == 1
     assert set(run.timings) == {"collect", "chunk", "embed", "write"}
+    assert run.started_at is not None and run.finished_at is not None
     assert run.started_at <= run.finished_at
 
 
 def test_executing_a_finished_run_again_does_nothing(files):
     files.write("a.md", random_text(random.Random(3)))
     source = glob_source("idem")
-    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+    run = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
     finished_at = run.finished_at
 
     again = index_run_execute(run_id=run.pk)
 
+    assert again is not None
     assert again.finished_at == finished_at
     assert again.status == IndexRun.Status.SUCCEEDED
 
@@ -171,7 +173,7 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_next(files):
     source = glob_source("stale")
     dead = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="schedule", status="running")
 
-    run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+    run = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
 
     dead.refresh_from_db()
     assert run.status == IndexRun.Status.SUCCEEDED

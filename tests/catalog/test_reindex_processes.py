@@ -31,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -120,11 +121,16 @@ def glob_source(slug: str) -> ReferenceSource:
 
 def run_in_process(source: ReferenceSource) -> IndexRun:
     run = index_run_execute(run_id=index_run_create(source=source, trigger=IndexRun.Trigger.COMMAND).pk)
+    assert run is not None
     assert run.status == IndexRun.Status.SUCCEEDED, run.error
     return run
 
 
 # --- child processes and the database's view of them ------------------------------------
+
+
+class Child(subprocess.Popen[bytes]):
+    log: Path  # where its stdout and stderr go
 
 
 class Children:
@@ -134,22 +140,23 @@ class Children:
                     "LECTERN_DB_NAME": connection.settings_dict["NAME"], "LECTERN_SOURCE_ROOTS": str(root),
                     "PGAPPNAME": self.app}
         self.env.pop("DATABASE_URL", None)
-        self.tmp_path, self.started = tmp_path, []
+        self.tmp_path = tmp_path
+        self.started: list[Child] = []
 
-    def start(self, source: ReferenceSource) -> subprocess.Popen:
+    def start(self, source: ReferenceSource) -> Child:
         """`manage.py index` of one source."""
         return self.command("index", "--catalog", source.catalog.slug, "--source", source.slug, "--no-progress")
 
-    def command(self, *args: str) -> subprocess.Popen:
+    def command(self, *args: str) -> Child:
         log = self.tmp_path / f"child-{len(self.started)}.log"
         with open(log, "wb") as out:
-            child = subprocess.Popen([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=self.env, stdout=out,
+            child = Child([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=self.env, stdout=out,
                                      stderr=subprocess.STDOUT)
         child.log = log
         self.started.append(child)
         return child
 
-    def finish(self, child: subprocess.Popen, timeout: float = 120) -> str:
+    def finish(self, child: Child, timeout: float = 120) -> str:
         """The output of a child that must exit 0 within `timeout` seconds."""
         try:
             rc = child.wait(timeout=timeout)
@@ -160,7 +167,7 @@ class Children:
         assert rc == 0, f"child {child.pid} exited {rc}:\n{output(child)}"
         return output(child)
 
-    def kill(self, child: subprocess.Popen, backend: dict) -> None:
+    def kill(self, child: Child, backend: dict) -> None:
         """SIGKILL a child held at a barrier, and end its backend: one waiting for a lock
         notices its client is gone only once granted the lock."""
         os.kill(child.pid, signal.SIGKILL)
@@ -193,7 +200,7 @@ class Children:
             self.wait_gone()
 
 
-def output(child: subprocess.Popen) -> str:
+def output(child: Child) -> str:
     return child.log.read_text(errors="replace")[-4000:]
 
 
@@ -237,10 +244,12 @@ class Barrier:
 
     def hold(self, catalog: Catalog, documents: list[DocumentInput]) -> list[str]:
         """Hold the last text a run indexing `documents` embeds; returns every text it embeds."""
-        texts = [chunk.text for chunk in prepare_chunks(catalog, documents, get_embedder())]
+        embedder = get_embedder()
+        assert embedder is not None
+        texts = [chunk.text for chunk in prepare_chunks(catalog, documents, embedder)]
         self.conn.execute("INSERT INTO catalog_embeddingcache (model, text_sha256, embedding, created_at) "
                           "VALUES (%s, %s, %s::vector, now())",
-                          [get_embedder().model_id, text_sha256(max(texts, key=len)), vector_literal(np.ones(384))])
+                          [embedder.model_id, text_sha256(max(texts, key=len)), vector_literal(np.ones(384))])
         return texts
 
     def release(self) -> None:
@@ -262,8 +271,12 @@ def at_barrier(children: Children) -> dict | None:
                  and "INSERT INTO catalog_embeddingcache" in b["query"]), None)
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str,
-             alive: tuple[subprocess.Popen, ...] = ()) -> object:
+Found = TypeVar("Found")
+
+
+def wait_for(predicate: Callable[[], Found | None], timeout: float, what: str,
+             alive: tuple[Child, ...] = ()) -> Found:
+    """What `predicate` returns once it is truthy."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -281,8 +294,16 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str,
         time.sleep(POLL)
 
 
-def latest_run(source: ReferenceSource, after: int = 0) -> IndexRun | None:
-    return IndexRun.objects.filter(source=source, pk__gt=after).order_by("-pk").first()
+def latest_run(source: ReferenceSource, after: int = 0) -> IndexRun:
+    run = IndexRun.objects.filter(source=source, pk__gt=after).order_by("-pk").first()
+    assert run is not None, f"no run of {source} after run {after}"
+    return run
+
+
+def ran_after(later: IndexRun, earlier: IndexRun) -> bool:
+    """`later` started once `earlier` had finished: one writer at a time."""
+    assert later.started_at is not None and earlier.finished_at is not None
+    return later.started_at >= earlier.finished_at
 
 
 def lock_source_row(holder: psycopg.Connection, source: ReferenceSource) -> None:
@@ -570,7 +591,7 @@ def test_two_workers_started_together_do_the_work_once(tree, children):
     assert worker.counts["chunks_written"] > 0
     assert idle.counts == {"documents_added": 0, "documents_changed": 0, "documents_removed": 0,
                            "documents_unchanged": 5, "chunks_embedded": 0, "chunks_reused": 0, "chunks_written": 0}
-    assert idle.started_at >= worker.finished_at  # one at a time
+    assert ran_after(idle, worker)
     assert_second_generation(source, tree)
 
 
@@ -603,7 +624,7 @@ def test_a_second_worker_waits_while_the_first_holds_the_source_lock(tree, child
     assert (worker.counts["documents_added"], worker.counts["documents_changed"],
             worker.counts["documents_removed"]) == (2, 1, 1)
     assert idle.counts["chunks_written"] == 0 and idle.counts["documents_unchanged"] == 4
-    assert idle.started_at >= worker.finished_at
+    assert ran_after(idle, worker)
     assert advisory_lock(source) == []
     assert_second_generation(source, tree)
 
@@ -639,7 +660,7 @@ def test_an_import_holds_its_source_against_the_scan_and_other_writers(tree, chi
     assert f"imported/corpus: run {imported.pk}: 12 documents" in out
     assert imported.status == IndexRun.Status.SUCCEEDED and imported.counts["documents_added"] == 12
     assert idle.status == IndexRun.Status.SUCCEEDED and idle.counts["chunks_written"] == 0
-    assert idle.started_at >= imported.finished_at
+    assert ran_after(idle, imported)
     assert Document.objects.filter(source=source).count() == 12
     assert_consistent(catalog)
 

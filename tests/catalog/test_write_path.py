@@ -345,7 +345,7 @@ def test_create_agent_prints_a_working_token_and_stores_only_its_hash(indexed_ca
     token = out.getvalue().strip()
     agent = Agent.objects.get(name="helper-bot")
     assert agent.token_hash == hash_token(token)
-    stored = [str(value) for value in Agent.objects.filter(pk=agent.pk).values().first().values()]
+    stored = [str(value) for value in Agent.objects.filter(pk=agent.pk).values().get().values()]
     assert token not in stored
     assert list(agent.catalogs.values_list("slug", flat=True)) == ["ops"]
     response = APIClient().post("/api/v1/search", {"catalog": "ops", "query": "retry", "mode": "bm25"},

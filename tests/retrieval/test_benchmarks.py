@@ -110,10 +110,12 @@ def test_a_build_with_the_hnsw_index_deferred_restores_it_and_keeps_postings_exa
     bench, build_s = bench_catalog_ensure(base=base_catalog, chunks=30, rebuild=False, seed=1, sigma=0.02,
                                           log=lambda line: None, defer_hnsw=True)
 
-    assert (bench.slug, bench.chunk_count) == ("bench-30", 30) and build_s > 0
+    assert (bench.slug, bench.chunk_count) == ("bench-30", 30) and build_s is not None and build_s > 0
     assert before is not None and hnsw_definition() == before
     assert term_postings_mismatches(bench) == []
-    vector = vector_literal(np.asarray(Chunk.objects.filter(catalog=bench).first().embedding))
+    chunk = Chunk.objects.filter(catalog=bench).first()
+    assert chunk is not None
+    vector = vector_literal(np.asarray(chunk.embedding))
     assert len(vector_search(catalog=bench, vector=vector, limit=5)) == 5
 
 

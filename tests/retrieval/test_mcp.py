@@ -17,14 +17,15 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from django.db import connection
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
@@ -52,7 +53,9 @@ class McpServer:
     blocking portal), so that sync tests can call its tools."""
 
     def __init__(self, log: Path) -> None:
-        self.log, self.stack, self.session = log, ExitStack(), None
+        self.log, self.stack = log, ExitStack()
+        self.portal: BlockingPortal | None = None
+        self.session: ClientSession | None = None
         self.stream_errors: list[Exception] = []  # lines on stdout that were not protocol
 
     def start(self) -> None:
@@ -79,11 +82,17 @@ class McpServer:
             await session.initialize()
             yield session
 
-    def list_tools(self) -> dict:
-        return {tool.name: tool for tool in self.portal.call(self.session.list_tools).tools}
+    def _started(self) -> tuple[BlockingPortal, ClientSession]:
+        assert self.portal is not None and self.session is not None, "start() the server first"
+        return self.portal, self.session
+
+    def list_tools(self) -> dict[str, Tool]:
+        portal, session = self._started()
+        return {tool.name: tool for tool in portal.call(lambda: session.list_tools()).tools}
 
     def call(self, name: str, **arguments) -> CallToolResult:
-        return self.portal.call(functools.partial(self.session.call_tool, name, arguments))
+        portal, session = self._started()
+        return portal.call(functools.partial(session.call_tool, name, arguments))
 
     def close(self) -> None:
         self.stack.close()
@@ -106,7 +115,7 @@ def agent(indexed_catalog) -> Agent:
 
 
 @pytest.fixture
-def mcp(server, agent) -> McpServer:
+def mcp(server, agent) -> Iterator[McpServer]:
     server.start()
     yield server
     assert server.stream_errors == [], "the server wrote something other than the protocol to stdout"
@@ -119,8 +128,15 @@ def rest() -> APIClient:
     return client
 
 
+def text_of(result: CallToolResult) -> str:
+    """The result's text: the one content item every tool result carries."""
+    content = result.content[0]
+    assert isinstance(content, TextContent), content
+    return content.text
+
+
 def ok(result: CallToolResult) -> dict:
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, text_of(result)
     return result.structured_content
 
 
@@ -128,7 +144,7 @@ def error(result: CallToolResult, code: str) -> dict:
     """The REST error body the result carries, as text and as structuredContent."""
     assert result.is_error
     body = result.structured_content
-    assert json.loads(result.content[0].text) == body
+    assert json.loads(text_of(result)) == body
     assert set(body) == {"error"} and body["error"]["code"] == code and body["error"]["message"]
     return body["error"]
 
@@ -162,7 +178,7 @@ def test_rag_search_answers_in_seed_003_format_with_the_agent_defaults(mcp, agen
     result = mcp.call("rag_search", query="how should transient failures be retried?")
 
     data = ok(result)
-    text = result.content[0].text
+    text = text_of(result)
     headers = RESULT_HEADER.findall(text)
     assert [int(n) for n, _, _ in headers] == [1, 2]  # top_k: the agent's default
     assert headers[0][2] == "retries.md"
@@ -187,7 +203,7 @@ def test_rag_search_modes_and_an_empty_answer(mcp):
 
     assert [hit["document_id"] for hit in lexical["results"]] == ["caching.md"]
     assert lexical["mode"] == "bm25"
-    assert nothing.content[0].text == "No relevant documentation found for your query."
+    assert text_of(nothing) == "No relevant documentation found for your query."
     assert ok(nothing)["results"] == []
 
 
@@ -198,7 +214,7 @@ def test_rag_search_needs_a_catalog_when_the_agent_has_several(mcp, agent, make_
     named = mcp.call("rag_search", query="retry", catalog="ops", top_k=1)
 
     assert "catalog" in error(refused, "invalid_input")["details"]["fields"]
-    assert RESULT_HEADER.findall(named.content[0].text)[0][2] == "retries.md"
+    assert RESULT_HEADER.findall(text_of(named))[0][2] == "retries.md"
 
 
 def test_list_and_select_references_answer_what_the_rest_api_does(mcp, rest):

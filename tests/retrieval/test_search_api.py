@@ -35,8 +35,9 @@ def client():
 
 
 def search(client: APIClient, token: str | None = None, **body):
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    return client.post(URL, body, format="json", **headers)
+    if token:
+        return client.post(URL, body, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(URL, body, format="json")
 
 
 def index_state() -> tuple:
@@ -126,7 +127,8 @@ def test_last_use_is_written_at_most_once_a_minute(client, ops_token):
     stale = timezone.now() - timedelta(minutes=5)
     Agent.objects.filter(name="ops-agent").update(last_used_at=stale)
     search(client, ops_token, catalog="ops", query="retry", mode="bm25")
-    assert Agent.objects.get(name="ops-agent").last_used_at > stale
+    last_used = Agent.objects.get(name="ops-agent").last_used_at
+    assert last_used is not None and last_used > stale
 
 
 def test_convex_fusion_applies_the_weights_to_zscore_normalised_lists(client, ops_token):

@@ -32,7 +32,7 @@ def trace_made_at(created_at: datetime, text: str = "a prompt", agent: Agent | N
     return trace
 
 
-def remaining() -> set[str]:
+def remaining() -> set[str | None]:
     return set(Trace.objects.values_list("text", flat=True))
 
 
@@ -45,6 +45,7 @@ def test_a_trace_just_outside_the_window_goes_and_one_just_inside_stays(settings
     trace_made_at(NOW, "new")
 
     cutoff = trace_retention_cutoff(now=NOW)
+    assert cutoff is not None
     deleted = traces_purge(before=cutoff)
 
     assert cutoff == edge
