@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -16,6 +16,7 @@ from catalog.models import IndexRun, ReferenceSource
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
 from config.api_errors import DomainError
+from config.api_schema import errors
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.models import Agent
 
@@ -29,14 +30,35 @@ def _require_curator(caller) -> None:
         raise PermissionDenied("Reindexing needs a curator token or a curator's session.")
 
 
+class IndexRunCountsSerializer(serializers.Serializer):
+    """Filled in when a run succeeds; empty before."""
+
+    documents_added = serializers.IntegerField(required=False)
+    documents_changed = serializers.IntegerField(required=False)
+    documents_removed = serializers.IntegerField(required=False)
+    documents_unchanged = serializers.IntegerField(required=False)
+    chunks_embedded = serializers.IntegerField(required=False)
+    chunks_reused = serializers.IntegerField(required=False)
+    chunks_written = serializers.IntegerField(required=False)
+
+
 class IndexRunSerializer(serializers.ModelSerializer):
     catalog = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    counts = IndexRunCountsSerializer()
+    timings = serializers.DictField(child=serializers.FloatField(),
+                                    help_text="Seconds per stage (collect, chunk, embed, write); empty until done.")
 
     class Meta:
         model = IndexRun
         fields = ["id", "catalog", "source", "trigger", "full", "status", "stage", "progress", "counts", "timings",
                   "error", "created_at", "started_at", "finished_at"]
+
+
+CURATOR_ERRORS = {
+    403: "`forbidden`: the caller is not a curator (a reader token, or a session outside the curator group).",
+    404: "`not_found`: no such catalog or source for this caller.",
+}
 
 
 class ReindexApi(APIView):
@@ -46,11 +68,15 @@ class ReindexApi(APIView):
     """
 
     class QuerySerializer(serializers.Serializer):
-        source = serializers.SlugField(required=False)
-        full = serializers.BooleanField(required=False, default=False)
+        source = serializers.SlugField(required=False, help_text="Only this source.")
+        full = serializers.BooleanField(required=False, default=False, help_text="Re-chunk and re-embed everything.")
 
-    @extend_schema(request=None, responses={202: IndexRunSerializer(many=True)}, operation_id="reindex_catalog",
-                   parameters=[OpenApiParameter("source", str), OpenApiParameter("full", bool)])
+    class OutputSerializer(serializers.Serializer):
+        runs = IndexRunSerializer(many=True)
+
+    @extend_schema(request=None, parameters=[QuerySerializer], operation_id="reindex_catalog",
+                   responses={202: OutputSerializer, **errors({
+                       400: "`invalid_input`: a query parameter is not valid.", **CURATOR_ERRORS})})
     def post(self, request, slug: str):
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -63,13 +89,14 @@ class ReindexApi(APIView):
                 raise Http404(f"Catalog {slug!r} has no source {query.validated_data['source']!r}.")
         trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
         runs = [index_run_request(source=s, trigger=trigger, full=query.validated_data["full"])[0] for s in sources]
-        return Response({"runs": IndexRunSerializer(runs, many=True).data}, status=status.HTTP_202_ACCEPTED)
+        return Response(self.OutputSerializer({"runs": runs}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class IndexRunApi(APIView):
     """One index run: status, progress, counts, timings, error."""
 
-    @extend_schema(responses=IndexRunSerializer, operation_id="get_index_run")
+    @extend_schema(operation_id="get_index_run", responses={200: IndexRunSerializer, **errors({
+        404: "`not_found`: no such run in a catalog this caller may see."})})
     def get(self, request, pk: int):
         run = IndexRun.objects.select_related("catalog", "source").filter(
             pk=pk, catalog__in=visible_catalogs(request.user)).first()
@@ -95,10 +122,15 @@ def _source_errors_as_409() -> Iterator[None]:
         raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
 
 
-def _queued(request, source: ReferenceSource) -> dict:
+def _queued(request, source: ReferenceSource) -> IndexRun:
     trigger = IndexRun.Trigger.API if isinstance(request.user, Agent) else IndexRun.Trigger.UI
     run, _ = index_run_request(source=source, trigger=trigger)
-    return IndexRunSerializer(run).data
+    return run
+
+
+def _editing_errors(kind: str) -> dict:
+    return errors({400: "`invalid_input`: a field is missing or not valid; `details.fields` says which.",
+                   **CURATOR_ERRORS, 409: f"`wrong_source_kind`: the source is not an {kind} source."})
 
 
 class SourceContentApi(APIView):
@@ -108,14 +140,20 @@ class SourceContentApi(APIView):
     class InputSerializer(serializers.Serializer):
         content = serializers.CharField(trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="set_inline_content")
+    class OutputSerializer(serializers.Serializer):
+        source = serializers.SlugField()
+        run = IndexRunSerializer(help_text="The run that indexes the change (or the one already queued).")
+
+    @extend_schema(request=InputSerializer, operation_id="set_inline_content",
+                   responses={202: OutputSerializer, **_editing_errors("inline")})
     def put(self, request, slug: str, source: str):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
             inline_set(source=target, content=data.validated_data["content"])
-        return Response({"source": target.slug, "run": _queued(request, target)}, status=status.HTTP_202_ACCEPTED)
+        return Response(self.OutputSerializer({"source": target.slug, "run": _queued(request, target)}).data,
+                        status=status.HTTP_202_ACCEPTED)
 
 
 class SourceFilesApi(APIView):
@@ -128,22 +166,37 @@ class SourceFilesApi(APIView):
         title = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
         text = serializers.CharField(trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="put_upload_file")
+    class PathSerializer(serializers.Serializer):
+        path = serializers.CharField(max_length=1024, help_text="The file to remove.")
+
+    class OutputSerializer(serializers.Serializer):
+        source = serializers.SlugField()
+        path = serializers.CharField()
+        run = IndexRunSerializer(help_text="The run that indexes the change (or the one already queued).")
+
+    @extend_schema(request=InputSerializer, operation_id="put_upload_file",
+                   responses={202: OutputSerializer, **_editing_errors("upload")})
     def put(self, request, slug: str, source: str):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
             upload_put(source=target, **data.validated_data)
-        return Response({"source": target.slug, "path": data.validated_data["path"], "run": _queued(request, target)},
-                        status=status.HTTP_202_ACCEPTED)
+        return self._queued_response(request, target, data.validated_data["path"])
 
-    @extend_schema(parameters=[OpenApiParameter("path", str, required=True)], responses={202: dict},
-                   operation_id="delete_upload_file")
+    @extend_schema(parameters=[PathSerializer], operation_id="delete_upload_file",
+                   responses={202: OutputSerializer, **errors({
+                       400: "`invalid_input`: `path` is missing or too long.", **CURATOR_ERRORS,
+                       404: "`not_found`: no such catalog, source or file for this caller."})})
     def delete(self, request, slug: str, source: str):
-        path = request.query_params.get("path", "")
+        query = self.PathSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        path = query.validated_data["path"]
         target = _curated_source(request, slug, source)
         if not upload_delete(source=target, path=path):
             raise Http404(f"Source {source!r} has no file {path!r}.")
-        return Response({"source": target.slug, "path": path, "run": _queued(request, target)},
-                        status=status.HTTP_202_ACCEPTED)
+        return self._queued_response(request, target, path)
+
+    def _queued_response(self, request, target: ReferenceSource, path: str) -> Response:
+        body = {"source": target.slug, "path": path, "run": _queued(request, target)}
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)

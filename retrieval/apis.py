@@ -3,15 +3,56 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.embedder import embedder_status
 from config.api_errors import DomainError
+from config.api_schema import errors
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
+
+# Documents what trimming then the blank check enforce: a text of only whitespace is refused.
+NOT_BLANK = RegexValidator(r"\S", "must not be blank")
+
+_WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
+
+
+@extend_schema_field({
+    "type": "object", "properties": {"bm25": _WEIGHT, "vector": _WEIGHT}, "additionalProperties": False,
+    "description": "Per-component weights (RRF or convex); at least one positive.",
+    "anyOf": [{"required": ["bm25"], "properties": {"bm25": {"minimum": 0, "exclusiveMinimum": True}}},
+              {"required": ["vector"], "properties": {"vector": {"minimum": 0, "exclusiveMinimum": True}}}],
+})
+class WeightsField(serializers.DictField):
+    child = serializers.FloatField(min_value=0, max_value=100)
+
+
+class SearchScoresSerializer(serializers.Serializer):
+    bm25 = serializers.FloatField(help_text="0 when no query term is in the chunk.")
+    vector = serializers.FloatField(allow_null=True, help_text="Cosine similarity; null without embeddings.")
+    fused = serializers.FloatField(help_text="The score the hits are ranked by.")
+
+
+class SearchRanksSerializer(serializers.Serializer):
+    bm25 = serializers.IntegerField(allow_null=True, help_text="Null when the lexical list did not hold it.")
+    vector = serializers.IntegerField(allow_null=True, help_text="Null when the vector list did not hold it.")
+
+
+class SearchHitSerializer(serializers.Serializer):
+    rank = serializers.IntegerField(min_value=1)
+    chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
+    document_id = serializers.CharField(help_text="The document's path within its source.")
+    title = serializers.CharField()
+    source = serializers.CharField(help_text="The source's slug (the reference id).")
+    byte_offset = serializers.IntegerField(min_value=0)
+    content = serializers.CharField()
+    score = serializers.FloatField()
+    scores = SearchScoresSerializer()
+    ranks = SearchRanksSerializer()
 
 
 class SearchApi(APIView):
@@ -19,13 +60,13 @@ class SearchApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         catalog = serializers.SlugField(max_length=64)
-        query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)
+        query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, validators=[NOT_BLANK])
         top_k = serializers.IntegerField(min_value=1, max_value=1000, default=10)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
         normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
-        weights = serializers.DictField(child=serializers.FloatField(min_value=0, max_value=100), required=False)
-        dedup = serializers.BooleanField(default=False)
+        weights = WeightsField(required=False)
+        dedup = serializers.BooleanField(default=False, help_text="One chunk per document.")
 
         def validate_weights(self, value: dict) -> dict:
             unknown = set(value) - {"bm25", "vector"}
@@ -35,28 +76,23 @@ class SearchApi(APIView):
                 raise serializers.ValidationError("at least one weight must be positive")
             return value
 
-    class HitSerializer(serializers.Serializer):
-        rank = serializers.IntegerField()
-        chunk_id = serializers.CharField(source="key")
-        document_id = serializers.CharField()
-        title = serializers.CharField()
-        source = serializers.CharField()
-        byte_offset = serializers.IntegerField()
-        content = serializers.CharField()
-        score = serializers.FloatField()
-        scores = serializers.DictField(child=serializers.FloatField(allow_null=True))
-        ranks = serializers.DictField(child=serializers.IntegerField(allow_null=True))
-
-    # Distinct component names: both views' serializers would otherwise be "Output",
-    # and the schema would describe search results as catalogs.
-    @extend_schema_serializer(component_name="SearchResponse")
     class OutputSerializer(serializers.Serializer):
-        results = serializers.ListField(child=serializers.DictField())
-        mode = serializers.CharField()
+        results = SearchHitSerializer(many=True)
+        mode = serializers.ChoiceField(choices=MODES, help_text="The mode that ran: bm25 when degraded.")
         took_ms = serializers.FloatField()
-        degraded = serializers.CharField(allow_null=True)
+        degraded = serializers.CharField(allow_null=True, help_text="Why search fell back to lexical-only, if it did.")
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="rag_search")
+    @extend_schema(
+        request=InputSerializer, operation_id="rag_search",
+        responses={200: OutputSerializer, **errors({
+            400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
+            404: "`not_found`: no such catalog for this caller.",
+            409: "`embeddings_unavailable`: `mode: vector` while no embedding model is loaded.",
+        })},
+        examples=[OpenApiExample("hybrid", request_only=True,
+                                 value={"catalog": "demo", "query": "how should we handle transient failures?",
+                                        "top_k": 3})],
+    )
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -73,8 +109,9 @@ def search_response(caller, params: dict) -> dict:
     except SearchUnavailable as exc:
         raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
                           status_code=409) from None
-    hits = [SearchApi.HitSerializer({**hit.__dict__, "rank": i}).data for i, hit in enumerate(result.hits, start=1)]
-    return {"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2), "degraded": result.degraded}
+    hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
+    return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
+                                       "degraded": result.degraded}).data
 
 
 class CatalogListApi(APIView):
@@ -85,10 +122,10 @@ class CatalogListApi(APIView):
         slug = serializers.SlugField()
         name = serializers.CharField()
         description = serializers.CharField()
-        chunk_count = serializers.IntegerField()
-        source_count = serializers.IntegerField()
+        chunk_count = serializers.IntegerField(min_value=0)
+        source_count = serializers.IntegerField(min_value=0)
 
-    @extend_schema(responses=OutputSerializer(many=True), operation_id="list_catalogs")
+    @extend_schema(responses={200: OutputSerializer(many=True)}, operation_id="list_catalogs")
     def get(self, request):
         from django.db.models import Count
 
@@ -96,9 +133,18 @@ class CatalogListApi(APIView):
         return Response(self.OutputSerializer(catalogs, many=True).data)
 
 
+class EmbeddingsStatusSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["hybrid", "lexical-only"])
+    model = serializers.CharField(allow_null=True, help_text="The loaded model's id; null when none is.")
+    reason = serializers.CharField(allow_null=True, help_text="Why no model is loaded; null when one is.")
+
+
 class StatusApi(APIView):
     """Whether vector search is available, and with which model (seed 004's status)."""
 
-    @extend_schema(responses={200: dict}, operation_id="status")
+    class OutputSerializer(serializers.Serializer):
+        embeddings = EmbeddingsStatusSerializer()
+
+    @extend_schema(responses={200: OutputSerializer}, operation_id="status")
     def get(self, request):
-        return Response({"embeddings": embedder_status()})
+        return Response(self.OutputSerializer({"embeddings": embedder_status()}).data)
