@@ -68,7 +68,9 @@ class ReindexApi(APIView):
     """
 
     class QuerySerializer(serializers.Serializer):
-        source = serializers.SlugField(required=False, help_text="Only this source.")
+        # Given empty, a query parameter is read as absent: the schema admits "".
+        source = serializers.RegexField(r"^[-a-zA-Z0-9_]*$", max_length=100, required=False, allow_blank=True,
+                                        help_text="Only this source (default: every source of the catalog).")
         full = serializers.BooleanField(required=False, default=False, help_text="Re-chunk and re-embed everything.")
 
     class OutputSerializer(serializers.Serializer):
@@ -83,7 +85,7 @@ class ReindexApi(APIView):
         catalog = get_catalog_for_caller(request.user, slug)
         _require_curator(request.user)
         sources = catalog.sources.all()
-        if "source" in query.validated_data:
+        if query.validated_data.get("source"):
             sources = sources.filter(slug=query.validated_data["source"])
             if not sources:
                 raise Http404(f"Catalog {slug!r} has no source {query.validated_data['source']!r}.")

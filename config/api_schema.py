@@ -42,6 +42,10 @@ class LecternAutoSchema(AutoSchema):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         if operation is None:
             return None
+        if "requestBody" in operation:
+            # drf-spectacular calls a body optional when no one field is required; every
+            # body here is required as a whole (an absent one is refused like {}).
+            operation["requestBody"]["required"] = True
         ref = self.resolve_serializer(ErrorSerializer, "response").ref
         responses = operation["responses"]
         for status, description in self._framework_errors(has_body="requestBody" in operation).items():
@@ -57,6 +61,7 @@ class LecternAutoSchema(AutoSchema):
             400: "`malformed_request`: the request cannot be read (a bad Content-Length; a body that is not JSON).",
             406: "`not_acceptable`: the Accept header rules out application/json.",
             413: "`payload_too_large`: the body is over LECTERN_MAX_BODY_BYTES (1 MiB by default).",
+            503: "`database_unavailable`: the database cannot be reached; retry after `Retry-After` seconds.",
         }
         if self.view.get_permissions():
             found[401] = "`unauthenticated`: no bearer token or session, or an unknown or revoked token."

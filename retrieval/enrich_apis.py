@@ -147,10 +147,14 @@ class ReferenceListApi(APIView):
     """listReferences: the references this caller may know about, by tag or text."""
 
     class QuerySerializer(serializers.Serializer):
-        tag = serializers.CharField(max_length=100, required=False, default="", help_text="Only references with it.")
-        q = serializers.CharField(max_length=200, required=False, default="",
+        # A query parameter given empty is read as absent (DRF's rule for form-style
+        # input), so the schema admits "" for each.
+        tag = serializers.CharField(max_length=100, required=False, default="", allow_blank=True,
+                                    help_text="Only references with this tag.")
+        q = serializers.CharField(max_length=200, required=False, default="", allow_blank=True,
                                   help_text="Only references whose id, name, description or tags contain it.")
-        catalog = serializers.SlugField(max_length=64, required=False)
+        catalog = serializers.RegexField(r"^[-a-zA-Z0-9_]*$", max_length=64, required=False, allow_blank=True,
+                                         help_text="Only this catalog (default: all the caller may see).")
 
     class OutputSerializer(serializers.Serializer):
         references = ReferenceSerializer(many=True)
