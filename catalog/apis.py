@@ -62,7 +62,7 @@ CURATOR_ERRORS = {
 
 
 class ReindexApi(APIView):
-    """Queue a reindex of a catalog's sources (or one with ?source=); ?full=1 re-embeds all.
+    """Queue a reindex of a catalog's sources (or one with ?source=); ?full=true re-embeds all.
 
     A source that already has a queued or running run returns that run instead.
     """

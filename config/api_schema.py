@@ -49,8 +49,11 @@ class LecternAutoSchema(AutoSchema):
         ref = self.resolve_serializer(ErrorSerializer, "response").ref
         responses = operation["responses"]
         for status, description in self._framework_errors(has_body="requestBody" in operation).items():
-            responses.setdefault(str(status), {"description": description,
-                                               "content": {"application/json": {"schema": ref}}})
+            if str(status) in responses:  # the view's own reasons first, then these
+                responses[str(status)]["description"] += f" {description}"
+            else:
+                responses[str(status)] = {"description": description,
+                                          "content": {"application/json": {"schema": ref}}}
         operation["responses"] = dict(sorted(responses.items()))
         return operation
 
