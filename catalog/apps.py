@@ -7,9 +7,12 @@ class CatalogConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django_q.signals import post_spawn
+
         from catalog import signals
-        from catalog.tasks import ensure_scan_schedule
+        from catalog.tasks import ensure_scan_schedule, recover_on_worker_start
 
         signals.connect()
 
         post_migrate.connect(ensure_scan_schedule, sender=self, dispatch_uid="lectern-scan-schedule")
+        post_spawn.connect(recover_on_worker_start, dispatch_uid="lectern-recover-runs")

@@ -3,7 +3,7 @@
 demo_load() is idempotent, so `make run` can call it on every start:
   1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
   2. index each source whose files changed since it was last indexed (by fingerprint),
-     then embed the sources' detection profiles
+     each as an IndexRun under the source's lock, then embed the sources' detection profiles
   3. create the superuser "admin" (password "lectern") unless that user exists
   4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
 """
@@ -18,8 +18,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from catalog.embedder import get_embedder
-from catalog.models import Catalog, ReferenceSource, Tag, tag_key
-from catalog.services import IndexReport, Progress, source_collect, source_index, source_roots
+from catalog.models import Catalog, IndexRun, ReferenceSource, Tag, tag_key
+from catalog.reindex import source_index_now
+from catalog.services import Progress, SourceError, source_collect, source_roots
 from retrieval.detection import catalog_index
 from retrieval.models import Agent, hash_token, new_token
 
@@ -34,7 +35,7 @@ AGENT_NAME = "demo-agent"
 @dataclass
 class DemoReport:
     catalog: Catalog
-    indexed: dict[str, IndexReport] = field(default_factory=dict)
+    indexed: dict[str, IndexRun] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
     admin_created: bool = False
     token: str = ""
@@ -50,7 +51,10 @@ def demo_load(*, sources_file: Path = DEMO_DIR / "sources.json", progress: Progr
         if source_is_current(source=source):
             report.unchanged.append(source.slug)
         else:
-            report.indexed[source.slug] = source_index(source=source, progress=progress)
+            run = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND, progress=progress)
+            if run.status != IndexRun.Status.SUCCEEDED:
+                raise SourceError(f"demo source {source.slug}: run {run.pk} {run.status}: {run.error}")
+            report.indexed[source.slug] = run
     catalog.refresh_from_db()
     catalog_index(catalog)  # embed the sources' profiles now, not in the first enrich request
     report.admin_created = demo_admin_ensure()

@@ -285,6 +285,7 @@ class IndexRun(models.Model):
         API = "api"
         COMMAND = "command"
         UI = "ui"
+        RECOVERY = "recovery"  # queued again after its worker died mid-run
 
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="index_runs")
     source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="index_runs")

@@ -1,7 +1,9 @@
-"""A progress bar for commands: count, rate and ETA on stderr (tqdm)."""
+"""What commands show: a progress bar (count, rate and ETA on stderr, tqdm), and the
+product's log lines only when asked for with -v 2."""
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from tqdm import tqdm
@@ -28,3 +30,12 @@ class ProgressBar:
     def close(self) -> None:
         for bar in self._bars.values():
             bar.close()
+
+
+def command_logging(verbosity: int) -> None:
+    """At the default verbosity a command prints its own summary, or its error in one
+    line; the write path's log lines (and a failed run's traceback, which the run
+    records as one line) show from -v 2."""
+    if verbosity < 2:
+        for name in ("catalog", "retrieval"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)

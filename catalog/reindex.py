@@ -1,13 +1,25 @@
-"""Index runs: requesting, claiming and executing a source's reindex, one at a time.
+"""Index runs: the one way a source's index is written.
 
-index_run_execute() is what a worker does:
+Every writer (the worker's tasks, `manage.py index`, `import_jsonl`, `load_demo`, the
+API's edits, the scheduled scan) goes through an IndexRun executed under the source's
+advisory lock, so a source has one writer at a time.
+
+index_run_execute() is what a worker (or a command, in its own process) does:
   1. take the source's advisory lock (a session lock: it dies with a killed worker),
      waiting while another worker holds it
-  2. claim the run with a conditional update; a run already finished is left alone,
-     and any other run still marked running is stale (its worker died) and is failed
+  2. fail any other run still marked running (its worker died: we hold the lock it held)
+     and claim this one with a conditional update; a run already finished is left alone
   3. run catalog.services.source_index, reporting stage and progress on the run
   4. record counts and timings, or the error; the source's rows are switched in one
      transaction by source_index, so a failure or a kill leaves the old generation
+
+A request never hands back a running run: that run may have read the source before the
+caller's edit. It gets the source's queued run, or a new one, which waits for the lock
+and reads the source as it is then.
+
+runs_recover() runs when a worker starts and at every scan: a run left running by a dead
+worker is failed as interrupted and its source queued again, and a queued run whose task
+is no longer in the queue is enqueued again.
 """
 
 from __future__ import annotations
@@ -20,8 +32,16 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.utils import timezone
 
-from catalog.models import IndexRun, ReferenceSource
-from catalog.services import Progress, SourceError, source_fingerprint, source_index
+from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.services import (
+    DocumentInput,
+    Progress,
+    SourceError,
+    source_fingerprint,
+    source_index,
+    upload_source_ensure,
+    uploads_replace,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +49,16 @@ LOCK_NAMESPACE = 0x4C43  # "LC": the first key of pg_advisory_lock(int, int)
 ACTIVE = (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING)
 # Where each stage's progress lands on the run's 0-100 scale.
 STAGES = {"collect": (0, 5), "chunk": (5, 15), "embed": (15, 90), "write": (90, 100)}
+TASK_NAME = "reindex-run-{}"
+
+
+# --- the source lock ------------------------------------------------------------------------
 
 
 @contextmanager
 def source_lock(source_id: int) -> Iterator[None]:
+    """Hold the source's advisory lock, waiting for it. Re-entrant within a process's
+    connection (Postgres counts a session's holds)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source_id])
     try:
@@ -42,37 +68,62 @@ def source_lock(source_id: int) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, source_id])
 
 
-def _lock_is_free(source_id: int) -> bool:
+@contextmanager
+def source_lock_if_free(source_id: int) -> Iterator[bool]:
+    """Hold the source's advisory lock if nobody does (True), else do nothing (False)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source_id])
-        if not cursor.fetchone()[0]:
-            return False
-        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, source_id])
-    return True
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, source_id])
 
 
-def _fail_stale_runs(source_id: int, *, keep: int | None = None) -> None:
-    """Runs marked running while nobody holds the source's lock: their worker died."""
+def locked_source_ids() -> set[int]:
+    """Sources whose advisory lock some session holds now (a writer is at work)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s "
+                       "AND objsubid = 2 "
+                       "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                       [LOCK_NAMESPACE])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _fail_stale_runs(source_id: int, *, keep: int | None = None) -> int:
+    """Fail the source's runs marked running; call only while holding its lock, so none
+    of them can have a live worker (a worker holds the lock for as long as it runs)."""
     stale = IndexRun.objects.filter(source_id=source_id, status=IndexRun.Status.RUNNING).exclude(pk=keep)
-    if stale.update(status=IndexRun.Status.FAILED, error="interrupted: its worker stopped",
-                    finished_at=timezone.now()):
+    failed = stale.update(status=IndexRun.Status.FAILED, error="interrupted: its worker stopped",
+                          finished_at=timezone.now())
+    if failed:
         ReferenceSource.objects.filter(pk=source_id, status=ReferenceSource.Status.INDEXING).update(
             status=ReferenceSource.Status.ERROR, last_error="indexing interrupted: its worker stopped")
+    return failed
+
+
+def _recover_source(source_id: int) -> int:
+    """Fail the source's orphaned runs, if its lock is free; how many were failed."""
+    with source_lock_if_free(source_id) as free:
+        return _fail_stale_runs(source_id) if free else 0
+
+
+# --- requesting and executing ---------------------------------------------------------------
 
 
 def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = False) -> tuple[IndexRun, bool]:
-    """(run, created): a new queued run, or the source's queued or running one.
-
-    The task is enqueued when the surrounding transaction commits.
-    """
+    """(run, created): the source's queued run, or a new queued run; never a running one
+    (see the module docstring). The task is enqueued when the surrounding transaction
+    commits."""
     with transaction.atomic():
         ReferenceSource.objects.select_for_update().filter(pk=source.pk).first()
-        active = IndexRun.objects.filter(source=source, status__in=ACTIVE).order_by("pk").first()
-        if active is not None and active.status == IndexRun.Status.RUNNING and _lock_is_free(source.pk):
-            _fail_stale_runs(source.pk)  # its worker died: do not hand back a run nobody executes
-            active = IndexRun.objects.filter(source=source, status=IndexRun.Status.QUEUED).order_by("pk").first()
-        if active is not None and (active.full or not full):
-            return active, False
+        if IndexRun.objects.filter(source=source, status=IndexRun.Status.RUNNING).exists():
+            _recover_source(source.pk)  # its worker may be dead: then nobody would finish it
+        queued = IndexRun.objects.filter(source=source, status=IndexRun.Status.QUEUED).order_by("pk").first()
+        if queued is not None and (queued.full or not full):
+            return queued, False
         run = IndexRun.objects.create(catalog_id=source.catalog_id, source=source, trigger=trigger, full=full)
         transaction.on_commit(lambda: _enqueue(run.pk))
     return run, True
@@ -81,7 +132,7 @@ def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = Fal
 def _enqueue(run_id: int) -> None:
     from django_q.tasks import async_task
 
-    async_task("catalog.tasks.reindex", run_id, task_name=f"reindex-run-{run_id}", group="reindex")
+    async_task("catalog.tasks.reindex", run_id, task_name=TASK_NAME.format(run_id), group="reindex")
 
 
 class _RunProgress:
@@ -109,7 +160,8 @@ def index_run_create(*, source: ReferenceSource, trigger: str, full: bool = Fals
 
 
 def index_run_execute(*, run_id: int, progress: Progress | None = None) -> IndexRun | None:
-    """Execute a queued run (see the module docstring); idempotent."""
+    """Execute a run (see the module docstring); idempotent. A failure is recorded on the
+    run (and logged: see _record_failure), not raised: the run is the report."""
     run = IndexRun.objects.select_related("source__catalog").filter(pk=run_id).first()
     if run is None:
         return None
@@ -121,21 +173,87 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
             return IndexRun.objects.get(pk=run_id)
         try:
             report = source_index(source=run.source, full=run.full, progress=_RunProgress(run_id, progress))
-        except Exception as exc:
-            logger.exception("index run %s failed", run_id)
-            IndexRun.objects.filter(pk=run_id).update(status=IndexRun.Status.FAILED, finished_at=timezone.now(),
-                                                      error=f"{type(exc).__name__}: {exc}")
-            raise
-        IndexRun.objects.filter(pk=run_id).update(
-            status=IndexRun.Status.SUCCEEDED, progress=100, stage="done", finished_at=timezone.now(),
-            counts=report.counts, timings={k: round(v, 4) for k, v in report.timings.items()})
+        except Exception as exc:  # recorded on the run (see _record_failure)
+            _record_failure(run, exc)
+        else:
+            IndexRun.objects.filter(pk=run_id).update(
+                status=IndexRun.Status.SUCCEEDED, progress=100, stage="done", finished_at=timezone.now(),
+                counts=report.counts, timings={k: round(v, 4) for k, v in report.timings.items()})
     return IndexRun.objects.get(pk=run_id)
 
 
+def _record_failure(run: IndexRun, exc: Exception) -> None:
+    """A source that cannot be read as configured is the curator's to fix (one log line);
+    anything else is a bug or the database, logged with its traceback. Called from the
+    except block."""
+    if isinstance(exc, SourceError):
+        logger.warning("index run %s of %s failed: %s", run.pk, run.source, exc)
+    else:
+        logger.exception("index run %s of %s failed", run.pk, run.source)
+    IndexRun.objects.filter(pk=run.pk).update(status=IndexRun.Status.FAILED, finished_at=timezone.now(),
+                                              error=f"{type(exc).__name__}: {exc}")
+
+
+def source_index_now(*, source: ReferenceSource, trigger: str, full: bool = False,
+                     progress: Progress | None = None) -> IndexRun:
+    """Create a run and execute it in this process (commands, the demo loader)."""
+    run = index_run_create(source=source, trigger=trigger, full=full)
+    return index_run_execute(run_id=run.pk, progress=progress)
+
+
+def source_import(*, catalog: Catalog, slug: str, documents: list[DocumentInput], trigger: str,
+                  progress: Progress | None = None) -> IndexRun:
+    """Make `documents` the whole content of upload source `slug` (created if missing)
+    and index what changed, holding the source's lock from the first write to the
+    switch: a worker's scan sees the source busy and leaves it alone."""
+    source = upload_source_ensure(catalog=catalog, slug=slug)
+    with source_lock(source.pk):
+        uploads_replace(source=source, documents=documents)
+        return source_index_now(source=source, trigger=trigger, progress=progress)
+
+
+# --- recovery and the scan ------------------------------------------------------------------
+
+
+def _pending_task_names() -> set[str] | None:
+    """Names of the tasks waiting in (or taken from, not yet done) the ORM broker's
+    queue; None with another broker, whose queue this cannot read."""
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    if not Conf.ORM:
+        return None
+    return {q.name() for q in OrmQ.objects.all()}
+
+
+def runs_recover() -> list[IndexRun]:
+    """Fail runs a dead worker left running and queue their sources again; enqueue again
+    queued runs whose task is gone. Returns the runs queued or enqueued."""
+    recovered = []
+    for source_id in set(IndexRun.objects.filter(status=IndexRun.Status.RUNNING).values_list("source_id", flat=True)):
+        if _recover_source(source_id):
+            source = ReferenceSource.objects.get(pk=source_id)
+            logger.warning("recovered %s: its run was interrupted; queued again", source)
+            recovered.append(index_run_request(source=source, trigger=IndexRun.Trigger.RECOVERY)[0])
+    queued = IndexRun.objects.filter(status=IndexRun.Status.QUEUED).exclude(pk__in=[r.pk for r in recovered])
+    pending = _pending_task_names() if queued.exists() else None
+    if pending is not None:
+        for run in queued:
+            if TASK_NAME.format(run.pk) not in pending:
+                logger.warning("run %s was queued without a task; enqueued again", run.pk)
+                _enqueue(run.pk)
+                recovered.append(run)
+    return recovered
+
+
 def sources_scan(*, trigger: str = IndexRun.Trigger.SCHEDULE) -> list[IndexRun]:
-    """Request a run for every source whose fingerprint moved (or that never indexed)."""
+    """Recover orphaned runs, then request a run for every source whose fingerprint
+    moved (or that never indexed), skipping sources a writer holds or a run waits for."""
+    runs_recover()
+    busy = locked_source_ids() | set(
+        IndexRun.objects.filter(status__in=ACTIVE).values_list("source_id", flat=True))
     runs = []
-    for source in ReferenceSource.objects.select_related("catalog"):
+    for source in ReferenceSource.objects.select_related("catalog").exclude(pk__in=busy):
         try:
             current = source_fingerprint(source=source)
         except (SourceError, OSError) as exc:  # reported on the source; the scan goes on

@@ -559,18 +559,15 @@ def parse_beir_jsonl(lines: Iterable[str]) -> list[DocumentInput]:
     return documents
 
 
-def source_import_documents(*, catalog: Catalog, slug: str, documents: list[DocumentInput],
-                            progress: Progress | None = None) -> tuple[ReferenceSource, IndexReport]:
-    """Make `documents` the whole content of upload source `slug` (created if missing),
-    then index what changed."""
+def upload_source_ensure(*, catalog: Catalog, slug: str) -> ReferenceSource:
+    """The upload source `slug` of `catalog`, created if missing."""
     source, _ = ReferenceSource.objects.get_or_create(
         catalog=catalog, slug=slug,
         defaults={"name": slug, "kind": ReferenceSource.Kind.UPLOAD, "location": slug},
     )
     if source.kind != ReferenceSource.Kind.UPLOAD:
         raise SourceError(f"source {slug!r} exists and is a {source.kind} source, not an upload")
-    uploads_replace(source=source, documents=documents)
-    return source, source_index(source=source, progress=progress)
+    return source
 
 
 def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput]) -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from django.conf import settings
+import logging
 
-from catalog.reindex import index_run_execute, sources_scan
+from django.conf import settings
+from django.db import DatabaseError
+
+from catalog.reindex import index_run_execute, runs_recover, sources_scan
+
+logger = logging.getLogger(__name__)
 
 SCAN_SCHEDULE = "lectern-scan-sources"
 
@@ -16,6 +21,23 @@ def reindex(run_id: int) -> str:
 
 def scan() -> int:
     return len(sources_scan())
+
+
+def recover_on_worker_start(**kwargs) -> None:
+    """django-q2's post_spawn (each worker process as it starts): take over at once
+    what a killed worker left, rather than at the next scan. A synchronous queue (the
+    tests') runs each task in the caller and has no workers to recover."""
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return
+    try:
+        recovered = runs_recover()
+    except DatabaseError:  # the database is away: the next scan recovers instead
+        logger.exception("worker start: could not recover index runs")
+        return
+    if recovered:
+        logger.warning("worker start: %d index runs queued again", len(recovered))
 
 
 def ensure_scan_schedule(**kwargs) -> None:

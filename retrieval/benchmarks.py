@@ -35,14 +35,13 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from catalog.embedder import default_model_files, get_embedder
-from catalog.models import Catalog, Chunk, EmbeddingCache, ReferenceSource
+from catalog.models import Catalog, Chunk, EmbeddingCache, IndexRun, ReferenceSource
+from catalog.reindex import source_import
 from catalog.services import (
     Collected,
     DocumentInput,
-    IndexReport,
     parse_beir_jsonl,
     prepare_chunks,
-    source_import_documents,
     source_replace_rows,
     text_sha256,
 )
@@ -450,14 +449,16 @@ def index_catalog_fresh() -> Catalog:
     return catalog
 
 
-def pipeline_run(*, documents: list[DocumentInput]) -> tuple[list[str], IndexReport, float]:
-    """Import `documents` into a fresh catalog: (the texts embedded, in chunk order; the report; chunks/s)."""
+def pipeline_run(*, documents: list[DocumentInput]) -> tuple[list[str], IndexRun, float]:
+    """Import `documents` into a fresh catalog: (the texts embedded, in chunk order; the run; chunks/s)."""
     catalog = index_catalog_fresh()
     started = time.perf_counter()
-    source, report = source_import_documents(catalog=catalog, slug="throughput", documents=documents)
+    run = source_import(catalog=catalog, slug="throughput", documents=documents, trigger=IndexRun.Trigger.COMMAND)
     elapsed = time.perf_counter() - started
-    chunks = Chunk.objects.filter(source=source).order_by("id").only("heading", "content")
-    return [chunk.indexed_text for chunk in chunks], report, report.chunks / elapsed
+    if run.status != IndexRun.Status.SUCCEEDED:
+        raise BenchmarkError(f"import run {run.pk} {run.status}: {run.error}")
+    chunks = Chunk.objects.filter(source=run.source).order_by("id").only("heading", "content")
+    return [chunk.indexed_text for chunk in chunks], run, run.counts["chunks_written"] / elapsed
 
 
 def embedding_cache_evict(*, model: str, texts: list[str]) -> None:
@@ -490,12 +491,12 @@ def index_benchmark(*, dataset: Path, documents: int, rounds: int, log: Log) -> 
     pipeline, plain, stages = [], [], []
     for round_ in range(1, rounds + 1):
         embedding_cache_evict(model=embedder.model_id, texts=texts)
-        texts, report, rate = pipeline_run(documents=docs)
-        if report.reused_embeddings or report.chunks != len(texts):
-            raise BenchmarkError(f"round {round_} embedded {report.chunks - report.reused_embeddings} of "
+        texts, run, rate = pipeline_run(documents=docs)
+        if run.counts["chunks_reused"] or run.counts["chunks_written"] != len(texts):
+            raise BenchmarkError(f"round {round_} embedded {run.counts['chunks_embedded']} of "
                                  f"{len(texts)} chunks; every chunk must be embedded afresh")
         pipeline.append(rate)
-        stages.append(report.timings)
+        stages.append(run.timings)
         plain.append(bare_run(bare, texts))
         log(f"  round {round_}: pipeline {pipeline[-1]:.1f} chunks/s, bare onnx {plain[-1]:.1f} chunks/s")
     medians = {stage: statistics.median(t[stage] for t in stages) for stage in stages[0]}

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from catalog.models import Catalog
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
 from retrieval.models import Agent, hash_token, new_token
+from tests.factories import import_documents
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
@@ -36,7 +37,7 @@ def indexed_catalog(make_catalog):
                       "every write to the underlying record.", 100),
         DocumentInput("logging.md", "Logging", "Log in JSON. Never log secrets or tokens in clear text.", 60),
     ]
-    source_import_documents(catalog=catalog, slug="handbook", documents=documents)
+    import_documents(catalog=catalog, slug="handbook", documents=documents)
     catalog.refresh_from_db()
     return catalog
 

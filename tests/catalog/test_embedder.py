@@ -17,7 +17,8 @@ from catalog.embedder import (
     verify,
 )
 from catalog.models import ReferenceSource
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
+from tests.factories import import_documents
 
 
 def test_default_model_embeds_unit_vectors_that_rank_paraphrases_closer():
@@ -93,7 +94,7 @@ def no_model(settings):
 
 def test_without_a_model_indexing_and_search_degrade_to_lexical_only(no_model, make_catalog, agent_token):
     catalog = make_catalog("plain")
-    source, report = source_import_documents(catalog=catalog, slug="notes", documents=[
+    source = import_documents(catalog=catalog, slug="notes", documents=[
         DocumentInput("a.md", "Retries", "Retry transient failures with backoff.", 40),
         DocumentInput("b.md", "Caching", "Cache responses with a time to live.", 40),
     ])
@@ -106,7 +107,6 @@ def test_without_a_model_indexing_and_search_degrade_to_lexical_only(no_model, m
     status = client.get("/api/v1/status")
 
     source.refresh_from_db()
-    assert not report.embedded
     assert source.status == ReferenceSource.Status.LEXICAL_ONLY
     assert hybrid.status_code == 200
     assert hybrid.json()["mode"] == "bm25"

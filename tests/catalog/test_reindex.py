@@ -8,11 +8,19 @@ import random
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
-from catalog.reindex import index_run_create, index_run_execute, index_run_request, sources_scan
+from catalog.reindex import (
+    LOCK_NAMESPACE,
+    index_run_create,
+    index_run_execute,
+    index_run_request,
+    runs_recover,
+    sources_scan,
+)
 from catalog.services import source_index
 from catalog.tasks import SCAN_SCHEDULE
 from retrieval.models import Agent, hash_token, new_token
@@ -276,3 +284,64 @@ def test_a_dead_workers_running_run_does_not_swallow_new_requests(files):
     assert created and run.pk != dead.pk and run.status == IndexRun.Status.QUEUED
     assert dead.status == IndexRun.Status.FAILED
     assert source.status == ReferenceSource.Status.ERROR and "interrupted" in source.last_error
+
+
+def test_recovery_fails_an_orphaned_run_and_queues_its_source_again(files, django_capture_on_commit_callbacks):
+    files.write("a.md", random_text(random.Random(8)))
+    source = glob_source("orphan")
+    ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
+    orphan = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="schedule", status="running")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        recovered = runs_recover()  # the sync queue executes the new run on commit
+
+    orphan.refresh_from_db()
+    assert orphan.status == IndexRun.Status.FAILED and "interrupted" in orphan.error
+    assert [(run.source_id, run.trigger) for run in recovered] == [(source.pk, IndexRun.Trigger.RECOVERY)]
+    assert IndexRun.objects.get(pk=recovered[0].pk).status == IndexRun.Status.SUCCEEDED
+    assert ReferenceSource.objects.get(pk=source.pk).status == ReferenceSource.Status.READY
+
+
+def test_recovery_leaves_a_run_whose_worker_holds_the_source_lock(files):
+    source = glob_source("alive")
+    alive = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="schedule", status="running")
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:  # the live worker's session
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source.pk])
+        recovered = runs_recover()
+        request, created = index_run_request(source=source, trigger=IndexRun.Trigger.API)
+    finally:
+        other.close()
+
+    alive.refresh_from_db()
+    assert recovered == [] and alive.status == IndexRun.Status.RUNNING
+    assert created and request.pk != alive.pk and request.status == IndexRun.Status.QUEUED
+
+
+def test_recovery_enqueues_a_queued_run_whose_task_is_gone(files):
+    files.write("a.md", random_text(random.Random(9)))
+    source = glob_source("lost")
+    lost = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="api")
+
+    recovered = runs_recover()
+
+    lost.refresh_from_db()
+    assert [run.pk for run in recovered] == [lost.pk]
+    assert lost.status == IndexRun.Status.SUCCEEDED
+
+
+def test_the_scan_leaves_a_source_a_writer_holds(files):
+    files.write("a.md", random_text(random.Random(10)))
+    source = glob_source("held")
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source.pk])
+        held = sources_scan()
+    finally:
+        other.close()
+    free = sources_scan()
+
+    assert held == []
+    assert [run.source_id for run in free] == [source.pk]

@@ -1,10 +1,17 @@
-"""Index runs in real processes (`manage.py index` children on the test database).
+"""Index runs in real processes (`manage.py index`, `import_jsonl` and `qcluster`
+children on the test database).
 
 A worker SIGKILLed while embedding, or inside the write transaction, leaves the previous
 generation searchable and exactly consistent (no orphan rows, exact term frequencies and
-catalog statistics); its run stays "running" until the next run fails it as interrupted
-and builds exactly what a from-scratch build holds. Two workers on one source serialise
-on the source's advisory lock: one does the work, the other waits and finds none.
+catalog statistics); its run stays "running" until the next run, or a restarted worker,
+fails it as interrupted and builds exactly what a from-scratch build holds. Two writers
+of one source serialise on the source's advisory lock: one does the work, the other
+waits and finds none; an import holds its source against the scan; an edit made while
+a run works is indexed by the run the API hands back.
+
+Every kill and every check happens at a point the test holds the child at (a barrier:
+a lock the child must wait for), never after a sleep or at a progress threshold, so the
+outcome does not depend on how fast the machine is.
 
 The children see only committed rows, hence `transactional_db`. Their database
 connections are tagged with PGAPPNAME so that pg_stat_activity and pg_locks tell them
@@ -13,6 +20,7 @@ apart from this process's connections.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -24,14 +32,28 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 from django.db import connection
+from django_q.conf import Conf
+from django_q.models import Schedule
+from rest_framework.test import APIClient
 
-from catalog.embedder import get_embedder
+from catalog.embedder import get_embedder, vector_literal
 from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term
-from catalog.reindex import LOCK_NAMESPACE, index_run_create, index_run_execute
-from catalog.services import EMBED_GROUP, DocumentInput, prepare_chunks, source_fingerprint, source_index
+from catalog.reindex import LOCK_NAMESPACE, index_run_create, index_run_execute, source_import, sources_scan
+from catalog.services import (
+    EMBED_GROUP,
+    DocumentInput,
+    parse_beir_jsonl,
+    prepare_chunks,
+    source_fingerprint,
+    source_index,
+    text_sha256,
+    uploads_replace,
+)
+from retrieval.models import Agent, hash_token
 from retrieval.selectors import SearchOptions, bm25_search, chunk_search
 from tests.catalog.checks import term_postings_mismatches
 
@@ -102,10 +124,6 @@ def run_in_process(source: ReferenceSource) -> IndexRun:
     return run
 
 
-def chunk_count(catalog: Catalog, documents: list[DocumentInput]) -> int:
-    return len(prepare_chunks(catalog, documents, get_embedder()))
-
-
 # --- child processes and the database's view of them ------------------------------------
 
 
@@ -119,16 +137,19 @@ class Children:
         self.tmp_path, self.started = tmp_path, []
 
     def start(self, source: ReferenceSource) -> subprocess.Popen:
+        """`manage.py index` of one source."""
+        return self.command("index", "--catalog", source.catalog.slug, "--source", source.slug, "--no-progress")
+
+    def command(self, *args: str) -> subprocess.Popen:
         log = self.tmp_path / f"child-{len(self.started)}.log"
         with open(log, "wb") as out:
-            child = subprocess.Popen(
-                [sys.executable, "manage.py", "index", "--catalog", source.catalog.slug, "--source", source.slug,
-                 "--no-progress"], cwd=BASE_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            child = subprocess.Popen([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=self.env, stdout=out,
+                                     stderr=subprocess.STDOUT)
         child.log = log
         self.started.append(child)
         return child
 
-    def finish(self, child: subprocess.Popen, timeout: float = 60) -> str:
+    def finish(self, child: subprocess.Popen, timeout: float = 120) -> str:
         """The output of a child that must exit 0 within `timeout` seconds."""
         try:
             rc = child.wait(timeout=timeout)
@@ -138,6 +159,15 @@ class Children:
             pytest.fail(f"child {child.pid} still running after {timeout}s:\n{output(child)}")
         assert rc == 0, f"child {child.pid} exited {rc}:\n{output(child)}"
         return output(child)
+
+    def kill(self, child: subprocess.Popen, backend: dict) -> None:
+        """SIGKILL a child held at a barrier, and end its backend: one waiting for a lock
+        notices its client is gone only once granted the lock."""
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [backend["pid"]])
+        self.wait_gone()
 
     def backends(self) -> list[dict]:
         """The children's live connections to the test database."""
@@ -176,16 +206,60 @@ def children(transactional_db, tree, tmp_path):
         spawned.close()
 
 
+def second_connection(application_name: str) -> psycopg.Connection:
+    """A second connection of this process to the test database."""
+    s = connection.settings_dict
+    return psycopg.connect(dbname=s["NAME"], user=s["USER"], password=s["PASSWORD"], host=s["HOST"],
+                           port=s["PORT"] or None, application_name=application_name)
+
+
 @pytest.fixture
 def holder(transactional_db):
-    """A second connection of this process, for holding row locks the children run into."""
-    s = connection.settings_dict
-    conn = psycopg.connect(dbname=s["NAME"], user=s["USER"], password=s["PASSWORD"], host=s["HOST"],
-                           port=s["PORT"] or None, application_name="lectern-test-holder")
+    """A connection for holding row locks the children run into."""
+    conn = second_connection("lectern-test-holder")
     try:
         yield conn
     finally:
         conn.close()
+
+
+class Barrier:
+    """Where a worker embedding a source's chunks stops until the test lets it go on.
+
+    An uncommitted row of the embedding cache for one text: a worker caching that text's
+    vector (INSERT ... ON CONFLICT DO NOTHING) waits for this transaction. Chunks are
+    embedded shortest first, in groups each cached as soon as it is done, so holding the
+    longest text stops the worker in its last group with every group before it cached.
+    """
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    def hold(self, catalog: Catalog, documents: list[DocumentInput]) -> list[str]:
+        """Hold the last text a run indexing `documents` embeds; returns every text it embeds."""
+        texts = [chunk.text for chunk in prepare_chunks(catalog, documents, get_embedder())]
+        self.conn.execute("INSERT INTO catalog_embeddingcache (model, text_sha256, embedding, created_at) "
+                          "VALUES (%s, %s, %s::vector, now())",
+                          [get_embedder().model_id, text_sha256(max(texts, key=len)), vector_literal(np.ones(384))])
+        return texts
+
+    def release(self) -> None:
+        self.conn.rollback()
+
+
+@pytest.fixture
+def barrier(transactional_db):
+    conn = second_connection("lectern-test-barrier")
+    try:
+        yield Barrier(conn)
+    finally:
+        conn.close()
+
+
+def at_barrier(children: Children) -> dict | None:
+    """The child backend waiting at the barrier."""
+    return next((b for b in children.backends() if b["state"] == "active" and b["wait_event_type"] == "Lock"
+                 and "INSERT INTO catalog_embeddingcache" in b["query"]), None)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str,
@@ -369,23 +443,24 @@ def assert_second_generation(source: ReferenceSource, tree: Tree) -> None:
 # --- a worker killed ------------------------------------------------------------------------
 
 
-def test_a_worker_killed_while_embedding_leaves_the_first_generation_and_the_next_run_resumes(tree, children):
+def test_a_worker_killed_while_embedding_leaves_the_first_generation_and_the_next_run_resumes(
+        tree, children, barrier):
     source = glob_source("killed-embedding")
     tree.first_generation()
     first = run_in_process(source)
     before = snapshot(source.catalog)
     assert_consistent(source.catalog)
     tree.second_generation(new_documents=6)
-    total = chunk_count(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
-    assert EMBED_GROUP + 16 <= total <= 8 * EMBED_GROUP, total  # later embedding groups to be killed in
+    texts = barrier.hold(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
+    total = len(texts)
+    assert EMBED_GROUP + 16 <= total <= 8 * EMBED_GROUP, total  # a group cached before the barrier's
 
     child = children.start(source)
-    run = wait_for(lambda: (r := latest_run(source, first.pk)) and r.status == IndexRun.Status.RUNNING
-                   and r.stage == "embed" and r.progress > 15 and r, 90, "the run to report embedding progress",
-                   alive=(child,))
-    os.kill(child.pid, signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL
-    children.wait_gone()
+    backend = wait_for(lambda: at_barrier(children), 120, "the worker to reach the barrier", alive=(child,))
+    run = latest_run(source, first.pk)
+    assert (run.status, run.stage) == (IndexRun.Status.RUNNING, "embed")
+    children.kill(child, backend)
+    barrier.release()
 
     assert_stale(run)
     source.refresh_from_db()
@@ -398,25 +473,25 @@ def test_a_worker_killed_while_embedding_leaves_the_first_generation_and_the_nex
     assert (counts["documents_added"], counts["documents_changed"], counts["documents_removed"],
             counts["documents_unchanged"]) == (6, 1, 1, 1)
     assert counts["chunks_written"] == total
-    assert counts["chunks_reused"] >= EMBED_GROUP  # the killed run's finished group came from the cache
+    assert counts["chunks_reused"] >= EMBED_GROUP  # the killed run's finished groups came from the cache
     assert counts["chunks_embedded"] == total - counts["chunks_reused"] > 0
     assert_failed_as_interrupted(run)
     assert_second_generation(source, tree)
 
 
-def test_a_worker_killed_inside_the_write_transaction_leaves_the_first_generation(tree, children, holder):
+def test_a_worker_killed_inside_the_write_transaction_leaves_the_first_generation(tree, children, holder, barrier):
     source = glob_source("killed-writing")
     tree.first_generation()
     first = run_in_process(source)
     before = snapshot(source.catalog)
     tree.second_generation(new_documents=4, sentences=16)
-    total = chunk_count(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
+    total = len(barrier.hold(source.catalog, [d for d in tree.documents() if d.path != "b.md"]))
 
     child = children.start(source)
-    wait_for(lambda: ReferenceSource.objects.filter(pk=source.pk, status=ReferenceSource.Status.INDEXING).exists(),
-             90, "the run to start indexing", alive=(child,))
-    lock_source_row(holder, source)
-    backend = wait_for(lambda: blocked_in_write(children), 60, "the worker to block inside its write transaction",
+    wait_for(lambda: at_barrier(children), 120, "the worker to reach the barrier", alive=(child,))
+    lock_source_row(holder, source)  # taken after the worker set its source "indexing"
+    barrier.release()
+    backend = wait_for(lambda: blocked_in_write(children), 120, "the worker to block inside its write transaction",
                        alive=(child,))
     # Everything is written, nothing committed: readers still see the first generation.
     assert {"catalog_document", "catalog_chunk", "catalog_postings", "catalog_termposting", "catalog_term",
@@ -445,7 +520,36 @@ def test_a_worker_killed_inside_the_write_transaction_leaves_the_first_generatio
     assert_second_generation(source, tree)
 
 
-# --- workers at once --------------------------------------------------------------------------
+def test_a_restarted_worker_at_once_requeues_the_run_a_killed_worker_left_running(tree, children, barrier):
+    source = glob_source("recovered")
+    tree.first_generation()
+    first = run_in_process(source)
+    tree.second_generation(new_documents=2, sentences=12)
+    barrier.hold(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
+    child = children.start(source)
+    backend = wait_for(lambda: at_barrier(children), 120, "the worker to reach the barrier", alive=(child,))
+    orphan = latest_run(source, first.pk)
+    children.kill(child, backend)
+    barrier.release()
+    assert_stale(orphan)
+    assert ReferenceSource.objects.get(pk=source.pk).status == ReferenceSource.Status.INDEXING
+    Schedule.objects.all().delete()  # no scheduled scan: only the worker's start may recover it
+
+    worker = children.command("qcluster")
+    recovered = wait_for(
+        lambda: IndexRun.objects.filter(source=source, trigger=IndexRun.Trigger.RECOVERY,
+                                        status=IndexRun.Status.SUCCEEDED).first(),
+        120, "the restarted worker to index the source again", alive=(worker,))
+
+    worker.send_signal(signal.SIGTERM)
+    children.finish(worker)
+    assert_failed_as_interrupted(orphan)
+    assert (recovered.counts["documents_added"], recovered.counts["documents_changed"],
+            recovered.counts["documents_removed"]) == (2, 1, 1)
+    assert_second_generation(source, tree)
+
+
+# --- writers at once ----------------------------------------------------------------------------
 
 
 def test_two_workers_started_together_do_the_work_once(tree, children):
@@ -470,36 +574,27 @@ def test_two_workers_started_together_do_the_work_once(tree, children):
     assert_second_generation(source, tree)
 
 
-def test_a_second_worker_waits_while_the_first_holds_the_source_lock(tree, children, holder):
+def test_a_second_worker_waits_while_the_first_holds_the_source_lock(tree, children, holder, barrier):
     source = glob_source("waiting")
     tree.first_generation()
     first = run_in_process(source)
     tree.second_generation(new_documents=2, sentences=12)
+    barrier.hold(source.catalog, [d for d in tree.documents() if d.path != "b.md"])
 
     holding = children.start(source)
-    run = wait_for(lambda: (r := latest_run(source, first.pk)) and r.status == IndexRun.Status.RUNNING and r, 90,
-                   "the first worker to claim its run", alive=(holding,))
-    # Holding its run's row stops the first worker at its next report (the last one, that
-    # it succeeded, is still to come), outside any transaction and inside the source lock.
-    status, = holder.execute("SELECT status FROM catalog_indexrun WHERE id = %s FOR NO KEY UPDATE",
-                             [run.pk]).fetchone()
-    assert status == IndexRun.Status.RUNNING
-    backend = wait_for(lambda: next((b for b in children.backends() if b["wait_event_type"] == "Lock"
-                                     and b["query"].startswith('UPDATE "catalog_indexrun"')), None),
-                       60, "the first worker to stop at a report", alive=(holding,))
+    backend = wait_for(lambda: at_barrier(children), 120, "the first worker to reach the barrier", alive=(holding,))
+    run = latest_run(source, first.pk)
+    assert run.status == IndexRun.Status.RUNNING
     assert advisory_lock(source) == [(backend["pid"], True)]
 
     waiting = children.start(source)
     wait_for(lambda: len(advisory_lock(source)) == 2, 60, "the second worker to wait for the source lock",
              alive=(holding, waiting))
     assert sorted(granted for _, granted in advisory_lock(source)) == [False, True]
-    time.sleep(1)
-    assert waiting.poll() is None and holding.poll() is None
     second = latest_run(source, run.pk)
     assert second.status == IndexRun.Status.QUEUED  # created, not claimed: it waits for the lock
-    assert len(advisory_lock(source)) == 2
 
-    holder.rollback()
+    barrier.release()
     children.finish(holding)
     children.finish(waiting)
 
@@ -511,3 +606,94 @@ def test_a_second_worker_waits_while_the_first_holds_the_source_lock(tree, child
     assert idle.started_at >= worker.finished_at
     assert advisory_lock(source) == []
     assert_second_generation(source, tree)
+
+
+def beir_lines(count: int) -> list[str]:
+    rng = random.Random(7)
+    return [json.dumps({"_id": f"doc{i}", "title": f"Note {i}",
+                        "text": " ".join(" ".join(rng.choices(WORDS[SECOND], k=10)).capitalize() + "."
+                                         for _ in range(6))}) for i in range(count)]
+
+
+def test_an_import_holds_its_source_against_the_scan_and_other_writers(tree, children, barrier, tmp_path):
+    catalog = Catalog.objects.create(slug="imported", name="Imported", chunk_size=200, chunk_overlap=40)
+    lines = beir_lines(12)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    barrier.hold(catalog, parse_beir_jsonl(lines))
+
+    importing = children.command("import_jsonl", str(corpus), "--catalog", "imported", "--source", "corpus",
+                                 "--no-progress")
+    wait_for(lambda: at_barrier(children), 120, "the import to reach the barrier", alive=(importing,))
+    source = ReferenceSource.objects.get(catalog=catalog, slug="corpus")
+    scanned = sources_scan()  # what the worker's scheduled scan does meanwhile
+    indexing = children.start(source)  # and `manage.py index` started by hand
+    wait_for(lambda: len(advisory_lock(source)) == 2, 60, "the second writer to wait for the source lock",
+             alive=(importing, indexing))
+    barrier.release()
+    out = children.finish(importing)
+    children.finish(indexing)
+
+    imported, idle = IndexRun.objects.filter(source=source).order_by("pk")
+    assert scanned == []
+    assert f"imported/corpus: run {imported.pk}: 12 documents" in out
+    assert imported.status == IndexRun.Status.SUCCEEDED and imported.counts["documents_added"] == 12
+    assert idle.status == IndexRun.Status.SUCCEEDED and idle.counts["chunks_written"] == 0
+    assert idle.started_at >= imported.finished_at
+    assert Document.objects.filter(source=source).count() == 12
+    assert_consistent(catalog)
+
+
+def test_an_edit_during_a_run_is_indexed_by_the_run_the_api_hands_back(tree, children, barrier, monkeypatch):
+    catalog = Catalog.objects.create(slug="edited", name="Edited", chunk_size=200, chunk_overlap=40)
+    documents = parse_beir_jsonl(beir_lines(6))
+    first = source_import(catalog=catalog, slug="notes", documents=documents[:3], trigger=IndexRun.Trigger.COMMAND)
+    source = first.source
+    uploads_replace(source=source, documents=documents)  # three more for a worker to index
+    barrier.hold(catalog, documents[3:])
+    curator = Agent.objects.create(name="curator", token_hash=hash_token("lct_edit"), is_curator=True)
+    curator.catalogs.set([catalog])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer lct_edit")
+    monkeypatch.setattr(Conf, "SYNC", False)  # the API enqueues for a real worker, as in production
+    Schedule.objects.all().delete()
+
+    child = children.start(source)
+    wait_for(lambda: at_barrier(children), 120, "the worker to reach the barrier", alive=(child,))
+    running = latest_run(source, first.pk)
+    put = client.put("/api/v1/catalogs/edited/sources/notes/files",
+                     {"path": "late.md", "text": "Harbor lantern meadow, written while a run worked."}, format="json")
+    deleted = client.delete("/api/v1/catalogs/edited/sources/notes/files?path=doc0")
+    worker = children.command("qcluster")
+    handed = put.json()["run"]
+    barrier.release()
+    children.finish(child)
+    follow_up = wait_for(lambda: IndexRun.objects.filter(pk=handed["id"], status=IndexRun.Status.SUCCEEDED).first(),
+                         120, "the worker to execute the run the API handed back", alive=(worker,))
+    worker.send_signal(signal.SIGTERM)
+    children.finish(worker)
+
+    assert (put.status_code, deleted.status_code) == (202, 202)
+    assert handed["id"] != running.pk and handed["status"] == "queued"
+    assert deleted.json()["run"]["id"] == handed["id"]
+    running.refresh_from_db()
+    assert running.status == IndexRun.Status.SUCCEEDED and running.counts["documents_added"] == 3
+    assert (follow_up.counts["documents_added"], follow_up.counts["documents_removed"]) == (1, 1)
+    assert sorted(Document.objects.filter(source=source).values_list("path", flat=True)) == [
+        "doc1", "doc2", "doc3", "doc4", "doc5", "late.md"]
+    assert_consistent(catalog)
+
+
+def test_a_failing_run_ends_a_command_with_one_line(tree, children):
+    catalog = Catalog.objects.create(slug="broken", name="Broken")
+    ReferenceSource.objects.create(catalog=catalog, slug="outside", name="Outside", kind="glob",
+                                   location="../outside/*.md")
+
+    child = children.command("index", "--catalog", "broken", "--no-progress")
+
+    assert child.wait(timeout=120) == 1
+    lines = output(child).strip().splitlines()
+    run = IndexRun.objects.get(source__catalog=catalog)
+    assert lines == [f"CommandError: outside: run {run.pk} failed: SourceError: glob '../outside/*.md' may not "
+                     f"contain '..'"]
+    assert run.status == IndexRun.Status.FAILED

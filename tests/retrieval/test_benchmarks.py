@@ -8,7 +8,7 @@ from django.db import connection
 
 from catalog.embedder import vector_literal
 from catalog.models import Catalog, Chunk, Postings, TermPosting
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
 from retrieval.benchmarks import (
     HNSW_INDEX,
     LatencyReport,
@@ -22,6 +22,7 @@ from retrieval.benchmarks import (
 )
 from retrieval.selectors import vector_search
 from tests.catalog.checks import term_postings_mismatches
+from tests.factories import import_documents
 
 TEXT = "Statin use after diagnosis of breast cancer was associated with lower breast cancer mortality in Finland"
 
@@ -91,7 +92,7 @@ def base_catalog(transactional_db):
     catalog = Catalog.objects.create(slug="base", name="Base")
     documents = [DocumentInput(f"d{i}.md", "", f"{TEXT} {word}.", 120) for i, word in
                  enumerate(["retry", "cache", "quokka", "narwhal", "ledger", "harbor"])]
-    source_import_documents(catalog=catalog, slug="corpus", documents=documents)
+    import_documents(catalog=catalog, slug="corpus", documents=documents)
     catalog.refresh_from_db()
     return catalog
 

@@ -16,9 +16,10 @@ from rank_bm25 import BM25Okapi
 
 from catalog.analysis import analyze
 from catalog.models import Catalog, Chunk, Term
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
 from retrieval import bm25
 from retrieval.selectors import bm25_scores_for, bm25_search
+from tests.factories import import_documents
 
 K1, B = 1.2, 0.75
 TOLERANCE = 1e-6
@@ -69,9 +70,9 @@ def bm25_catalog(make_catalog):
     """~40 chunks (chunk size 200 splits the longer documents) and a second catalog
     whose documents must not influence the first one's statistics."""
     catalog = make_catalog("bm25", chunk_size=200, chunk_overlap=30)
-    source_import_documents(catalog=catalog, slug="corpus", documents=corpus_documents())
+    import_documents(catalog=catalog, slug="corpus", documents=corpus_documents())
     other = make_catalog("other")
-    source_import_documents(catalog=other, slug="noise", documents=[
+    import_documents(catalog=other, slug="noise", documents=[
         _text(f"n{i}.md", "Cache zebra platform cache zebra.") for i in range(3)
     ])
     catalog.refresh_from_db()

@@ -10,8 +10,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.models import Catalog, ReferenceSource
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+from tests.factories import import_documents
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +32,7 @@ def agent(demo):
 def outsider(demo):
     """An agent scoped to another catalog, which has its own circuit-breaker reference."""
     other = Catalog.objects.create(slug="other", name="Other")
-    source_import_documents(catalog=other, slug="circuit-breaker", documents=[
+    import_documents(catalog=other, slug="circuit-breaker", documents=[
         DocumentInput("cb.md", "Breakers elsewhere", "A different catalog's circuit breaker notes.", 44)])
     token = new_token()
     agent = Agent.objects.create(name="outsider", token_hash=hash_token(token), token_hint=token[:8])

@@ -13,9 +13,10 @@ from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
 from catalog.models import Catalog, Chunk, Document, Term
-from catalog.services import DocumentInput, source_import_documents
+from catalog.services import DocumentInput
 from retrieval import fusion
 from retrieval.models import Agent, hash_token, new_token
+from tests.factories import import_documents
 
 URL = "/api/v1/search"
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
@@ -175,7 +176,7 @@ def multi_chunk_token(make_catalog, agent_token):
                         "How long to back off before a retry? Double the wait each time, with jitter.",
         "tls.md": "Rotate certificates before they expire.",
     }
-    source_import_documents(catalog=catalog, slug="guides", documents=[
+    import_documents(catalog=catalog, slug="guides", documents=[
         DocumentInput(path, path, text, len(text)) for path, text in texts.items()
     ])
     return agent_token("guides-agent", [catalog])

@@ -3,13 +3,15 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.text import slugify
 
-from catalog.models import Catalog
-from catalog.progress import ProgressBar
-from catalog.services import SourceError, parse_beir_jsonl, source_import_documents
+from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.progress import ProgressBar, command_logging
+from catalog.reindex import source_import
+from catalog.services import SourceError, parse_beir_jsonl
 
 
 class Command(BaseCommand):
-    help = "Import a BEIR corpus (JSON lines with _id, title, text) as one upload source of a catalog."
+    help = ("Import a BEIR corpus (JSON lines with _id, title, text) as one upload source of a catalog, "
+            "indexed as an IndexRun under the source's lock (a running worker leaves it alone).")
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="path to corpus.jsonl")
@@ -32,13 +34,18 @@ class Command(BaseCommand):
             raise CommandError(f"{path} holds no documents")
         target, _ = Catalog.objects.get_or_create(slug=catalog, defaults={"name": catalog})
         slug = source or slugify(path.stem) or "import"
+        command_logging(options["verbosity"])
         progress = ProgressBar(enabled=not no_progress)
         try:
-            _, report = source_import_documents(catalog=target, slug=slug, documents=documents, progress=progress)
+            run = source_import(catalog=target, slug=slug, documents=documents, trigger=IndexRun.Trigger.COMMAND,
+                                progress=progress)
         except SourceError as exc:
             raise CommandError(str(exc)) from None
         finally:
             progress.close()
-        self.stdout.write(f"{catalog}/{slug}: {report.documents} documents, {report.chunks} chunks "
-                          f"({'hybrid' if report.embedded else 'lexical only'}) in "
-                          f"{sum(report.timings.values()):.1f}s")
+        if run.status != IndexRun.Status.SUCCEEDED:
+            raise CommandError(f"{catalog}/{slug}: run {run.pk} {run.status}: {run.error}")
+        lexical = run.source.status == ReferenceSource.Status.LEXICAL_ONLY
+        self.stdout.write(f"{catalog}/{slug}: run {run.pk}: {len(documents)} documents, "
+                          f"{run.counts['chunks_written']} chunks written "
+                          f"({'lexical only' if lexical else 'hybrid'}) in {sum(run.timings.values()):.1f}s")

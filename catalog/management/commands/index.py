@@ -1,14 +1,14 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.models import Catalog, IndexRun, ReferenceSource
-from catalog.progress import ProgressBar
-from catalog.reindex import index_run_create, index_run_execute
-from catalog.services import SourceError
+from catalog.progress import ProgressBar, command_logging
+from catalog.reindex import source_index_now
 
 
 class Command(BaseCommand):
     help = ("Bring a catalog's sources (or one source) up to date: only added and changed "
-            "documents are chunked and embedded, unless --full. Each source's run is recorded as an IndexRun.")
+            "documents are chunked and embedded, unless --full. Each source's run is recorded as an IndexRun "
+            "and waits for any other writer of that source.")
 
     def add_arguments(self, parser):
         parser.add_argument("--catalog", required=True, help="catalog slug")
@@ -20,20 +20,25 @@ class Command(BaseCommand):
         found = Catalog.objects.filter(slug=catalog).first()
         if found is None:
             raise CommandError(f"no catalog {catalog!r}")
-        sources = found.sources.select_related("catalog")
+        sources = found.sources.select_related("catalog").order_by("slug")
         if source:
-            sources = found.sources.select_related("catalog").filter(slug=source)
+            sources = sources.filter(slug=source)
             if not sources:
                 raise CommandError(f"catalog {catalog!r} has no source {source!r}")
+        command_logging(options["verbosity"])
         progress = ProgressBar(enabled=not no_progress)
+        failed = []
         try:
             for target in sources:
-                run = index_run_create(source=target, trigger=IndexRun.Trigger.COMMAND, full=full)
-                self._report(target, index_run_execute(run_id=run.pk, progress=progress))
-        except SourceError as exc:
-            raise CommandError(str(exc)) from None
+                run = source_index_now(source=target, trigger=IndexRun.Trigger.COMMAND, full=full, progress=progress)
+                if run.status == IndexRun.Status.SUCCEEDED:
+                    self._report(target, run)
+                else:
+                    failed.append(f"{target.slug}: run {run.pk} {run.status}: {run.error}")
         finally:
             progress.close()
+        if failed:
+            raise CommandError("; ".join(failed))
 
     def _report(self, source: ReferenceSource, run: IndexRun) -> None:
         c = run.counts

@@ -1,7 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.demo_loader import ADMIN_PASSWORD, ADMIN_USERNAME, AGENT_NAME, demo_load
-from catalog.progress import ProgressBar
+from catalog.models import ReferenceSource
+from catalog.progress import ProgressBar, command_logging
 from catalog.services import SourceError
 
 CURL = ("curl -s -X POST http://127.0.0.1:8000/api/v1/search -H \"Authorization: Bearer $TOKEN\" "
@@ -17,6 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, no_progress: bool, **options):
+        command_logging(options["verbosity"])
         progress = ProgressBar(enabled=not no_progress)
         try:
             report = demo_load(progress=progress)
@@ -27,9 +29,12 @@ class Command(BaseCommand):
         catalog = report.catalog
         self.stdout.write(f"Catalog {catalog.slug} ({catalog.name}): {catalog.sources.count()} sources, "
                           f"{catalog.chunk_count} chunks")
-        for slug, index in report.indexed.items():
-            mode = "hybrid" if index.embedded else "lexical only"
-            self.stdout.write(f"  indexed {slug}: {index.documents} documents, {index.chunks} chunks ({mode})")
+        for slug, run in report.indexed.items():
+            mode = "lexical only" if run.source.status == ReferenceSource.Status.LEXICAL_ONLY else "hybrid"
+            c = run.counts
+            documents = c["documents_added"] + c["documents_changed"] + c["documents_unchanged"]
+            self.stdout.write(f"  indexed {slug}: {documents} documents, {c['chunks_written']} chunks written "
+                              f"({mode}; run {run.pk})")
         if report.unchanged:
             self.stdout.write(f"  unchanged, not re-indexed: {len(report.unchanged)} sources")
         if report.admin_created:
