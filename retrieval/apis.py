@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from catalog.embedder import embedder_status
 from config.api_errors import DomainError
 from config.api_schema import errors
+from config.fields import StrictBooleanField, StrictFloatField, StrictIntegerField
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
 
@@ -28,7 +29,7 @@ _WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
               {"required": ["vector"], "properties": {"vector": {"minimum": 0, "exclusiveMinimum": True}}}],
 })
 class WeightsField(serializers.DictField):
-    child = serializers.FloatField(min_value=0, max_value=100)
+    child = StrictFloatField(min_value=0, max_value=100)
 
 
 class SearchScoresSerializer(serializers.Serializer):
@@ -61,12 +62,12 @@ class SearchApi(APIView):
     class InputSerializer(serializers.Serializer):
         catalog = serializers.SlugField(max_length=64)
         query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, validators=[NOT_BLANK])
-        top_k = serializers.IntegerField(min_value=1, max_value=1000, default=10)
+        top_k = StrictIntegerField(min_value=1, max_value=1000, default=10)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
         normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
         weights = WeightsField(required=False)
-        dedup = serializers.BooleanField(default=False, help_text="One chunk per document.")
+        dedup = StrictBooleanField(default=False, help_text="One chunk per document.")
 
         def validate_weights(self, value: dict) -> dict:
             unknown = set(value) - {"bm25", "vector"}
