@@ -53,6 +53,7 @@ class IndexRunSerializer(serializers.ModelSerializer):
         model = IndexRun
         fields = ["id", "catalog", "source", "trigger", "full", "status", "stage", "progress", "counts", "timings",
                   "error", "created_at", "started_at", "finished_at"]
+        read_only_fields = fields  # a response only: the schema then lists every field as always present
 
 
 CURATOR_ERRORS = {
