@@ -29,6 +29,7 @@ demo: migrate
 
 run: setup demo
 	@echo "Lectern at http://$(HOST)/  (stop with Ctrl-C: stops the server and the worker)"
+	@echo "Sign in as admin with the password printed when the demo created that user (above, on the first run only)"
 	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
 	  DEBUG=$${DEBUG:-1} $(MANAGE) qcluster & \
 	  DEBUG=$${DEBUG:-1} $(MANAGE) runserver --noreload $(HOST)

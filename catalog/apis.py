@@ -6,17 +6,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.models import IndexRun, ReferenceSource
+from catalog.paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
 from config.api_errors import DomainError
 from config.api_schema import errors
+from config.fields import StrictCharField
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.models import Agent
 
@@ -141,7 +143,7 @@ class SourceContentApi(APIView):
 
     @extend_schema_serializer(component_name="InlineContent")
     class InputSerializer(serializers.Serializer):
-        content = serializers.CharField(trim_whitespace=False)
+        content = StrictCharField(trim_whitespace=False)
 
     class OutputSerializer(serializers.Serializer):
         source = serializers.SlugField()
@@ -159,15 +161,27 @@ class SourceContentApi(APIView):
                         status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "pattern": UPLOAD_PATH_PATTERN,
+                      "description": "Relative and normalised: see docs/api.md."})
+class UploadPathField(StrictCharField):
+    """An upload file's path as the schema publishes it: validate_path() checks the
+    same rule (catalog.paths), with a message saying which part failed."""
+
+
 class SourceFilesApi(APIView):
     """Add, replace (PUT) or remove (DELETE ?path=) one file of an upload source; a
     reindex run is queued (returned) and indexes only that file's change."""
 
     @extend_schema_serializer(component_name="UploadFile")
     class InputSerializer(serializers.Serializer):
-        path = serializers.CharField(max_length=1024)
-        title = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
-        text = serializers.CharField(trim_whitespace=False)
+        path = UploadPathField(max_length=MAX_PATH_CHARS, trim_whitespace=False)
+        title = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
+        text = StrictCharField(trim_whitespace=False)
+
+        def validate_path(self, value: str) -> str:
+            if problem := upload_path_problem(value):
+                raise serializers.ValidationError(problem)
+            return value
 
     class PathSerializer(serializers.Serializer):
         path = serializers.CharField(max_length=1024, help_text="The file to remove.")

@@ -4,13 +4,16 @@ demo_load() is idempotent, so `make run` can call it on every start:
   1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
   2. index each source whose files changed since it was last indexed (by fingerprint),
      each as an IndexRun under the source's lock, then embed the sources' detection profiles
-  3. create the superuser "admin" (password "lectern") unless that user exists
+  3. create the superuser "admin" with a random password unless that user exists, or
+     replace the fixed password earlier versions gave it (the password is returned to
+     be shown once; only its hash is stored)
   4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +31,8 @@ DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_CATALOG = {"slug": "demo", "name": "Engineering handbook",
                 "description": "A software-engineering handbook: resilience patterns, APIs, data, operations "
                                "and team practices. Shipped with Lectern as a demo."}
-ADMIN_USERNAME, ADMIN_PASSWORD = "admin", "lectern"
+ADMIN_USERNAME = "admin"
+FORMER_ADMIN_PASSWORD = "lectern"  # what earlier versions gave every install: known to all
 AGENT_NAME = "demo-agent"
 
 
@@ -37,7 +41,7 @@ class DemoReport:
     catalog: Catalog
     indexed: dict[str, IndexRun] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
-    admin_created: bool = False
+    admin_password: str | None = None  # set only when this load created the admin or replaced its password
     token: str = ""
 
 
@@ -57,7 +61,7 @@ def demo_load(*, sources_file: Path = DEMO_DIR / "sources.json", progress: Progr
             report.indexed[source.slug] = run
     catalog.refresh_from_db()
     catalog_index(catalog)  # embed the sources' profiles now, not in the first enrich request
-    report.admin_created = demo_admin_ensure()
+    report.admin_password = demo_admin_ensure()
     report.token = agent_token_rotate(name=AGENT_NAME, catalogs=[catalog])
     return report
 
@@ -113,14 +117,22 @@ def source_is_current(*, source: ReferenceSource) -> bool:
     return source.fingerprint == source_collect(source=source).fingerprint
 
 
-def demo_admin_ensure() -> bool:
-    """Create the demo superuser unless a user of that name exists (its password is
-    then left alone). True when created."""
+def demo_admin_ensure() -> str | None:
+    """Create the demo superuser with a random password unless a user of that name
+    exists; an existing one keeps its password unless it is still the fixed one earlier
+    versions set (a known login on every install). Returns the new password, which
+    nothing stores in clear, or None when nothing changed."""
     users = get_user_model()
-    if users.objects.filter(username=ADMIN_USERNAME).exists():
-        return False
-    users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=ADMIN_PASSWORD)
-    return True
+    password = secrets.token_urlsafe(16)
+    admin = users.objects.filter(username=ADMIN_USERNAME).first()
+    if admin is None:
+        users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=password)
+        return password
+    if admin.check_password(FORMER_ADMIN_PASSWORD):
+        admin.set_password(password)
+        admin.save(update_fields=["password"])
+        return password
+    return None
 
 
 @transaction.atomic

@@ -117,7 +117,7 @@ class ReferenceSource(models.Model):
     def clean(self) -> None:
         if self.kind == self.Kind.GLOB and not self.location:
             raise ValidationError({"location": "A glob source needs a glob pattern."})
-        if self.kind == self.Kind.INLINE and not self.content:
+        if self.kind == self.Kind.INLINE and not self.content.strip():  # whitespace would index as nothing
             raise ValidationError({"content": "An inline source needs its text."})
 
 

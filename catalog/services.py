@@ -33,6 +33,7 @@ from catalog.chunker import chunk_text, fit_to_model
 from catalog.diffing import Diff, StoredDocument, diff_documents, stat_unchanged
 from catalog.embedder import Embedder, get_embedder, vector_literal
 from catalog.models import Catalog, Document, ReferenceSource, UploadedFile, indexed_text
+from catalog.paths import upload_path_problem
 
 logger = logging.getLogger(__name__)
 
@@ -580,9 +581,12 @@ def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput]) 
 
 
 def upload_put(*, source: ReferenceSource, path: str, title: str, text: str) -> UploadedFile:
-    """Add or replace one file of an upload source (the next run indexes it)."""
+    """Add or replace one file of an upload source (the next run indexes it). The API
+    refuses a bad path with a 400 first: here it is an invariant."""
     if source.kind != ReferenceSource.Kind.UPLOAD:
         raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources take files")
+    if problem := upload_path_problem(path):
+        raise ValueError(f"invalid upload path {path!r}: {problem}")
     doc = DocumentInput(path, title, text, len(text.encode("utf-8")))
     upload, _ = UploadedFile.objects.update_or_create(
         source=source, path=path, defaults={"title": title, "text": text, "sha256": doc.sha256, "size": doc.size})

@@ -49,11 +49,15 @@ class LecternAutoSchema(AutoSchema):
         ref = self.resolve_serializer(ErrorSerializer, "response").ref
         responses = operation["responses"]
         for status, description in self._framework_errors(has_body="requestBody" in operation).items():
-            if str(status) in responses:  # the view's own reasons first, then these
-                responses[str(status)]["description"] += f" {description}"
-            else:
+            declared = responses.get(str(status))
+            if declared is None:
                 responses[str(status)] = {"description": description,
                                           "content": {"application/json": {"schema": ref}}}
+            elif declared["content"]["application/json"]["schema"] == ref:  # the view's reasons, then these
+                declared["description"] += f" {description}"
+        if "503" in responses:
+            responses["503"].setdefault("headers", {"Retry-After": {
+                "schema": {"type": "integer"}, "description": "Seconds to wait before asking again."}})
         operation["responses"] = dict(sorted(responses.items()))
         return operation
 
@@ -61,8 +65,10 @@ class LecternAutoSchema(AutoSchema):
         """What the middleware, DRF's negotiation, parsing and authentication answer
         before the view's own code runs."""
         found = {
-            400: "`malformed_request`: the request cannot be read (a bad Content-Length; a body that is not JSON).",
+            400: "`malformed_request`: the request cannot be read (a body that is not JSON or nests deeper than 32 "
+                 "levels, a NUL in the body, path or query string, a bad Content-Length); `disallowed_host`.",
             406: "`not_acceptable`: the Accept header rules out application/json.",
+            411: "`length_required`: a body sent chunked, without Content-Length.",
             413: "`payload_too_large`: the body is over LECTERN_MAX_BODY_BYTES (1 MiB by default).",
             503: "`database_unavailable`: the database cannot be reached; retry after `Retry-After` seconds.",
         }

@@ -1,12 +1,51 @@
-"""Serializer fields for JSON request bodies that take only the JSON type the schema
-names. DRF's BooleanField reads 0, 1, "true" or "yes" as booleans, and its IntegerField
-and FloatField read numeric strings (FloatField true and false too): a caller's type
-error would pass as data, and the schema (boolean, integer, number) would not say
-what the API accepts."""
+"""Serializer fields for request bodies, stricter than DRF's: each takes only the JSON
+type the schema names.
+
+DRF's CharField (and SlugField, RegexField) coerce a JSON number to a string (0 ->
+"0"), so a caller's type error passes as data; and with trim_whitespace=False a text of
+only whitespace is not blank. The string fields take only JSON strings, and, unless
+blank is allowed, refuse a whitespace-only one (trim_whitespace still decides what is
+kept). Likewise DRF's BooleanField reads 0, 1, "true" or "yes", and its IntegerField and
+FloatField read numeric strings (FloatField true and false too): the strict ones take
+only booleans, and numbers that are not booleans.
+"""
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
+from rest_framework.fields import empty
+
+# What the blank check refuses, as a validator drf-spectacular publishes as the
+# field's pattern (it never fires: the check runs first).
+NOT_BLANK = RegexValidator(r"\S", "must not be blank")
+
+
+class StrictStringMixin:
+    def run_validation(self, data=empty):
+        if isinstance(data, str) and data and not data.strip() and not self.allow_blank:
+            self.fail("blank")
+        return super().run_validation(data)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(StrictStringMixin, serializers.CharField):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if not self.allow_blank:
+            self.validators.append(NOT_BLANK)
+
+
+class StrictSlugField(StrictStringMixin, serializers.SlugField):
+    pass
+
+
+class StrictRegexField(StrictStringMixin, serializers.RegexField):
+    pass
 
 
 class StrictBooleanField(serializers.BooleanField):

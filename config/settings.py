@@ -39,8 +39,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.middleware.ApiErrorMiddleware",  # outermost: it answers what every layer inside raises
     "django.middleware.security.SecurityMiddleware",
-    "config.middleware.ApiBodyLimitMiddleware",
+    "config.middleware.ApiInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -122,7 +123,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.api_schema.LecternAutoSchema",
@@ -192,6 +193,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"skip_noted_requests": {"()": "config.log_filters.SkipNotedRequests"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                # an exception config.api_errors.note_uncaught() logged (with its id) is not logged twice
+                "django.request": {"filters": ["skip_noted_requests"]}},
 }

@@ -3,10 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from config.health import HealthApi
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/health", HealthApi.as_view(), name="api-health"),
     path("api/v1/", include("retrieval.urls")),
     path("api/v1/", include("catalog.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
@@ -16,6 +19,3 @@ urlpatterns = [
          name="api-redoc"),
     path("", include("retrieval.page_urls")),
 ]
-
-handler404 = "config.api_errors.api_not_found"
-handler500 = "config.api_errors.api_server_error"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -12,12 +11,9 @@ from rest_framework.views import APIView
 from catalog.embedder import embedder_status
 from config.api_errors import DomainError
 from config.api_schema import errors
-from config.fields import StrictBooleanField, StrictFloatField, StrictIntegerField
+from config.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 from retrieval.auth import get_catalog_for_caller, visible_catalogs
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
-
-# Documents what trimming then the blank check enforce: a text of only whitespace is refused.
-NOT_BLANK = RegexValidator(r"\S", "must not be blank")
 
 _WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
 
@@ -60,8 +56,8 @@ class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
     class InputSerializer(serializers.Serializer):
-        catalog = serializers.SlugField(max_length=64)
-        query = serializers.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, validators=[NOT_BLANK])
+        catalog = StrictSlugField(max_length=64)
+        query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS)
         top_k = StrictIntegerField(min_value=1, max_value=1000, default=10)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")

@@ -21,8 +21,8 @@ from rest_framework.views import APIView
 
 from catalog.models import ReferenceSource
 from config.api_schema import errors
+from config.fields import StrictCharField, StrictRegexField, StrictSlugField
 from retrieval import enrichment
-from retrieval.apis import NOT_BLANK
 from retrieval.formatting import CONTENT_KINDS
 from retrieval.models import Agent, Trace
 
@@ -31,12 +31,12 @@ INVALID = "`invalid_input`: a field is missing or out of range; `details.fields`
 NO_CATALOG = "`not_found`: a catalog in `catalogs` does not exist for this caller."
 
 
-def _id_field() -> serializers.RegexField:
-    return serializers.RegexField(r"^@?([A-Za-z0-9_-]+/)?[A-Za-z0-9_-]+$", max_length=200)
+def _id_field() -> StrictRegexField:
+    return StrictRegexField(r"^@?([A-Za-z0-9_-]+/)?[A-Za-z0-9_-]+$", max_length=200)
 
 
 def _catalogs_field() -> serializers.ListField:
-    return serializers.ListField(child=serializers.SlugField(max_length=64), max_length=50, required=False,
+    return serializers.ListField(child=StrictSlugField(max_length=64), max_length=50, required=False,
                                  help_text="Restrict to these catalogs (default: all the caller may see).")
 
 
@@ -84,21 +84,13 @@ class EnrichApi(APIView):
     """Run the detection passes over a prompt or a tool result and return it enriched."""
 
     class InputSerializer(serializers.Serializer):
-        text = serializers.CharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False,
-                                     validators=[NOT_BLANK])
+        text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
         catalogs = _catalogs_field()
         selected = serializers.ListField(child=_id_field(), max_length=500, required=False,
                                          help_text="References already selected in this conversation: not hinted.")
-        paths = serializers.ListField(child=serializers.CharField(max_length=1024), max_length=100, required=False,
+        paths = serializers.ListField(child=StrictCharField(max_length=1024), max_length=100, required=False,
                                       help_text="Files the tool read (for path containment).")
-
-        def validate_text(self, value: str) -> str:
-            if not isinstance(self.initial_data.get("text"), str):
-                raise serializers.ValidationError("text must be a string")
-            if not value.strip():
-                raise serializers.ValidationError("text must not be blank")
-            return value
 
     class OutputSerializer(serializers.Serializer):
         text = serializers.CharField(help_text="The text with earlier injections stripped and the new blocks added.")
@@ -200,7 +192,7 @@ class ReferenceSelectApi(APIView):
     class InputSerializer(serializers.Serializer):
         ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list,
                                     help_text="`id` or `catalog/id`, with or without `@`.")
-        tags = serializers.ListField(child=serializers.CharField(max_length=100), max_length=50, required=False,
+        tags = serializers.ListField(child=StrictCharField(max_length=100), max_length=50, required=False,
                                      default=list)
         catalogs = _catalogs_field()
 

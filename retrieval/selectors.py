@@ -6,7 +6,8 @@ chunk_search() runs:
      chunk order; a term whose postings dwarf the others' (common, near-zero idf) is
      not walked but probed by key for the chunks that could still reach the top
      (MaxScore), with a full walk as the fallback when its bound is too high
-  2. vector: embed the query, HNSW k-NN with ef_search >= the depth asked for
+  2. vector: embed the query, HNSW k-NN with ef_search >= the depth asked for (at most
+     pgvector's 1000; the iterative scan returns more rows when more are asked for)
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
   4. hydrate the top_k with content and the component scores each hit lacks
 """
@@ -238,6 +239,10 @@ def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> di
 
 # --- vector -----------------------------------------------------------------------------
 
+# The largest hnsw.ef_search pgvector accepts; an HNSW scan returns at most ef_search
+# rows unless the iterative scan lets it go on.
+HNSW_EF_SEARCH_MAX = 1000
+
 
 def embed_query(query: str) -> str:
     embedder = get_embedder()
@@ -247,13 +252,16 @@ def embed_query(query: str) -> str:
 
 
 def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
-    """HNSW k-NN by cosine; score = cosine similarity. ef_search is raised to `limit`
-    because an HNSW scan never returns more than ef_search rows."""
-    ef_search = max(settings.LECTERN_HNSW_EF_SEARCH, limit)
+    """HNSW k-NN by cosine; score = cosine similarity. ef_search is raised towards
+    `limit`, up to what pgvector accepts; the iterative scan finds the rest."""
+    ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     with transaction.atomic(), connection.cursor() as cursor:
-        # relaxed_order: the scan keeps going past rows the catalog filter drops (all
-        # catalogs share one index) without re-sorting in the index; we sort below.
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+        # relaxed_order: the scan keeps going past ef_search rows, and past rows the
+        # catalog filter drops (all catalogs share one index), without re-sorting in the
+        # index; we sort below. The vector literal loads pgvector's library before the
+        # settings are made: until then hnsw.* are placeholders, and a value the library
+        # refuses when it loads is dropped with a mere warning.
+        cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
                        "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
         cursor.execute(
             """

@@ -3,6 +3,7 @@ and an agent token, and running it again re-indexes nothing."""
 
 from __future__ import annotations
 
+import logging
 import re
 from io import StringIO
 
@@ -17,6 +18,7 @@ from catalog.embedder import get_embedder
 from catalog.models import Catalog, Document, ReferenceSource, Tag
 
 TOKEN_LINE = re.compile(r"^Agent token \(demo-agent\): (lct_\S+)$", re.MULTILINE)
+ADMIN_LINE = re.compile(r"^Superuser: admin / (\S+) \(a new random password", re.MULTILINE)
 QUESTION = "how should we handle transient failures?"
 
 pytestmark = pytest.mark.django_db
@@ -77,8 +79,37 @@ def test_first_run_builds_the_catalog_its_sources_and_tags():
     assert {"circuit-breaker", "rate-limit", "resilience"} <= set(Tag.objects.values_list("key", flat=True))
     assert "circuit-breaker" in {t.key for t in sources["circuit-breaker"].tags.all()}
     assert get_user_model().objects.get(username="admin").is_superuser
-    assert "Superuser created: admin / lectern" in output
+    assert ADMIN_LINE.search(output)
     assert output.count("  indexed ") == 13
+
+
+def test_the_admin_password_is_random_printed_once_and_never_stored_in_clear_or_logged(caplog):
+    with caplog.at_level(logging.DEBUG):
+        first_output = load_demo()
+    password = ADMIN_LINE.search(first_output).group(1)
+    admin = get_user_model().objects.get(username="admin")
+
+    assert len(password) >= 16 and password != "lectern"
+    assert admin.check_password(password)
+    assert password not in admin.password  # a hash
+    assert password not in caplog.text
+    assert first_output.count(password) == 1
+    assert not ADMIN_LINE.search(load_demo()), "shown when created, never again"
+
+    admin.delete()
+    assert ADMIN_LINE.search(load_demo()).group(1) != password, "a new one each time one is created"
+
+
+def test_an_admin_still_on_the_former_fixed_password_gets_a_random_one():
+    load_demo()
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("lectern")
+    admin.save()
+
+    password = ADMIN_LINE.search(load_demo()).group(1)
+
+    admin.refresh_from_db()
+    assert admin.check_password(password) and not admin.check_password("lectern")
 
 
 def test_second_run_reindexes_nothing_and_keeps_the_admin_password():

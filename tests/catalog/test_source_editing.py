@@ -102,3 +102,54 @@ def test_editing_refusals_change_nothing(uploads, curator):
     assert wrong_kind.json()["error"]["code"] == "wrong_source_kind"
     assert UploadedFile.objects.get(source=uploads, path="q1").text == "Refunds are paid within five days."
     assert list(IndexRun.objects.filter(source=uploads).values_list("pk", "status")) == runs_before
+
+
+def uploads_state(source: ReferenceSource) -> tuple:
+    source.refresh_from_db()
+    return (list(UploadedFile.objects.filter(source=source).order_by("path").values_list("path", "text")),
+            source.content, source.fingerprint, IndexRun.objects.count())
+
+
+@pytest.mark.parametrize("path", ["../../../../etc/passwd", "/etc/shadow", "a\u0001\n<script>.md", "a//b.md",
+                                  "guides/./x.md", "x" * 1025])
+def test_an_upload_path_that_is_not_relative_normalised_and_printable_is_a_400(uploads, curator, path):
+    before = uploads_state(uploads)
+
+    response = curator(uploads.catalog).put("/api/v1/catalogs/kb/sources/faq/files", {"path": path, "text": "x"},
+                                            format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()["error"]["details"]["fields"]) == ["path"]
+    assert uploads_state(uploads) == before
+
+
+def test_the_service_refuses_such_a_path_too(uploads):
+    from catalog.services import upload_put
+
+    with pytest.raises(ValueError, match="relative"):
+        upload_put(source=uploads, path="/etc/shadow", title="", text="x")
+    assert not UploadedFile.objects.filter(source=uploads, path="/etc/shadow").exists()
+
+
+@pytest.mark.parametrize("text", ["   ", "\n\t \n", ""])
+def test_whitespace_only_file_text_or_inline_content_is_a_400(uploads, curator, make_catalog, text):
+    inline = ReferenceSource.objects.create(catalog=uploads.catalog, slug="memo", name="Memo", kind="inline",
+                                            content="Memo text.")
+    before = uploads_state(uploads), uploads_state(inline)
+    client = curator(uploads.catalog)
+
+    upload = client.put("/api/v1/catalogs/kb/sources/faq/files", {"path": "q3", "text": text}, format="json")
+    content = client.put("/api/v1/catalogs/kb/sources/memo/content", {"content": text}, format="json")
+
+    assert (upload.status_code, content.status_code) == (400, 400)
+    assert list(upload.json()["error"]["details"]["fields"]) == ["text"]
+    assert list(content.json()["error"]["details"]["fields"]) == ["content"]
+    assert (uploads_state(uploads), uploads_state(inline)) == before
+
+
+def test_file_text_keeps_its_surrounding_whitespace(uploads, curator):
+    curator(uploads.catalog).put("/api/v1/catalogs/kb/sources/faq/files", {"path": "q3", "text": "  Indented.\n"},
+                                 format="json")
+
+    assert UploadedFile.objects.get(source=uploads, path="q3").text == "  Indented.\n"
+

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog.demo_loader import ADMIN_PASSWORD, ADMIN_USERNAME, AGENT_NAME, demo_load
+from catalog.demo_loader import ADMIN_USERNAME, AGENT_NAME, demo_load
 from catalog.models import ReferenceSource
 from catalog.progress import ProgressBar, command_logging
 from catalog.services import SourceError
@@ -11,8 +11,8 @@ CURL = ("curl -s -X POST http://127.0.0.1:8000/api/v1/search -H \"Authorization:
 
 
 class Command(BaseCommand):
-    help = ("Load the demo catalog (catalog/demo/), index what changed, ensure the admin user and "
-            "print a fresh token for the demo agent. Safe to run repeatedly.")
+    help = ("Load the demo catalog (catalog/demo/), index what changed, ensure the admin user (printing its "
+            "random password when it is created) and print a fresh token for the demo agent. Safe to run repeatedly.")
 
     def add_arguments(self, parser):
         parser.add_argument("--no-progress", action="store_true")
@@ -37,10 +37,13 @@ class Command(BaseCommand):
                               f"({mode}; run {run.pk})")
         if report.unchanged:
             self.stdout.write(f"  unchanged, not re-indexed: {len(report.unchanged)} sources")
-        if report.admin_created:
-            self.stdout.write(f"Superuser created: {ADMIN_USERNAME} / {ADMIN_PASSWORD} (sign in at /accounts/login/)")
+        if report.admin_password:
+            # Shown this once, on stdout only (never logged); only its hash is stored.
+            self.stdout.write(f"Superuser: {ADMIN_USERNAME} / {report.admin_password} "
+                              f"(a new random password, shown only now; sign in at /accounts/login/)")
         else:
-            self.stdout.write(f"Superuser {ADMIN_USERNAME} exists; its password was left unchanged")
+            self.stdout.write(f"Superuser {ADMIN_USERNAME} exists; its password was left unchanged "
+                              f"(manage.py changepassword {ADMIN_USERNAME} sets a new one)")
         self.stdout.write(f"Agent token ({AGENT_NAME}): {report.token}")
         self.stdout.write("Try it (the previous demo token no longer works):")
         self.stdout.write(f"  export TOKEN={report.token}")

@@ -1,0 +1,110 @@
+"""How deep the HNSW scan is asked to go: pgvector accepts hnsw.ef_search up to 1000,
+while a search may need more rows than that (top_k up to 1000, three chunks per
+document with dedup). ef_search is clamped, and the iterative scan fills the rest.
+
+The setting must hold on a connection that has already used pgvector and on a fresh one
+(where the hnsw.* settings are mere placeholders until pgvector's library loads).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+from rest_framework.test import APIClient
+
+from catalog.models import Chunk, ReferenceSource
+from catalog.services import Collected, DocumentInput, prepare_chunks, source_replace_rows
+from retrieval.selectors import HNSW_EF_SEARCH_MAX, vector_search
+
+URL = "/api/v1/search"
+
+
+def search(token: str, **body):
+    client = APIClient()
+    return client.post(URL, body, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def random_unit_vectors(count: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(count, 384)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def two_chunk_documents(catalog, count: int) -> int:
+    """`count` documents of two chunks each, with random vectors (no embedding model
+    needed: the HNSW scan is what is tested); the chunks written."""
+    source = ReferenceSource.objects.create(catalog=catalog, slug="pairs", name="Pairs", kind="upload",
+                                            location="pairs")
+    text = ("Alpha beta gamma delta epsilon zeta eta theta iota kappa. "
+            "Lambda omicron sigma upsilon omega rho tau phi chi psi.")
+    documents = [DocumentInput(f"doc-{i:04d}.md", f"Doc {i}", text, len(text)) for i in range(count)]
+    prepared = prepare_chunks(catalog, documents, embedder=None)
+    source_replace_rows(source, Collected(documents), prepared, random_unit_vectors(len(prepared), seed=7))
+    return len(prepared)
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_dedup_search_deeper_than_pgvector_allows_is_answered(indexed_catalog, agent_token, mode):
+    # top_k 334 with dedup asks each component for 334 * 3 = 1002 rows: over ef_search's 1000
+    token = agent_token("deep", [indexed_catalog])
+    search(token, catalog="ops", query="retry", mode="vector", top_k=3)  # pgvector now loaded on this connection
+
+    response = search(token, catalog="ops", query="retry", top_k=334, mode=mode, dedup=True)
+
+    assert response.status_code == 200, response.content
+    documents = [hit["document_id"] for hit in response.json()["results"]]
+    assert len(documents) == len(set(documents)) == 4  # every document of the catalog, once
+
+
+def test_top_k_is_filled_past_ef_search_by_the_iterative_scan(make_catalog, agent_token):
+    # given: 1,000 documents of two chunks each; the best 1,000 chunks (all one
+    # ef_search-bounded scan could return) cover far fewer than 1,000 documents
+    catalog = make_catalog("pairs", chunk_size=60, chunk_overlap=0)
+    assert two_chunk_documents(catalog, 1000) == 2000
+    token = agent_token("pairs-agent", [catalog])
+    # and the planner walks the HNSW index, as it does on a catalog much larger than
+    # the rows asked for (on 2,000 rows it would rather sort them all)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN SELECT id FROM catalog_chunk WHERE catalog_id = %s ORDER BY embedding <=> %s::vector "
+                       "LIMIT 3000", [catalog.pk, "[" + ",".join(["0.05"] * 384) + "]"])
+        assert "chunk_embedding_hnsw" in " ".join(row[0] for row in cursor.fetchall())
+
+    response = search(token, catalog="pairs", query="alpha beta", mode="vector", top_k=1000, dedup=True)
+
+    assert response.status_code == 200, response.content
+    documents = [hit["document_id"] for hit in response.json()["results"]]
+    assert len(documents) == len(set(documents)) == 1000
+    assert Chunk.objects.filter(catalog=catalog).count() == 2000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ef_search_takes_effect_on_a_fresh_connection(make_catalog):
+    catalog = make_catalog("fresh")
+    vector = "[" + ",".join(["0.05"] * 384) + "]"
+    connection.close()  # the next query opens a new backend that has not loaded pgvector
+
+    with transaction.atomic():  # keeps vector_search's transaction-local settings readable
+        vector_search(catalog=catalog, vector=vector, limit=1002)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW hnsw.ef_search")
+            ef_search = cursor.fetchone()[0]
+            cursor.execute("SHOW hnsw.iterative_scan")
+            iterative = cursor.fetchone()[0]
+
+    assert (int(ef_search), iterative) == (HNSW_EF_SEARCH_MAX, "relaxed_order")
+
+
+@pytest.mark.django_db
+def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalog):
+    catalog = make_catalog("reused")
+    vector = "[" + ",".join(["0.05"] * 384) + "]"
+    vector_search(catalog=catalog, vector=vector, limit=5)  # pgvector loaded
+
+    with transaction.atomic():
+        vector_search(catalog=catalog, vector=vector, limit=1002)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW hnsw.ef_search")
+            ef_search = cursor.fetchone()[0]
+
+    assert int(ef_search) == HNSW_EF_SEARCH_MAX
