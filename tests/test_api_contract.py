@@ -39,6 +39,10 @@ CONFIG = SchemathesisConfig.from_dict({
     "seed": 20260101,
     "generation": {"deterministic": True, "database": "none", "max-examples": 40},
     "phases": {"stateful": {"enabled": False}},
+    # schemathesis's list of refusals, plus 413: a body over the size limit is refused
+    # before anything reads it.
+    "checks": {"negative_data_rejection": {"expected-statuses": [
+        "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]}},
     "dictionaries": {
         "catalogs": {"values": ["demo"]},
         "references": {"values": ["python-style", "retry-backoff", "caching", "demo/circuit-breaker"]},
