@@ -1,4 +1,5 @@
-# Lectern: `make run` serves the app with its worker; `make test` runs the suite.
+# Lectern: `make run` serves the app with its worker; `make test` runs the suite;
+# `make serve` is the production server (gunicorn + whitenoise + django-q2, DEBUG off).
 # Both set everything up first: virtualenv, dependencies, embedded Postgres, migrations.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -7,7 +8,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run test setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
+.PHONY: run serve test setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,11 @@ run: setup demo
 	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
 	  DEBUG=$${DEBUG:-1} $(MANAGE) qcluster & \
 	  DEBUG=$${DEBUG:-1} $(MANAGE) runserver --noreload $(HOST)
+
+# Production: collectstatic, then gunicorn (config/gunicorn.conf.py) and a qcluster,
+# stopping together (config/serve.py). Settings from the environment: README "Deploying".
+serve: setup
+	DEBUG=0 $(PY) -m config.serve
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }

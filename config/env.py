@@ -41,11 +41,11 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
-def env_list(name: str, default: list[str]) -> list[str]:
+def env_list(name: str, default: list[str], *, sep: str = os.pathsep) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:
         return default
-    return [item.strip() for item in raw.split(os.pathsep) if item.strip()]
+    return [item.strip() for item in raw.split(sep) if item.strip()]
 
 
 def local_secret_key(path: Path) -> str:

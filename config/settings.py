@@ -19,9 +19,27 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("DEBUG", False)
 # From the environment in a deployment; for local use, generated once into var/.
 SECRET_KEY = env_str("SECRET_KEY", "") or local_secret_key(BASE_DIR / "var" / "secret_key")
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"], sep=",")
+# Origins (scheme://host[:port]) whose unsafe requests pass CSRF besides this host's own.
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [], sep=",")
+
+# Behind TLS, terminated by a reverse proxy that sets X-Forwarded-Proto (and overwrites
+# any value a client sent): cookies only over https, http redirected, HSTS. Off for
+# plain-http use on a laptop, where secure cookies would make sign-in impossible.
+LECTERN_HTTPS = env_bool("LECTERN_HTTPS", False)
+if LECTERN_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("LECTERN_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("LECTERN_HSTS_SECONDS", 31_536_000, minimum=0)
+    # Both apply to this host's own subdomains only; preload is inert until someone
+    # submits the registrable domain to the browsers' preload list.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("LECTERN_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("LECTERN_HSTS_PRELOAD", True)
 
 INSTALLED_APPS = [
+    "config",  # before staticfiles: its runserver closes each thread's DB connections
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -41,6 +59,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.middleware.ApiErrorMiddleware",  # outermost: it answers what every layer inside raises
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.middleware.ApiInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -112,7 +131,13 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+# `make serve` collects into STATIC_ROOT; WhiteNoise serves it (compressed, and hashed
+# names cached forever). Under DEBUG, runserver serves static/ directly.
+STATIC_ROOT = Path(env_str("LECTERN_STATIC_ROOT", str(BASE_DIR / "var" / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # Request bodies over this size are refused with a JSON 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LECTERN_MAX_BODY_BYTES", 1_048_576, minimum=1024)
@@ -188,6 +213,12 @@ LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
+# Enrichment traces hold the agents' texts: each is deleted this many days after it was
+# made (0 keeps them forever) by the hourly schedule `lectern-purge-traces` or on demand
+# by `manage.py purge_traces`. With LECTERN_TRACE_STORE_TEXT off a trace keeps its steps
+# and hints (ids, tags, scores, the file paths the text named) but not the text itself.
+LECTERN_TRACE_RETENTION_DAYS = env_int("LECTERN_TRACE_RETENTION_DAYS", 30, minimum=0)
+LECTERN_TRACE_STORE_TEXT = env_bool("LECTERN_TRACE_STORE_TEXT", True)
 
 LOGGING = {
     "version": 1,

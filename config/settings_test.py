@@ -3,9 +3,13 @@
 import os
 
 from config.settings import *  # noqa: F403
-from config.settings import DATABASES, Q_CLUSTER
+from config.settings import DATABASES, Q_CLUSTER, STORAGES
 
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}
+# Pages render without a collectstatic run (the manifest is for served deployments).
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+# Nor does WhiteNoise look for the collected files at start (no "No directory" warning).
+WHITENOISE_AUTOREFRESH = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LECTERN_EMBEDDING_BATCH = 16
 # Parallel runs on one server (several checkouts, CI beside a dev) need distinct names.

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class RetrievalConfig(AppConfig):
@@ -7,3 +8,6 @@ class RetrievalConfig(AppConfig):
 
     def ready(self) -> None:
         from retrieval import schema  # noqa: F401  registers the bearer scheme with drf-spectacular
+        from retrieval.tasks import ensure_purge_schedule
+
+        post_migrate.connect(ensure_purge_schedule, sender=self, dispatch_uid="lectern-purge-traces-schedule")

@@ -83,6 +83,7 @@ class PinnedReferenceSerializer(serializers.Serializer):
 class EnrichApi(APIView):
     """Run the detection passes over a prompt or a tool result and return it enriched."""
 
+    @extend_schema_serializer(component_name="Enrich")
     class InputSerializer(serializers.Serializer):
         text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
@@ -189,6 +190,7 @@ class WithheldReferenceSerializer(serializers.Serializer):
 class ReferenceSelectApi(APIView):
     """selectReferences: authorise references by id or tag and return what may be read."""
 
+    @extend_schema_serializer(component_name="ReferenceSelection")
     class InputSerializer(serializers.Serializer):
         ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list,
                                     help_text="`id` or `catalog/id`, with or without `@`.")

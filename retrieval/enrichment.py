@@ -363,7 +363,8 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
 
     took_ms = (time.perf_counter() - started) * 1000
     grants = [c.card for c in allowed_expansions] if caller.agent is not None else []
-    trace = Trace(agent=caller.agent, caller=caller.name, surface=surface, text=text, steps=run.steps,
+    stored_text = text if settings.LECTERN_TRACE_STORE_TEXT else None
+    trace = Trace(agent=caller.agent, caller=caller.name, surface=surface, text=stored_text, steps=run.steps,
                   hints=[c.as_dict() for c in surfaced], degraded=run.degraded or "", took_ms=round(took_ms, 3))
     if grants:
         with transaction.atomic():

@@ -121,7 +121,10 @@ class Trace(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="traces")
     caller = models.CharField(max_length=150, help_text="Agent or user name at the time of the call.")
     surface = models.CharField(max_length=16, choices=Surface.choices)
-    text = models.TextField(help_text="The text as received, before enrichment.")
+    # Null, not "": a text that was not kept differs from an empty one that was.
+    text = models.TextField(null=True, blank=True,  # noqa: DJ001
+                            help_text="The text as received, before enrichment; null when not stored "
+                                      "(LECTERN_TRACE_STORE_TEXT off).")
     steps = models.JSONField(default=list, help_text="Each pass's candidates and decisions, in order.")
     hints = models.JSONField(default=list)
     degraded = models.CharField(max_length=200, blank=True)
@@ -130,7 +133,8 @@ class Trace(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["agent", "-created_at"], name="trace_agent_recent")]
+        indexes = [models.Index(fields=["agent", "-created_at"], name="trace_agent_recent"),
+                   models.Index(fields=["created_at"], name="trace_created")]  # retention purges by age
 
     def __str__(self) -> str:
         return f"trace {self.id}"

@@ -1,0 +1,170 @@
+"""Database connections under concurrent load.
+
+Starts a server in a child process whose connections carry their own application_name
+(PGAPPNAME), drives concurrent clients at `POST /api/v1/search`, and counts the child's
+backends in pg_stat_activity while they run and after they stop. Used by
+`manage.py bench_connections` (docs/benchmarks.md) and by the serving tests.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+POLL_SECONDS = 0.05
+
+
+def server_command(kind: str, address: str) -> list[str]:
+    """`runserver` is Lectern's (config/management/commands/runserver.py); `stock-runserver`
+    is Django's own, kept for the comparison; `serve` is what `make serve` runs."""
+    python = sys.executable
+    if kind == "runserver":
+        return [python, "manage.py", "runserver", "--noreload", address]
+    if kind == "stock-runserver":
+        return [python, "-c", "import django; django.setup(); from django.core.management import call_command; "
+                "from django.contrib.staticfiles.management.commands.runserver import Command; "
+                f"call_command(Command(), {address!r}, use_reloader=False)"]
+    if kind == "serve":
+        return [python, "-m", "config.serve"]
+    raise ValueError(f"unknown server {kind!r}: use runserver, stock-runserver or serve")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServerFailed(Exception):
+    pass
+
+
+@dataclass
+class Server:
+    """A server child on a loopback port; `env` is added to this process's environment."""
+
+    kind: str
+    env: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None
+    port: int = field(default_factory=free_port)
+    app: str = field(default_factory=lambda: f"lectern-serve-{uuid.uuid4().hex[:8]}")
+    process: subprocess.Popen | None = None
+
+    def start(self, *, timeout: float = 120) -> Server:
+        env = {**os.environ, "PGAPPNAME": self.app, "LECTERN_BIND": f"127.0.0.1:{self.port}", **self.env}
+        with open(self.log or os.devnull, "wb") as out:
+            # A session of its own: TERM goes to the leader, which stops what it started.
+            self.process = subprocess.Popen(server_command(self.kind, f"127.0.0.1:{self.port}"), cwd=BASE_DIR,
+                                            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(self.answers, timeout, f"{self.kind} to answer on port {self.port}", self)
+        return self
+
+    def answers(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    def output(self, tail: int | None = 4000) -> str:
+        text = self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
+        return text[-tail:] if tail else text
+
+    def stop(self, *, timeout: float = 60) -> int:
+        """TERM, as a service manager or Ctrl-C would; the exit status."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            raise ServerFailed(f"{self.kind} still running {timeout}s after TERM:\n{self.output()}") from None
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, server: Server | None = None) -> object:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if server is not None and server.process.poll() is not None:
+            raise ServerFailed(f"{server.kind} exited {server.process.returncode} while waiting for {what}:\n"
+                               f"{server.output()}")
+        if time.monotonic() > deadline:
+            raise ServerFailed(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(POLL_SECONDS)
+    return value
+
+
+def backends(app: str) -> int:
+    """Connections with this application_name to this database."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = %s", [app])
+        return cursor.fetchone()[0]
+
+
+@dataclass
+class Load:
+    requests: int = 0
+    failures: list[str] = field(default_factory=list)
+    peak_backends: int = 0
+    seconds: float = 0.0
+
+
+def search_load(server: Server, *, token: str, catalog: str, clients: int, keepalive: bool,
+                requests_per_client: int | None = None, seconds: float | None = None) -> Load:
+    """`clients` threads searching at once, each for `requests_per_client` requests or
+    `seconds`; without keep-alive every request comes on a new TCP connection (as from
+    curl or a fresh HTTP client), the case that makes runserver start a thread per request."""
+    body = json.dumps({"catalog": catalog, "query": "how should we handle transient failures?", "top_k": 3,
+                       "mode": "bm25"})
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    if not keepalive:
+        headers["Connection"] = "close"
+    load, lock = Load(), threading.Lock()
+    started = time.monotonic()
+    deadline = started + (seconds or float("inf"))
+
+    def client() -> None:
+        conn, done = None, 0
+        while (requests_per_client is None or done < requests_per_client) and time.monotonic() < deadline:
+            conn = conn if keepalive and conn is not None else http.client.HTTPConnection(
+                "127.0.0.1", server.port, timeout=60)
+            try:
+                conn.request("POST", "/api/v1/search", body, headers)
+                response = conn.getresponse()
+                response.read()
+                failure = None if response.status == 200 else f"HTTP {response.status}"
+            except OSError as exc:
+                failure, conn = f"{type(exc).__name__}: {exc}", None
+            done += 1
+            with lock:
+                load.requests += 1
+                if failure:
+                    load.failures.append(failure)
+            if not keepalive and conn is not None:
+                conn.close()
+        if conn is not None:
+            conn.close()
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        load.peak_backends = max(load.peak_backends, backends(server.app))
+        time.sleep(POLL_SECONDS)
+    load.seconds = time.monotonic() - started
+    return load

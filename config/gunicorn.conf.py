@@ -1,0 +1,25 @@
+"""gunicorn settings for `make serve` (python -m config.serve), read from the environment.
+
+Database connections stay bounded: gthread workers run requests on a fixed pool of
+`threads` threads per worker process, Django keeps at most one connection per thread
+(CONN_MAX_AGE, health-checked), and keep-alive clients wait in the worker's poller, not
+on a thread. So the web tier holds at most LECTERN_WEB_WORKERS x LECTERN_WEB_THREADS
+connections (8 by default), whatever the number of clients; README "Deploying" adds
+the worker's and compares the sum with max_connections.
+"""
+
+from config.env import env_int, env_str
+
+wsgi_app = "config.wsgi:application"
+bind = env_str("LECTERN_BIND", "127.0.0.1:8000")
+worker_class = "gthread"
+workers = env_int("LECTERN_WEB_WORKERS", 2, minimum=1)
+threads = env_int("LECTERN_WEB_THREADS", 4, minimum=1)
+# A worker silent this long (a request stuck in it) is killed and replaced.
+timeout = env_int("LECTERN_WEB_TIMEOUT", 60, minimum=5)
+graceful_timeout = 30
+keepalive = 5
+accesslog = "-"
+# The control socket defaults to one path per user ($HOME/.gunicorn/gunicorn.ctl): a
+# second server on the machine (another checkout, the test suite) would take it over.
+control_socket_disable = True

@@ -1,0 +1,72 @@
+"""`make serve`: Lectern in production. Collects static files, then runs gunicorn
+(config/gunicorn.conf.py) and a django-q2 cluster side by side, stopping together.
+
+Ctrl-C or TERM stops both: each gets TERM, gunicorn finishes the requests in flight
+(graceful_timeout), the cluster its tasks; whatever still runs after STOP_SECONDS is
+killed (a reindex killed midway leaves the previous generation served, and the next
+run resumes it). Either one exiting on its own stops the other and makes this exit 1,
+so a service manager sees one unit fail and restarts it whole instead of leaving a web
+server without its worker.
+
+Usage: python -m config.serve
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STOP_SECONDS = 60  # for both to stop before they are killed
+POLL_SECONDS = 0.2
+
+
+def server_commands(python: str = sys.executable) -> dict[str, list[str]]:
+    return {"web": [python, "-m", "gunicorn", "-c", "config/gunicorn.conf.py"],
+            "worker": [python, "manage.py", "qcluster"]}
+
+
+def stop(children: dict[str, subprocess.Popen]) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    for name, child in children.items():
+        try:
+            child.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            print(f"serve: {name} still running after {STOP_SECONDS}s; killing it", file=sys.stderr)
+            os.killpg(child.pid, signal.SIGKILL)  # with the processes it started
+            child.wait()
+
+
+def supervise(commands: dict[str, list[str]]) -> int:
+    """Run the commands until a signal (0) or until one exits on its own (1)."""
+    signals: list[int] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda received, frame: signals.append(received))
+    # Each in a process group of its own: a terminal's Ctrl-C reaches only this process,
+    # which stops them in order, and a stuck one is killed with its children.
+    children = {name: subprocess.Popen(command, cwd=BASE_DIR, process_group=0) for name, command in commands.items()}
+    exited = None
+    while not signals and exited is None:
+        time.sleep(POLL_SECONDS)
+        exited = next((name for name, child in children.items() if child.poll() is not None), None)
+    if exited is not None:
+        print(f"serve: {exited} exited with {children[exited].returncode}; stopping the rest", file=sys.stderr)
+    stop(children)
+    return 1 if exited is not None else 0
+
+
+def main() -> int:
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=BASE_DIR,
+                   check=True)
+    return supervise(server_commands())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
