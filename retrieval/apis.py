@@ -55,7 +55,6 @@ class SearchHitSerializer(serializers.Serializer):
 class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
-    @extend_schema_serializer(component_name="Search")
     class InputSerializer(serializers.Serializer):
         catalog = StrictSlugField(max_length=64)
         query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS)

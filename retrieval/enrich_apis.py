@@ -83,7 +83,6 @@ class PinnedReferenceSerializer(serializers.Serializer):
 class EnrichApi(APIView):
     """Run the detection passes over a prompt or a tool result and return it enriched."""
 
-    @extend_schema_serializer(component_name="Enrich")
     class InputSerializer(serializers.Serializer):
         text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
@@ -190,7 +189,6 @@ class WithheldReferenceSerializer(serializers.Serializer):
 class ReferenceSelectApi(APIView):
     """selectReferences: authorise references by id or tag and return what may be read."""
 
-    @extend_schema_serializer(component_name="ReferenceSelection")
     class InputSerializer(serializers.Serializer):
         ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list,
                                     help_text="`id` or `catalog/id`, with or without `@`.")
@@ -327,7 +325,8 @@ class TraceApi(APIView):
         id = serializers.UUIDField()
         caller = serializers.CharField(help_text="The agent's or user's name at the time of the call.")
         surface = serializers.ChoiceField(choices=Trace.Surface.values)
-        text = serializers.CharField(help_text="The text as received.")
+        text = serializers.CharField(
+            allow_null=True, help_text="The text as received; null when not kept (LECTERN_TRACE_STORE_TEXT off).")
         steps = TraceStepsField()
         hints = HintSerializer(many=True)
         degraded = serializers.CharField(allow_null=True)

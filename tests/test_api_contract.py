@@ -155,9 +155,10 @@ def conforming(in_test_transaction):
     return call
 
 
-def test_enrich_responses_and_their_traces_match_the_schema(conforming):
+def test_enrich_responses_and_their_traces_match_the_schema(conforming, settings):
     prompt = conforming("POST", "/api/v1/enrich", json={"text": "Our circuit breaker trips; see @caching",
                                                         "surface": "prompt"})
+    settings.LECTERN_TRACE_STORE_TEXT = False
     pinned = conforming("POST", "/api/v1/enrich", json={"text": "# New service template\n...",
                                                         "surface": "tool_result",
                                                         "paths": ["service-template/README.md"]})
@@ -165,7 +166,8 @@ def test_enrich_responses_and_their_traces_match_the_schema(conforming):
 
     steps = [step for body in (prompt, pinned, wordless)
              for step in conforming("GET", "/api/v1/traces/{trace_id}", trace_id=body["trace_id"])["steps"]]
-    # Each variant of the steps' shapes was among those checked:
+    # Each variant of the shapes was among those checked:
+    assert conforming("GET", "/api/v1/traces/{trace_id}", trace_id=pinned["trace_id"])["text"] is None
     assert pinned["pinned_reference"]["context"]
     semantic = [step for step in steps if step["pass"] == "semantic"]
     assert any("skipped" in step for step in semantic) and any("threshold" in step for step in semantic)
