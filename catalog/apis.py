@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -15,10 +15,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.models import Catalog, IndexRun, ReferenceSource
-from catalog.paths import upload_path_problem
+from catalog.paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
 from config.api_errors import DomainError
+from config.api_schema import errors
 from config.fields import StrictCharField
 from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from retrieval.models import Agent
@@ -33,50 +34,80 @@ def _require_curator(caller: RequestUser) -> None:
         raise PermissionDenied("Reindexing needs a curator token or a curator's session.")
 
 
+class IndexRunCountsSerializer(serializers.Serializer[dict[str, int]]):
+    """Filled in when a run succeeds; empty before."""
+
+    documents_added = serializers.IntegerField(required=False)
+    documents_changed = serializers.IntegerField(required=False)
+    documents_removed = serializers.IntegerField(required=False)
+    documents_unchanged = serializers.IntegerField(required=False)
+    chunks_embedded = serializers.IntegerField(required=False)
+    chunks_reused = serializers.IntegerField(required=False)
+    chunks_written = serializers.IntegerField(required=False)
+
+
 class IndexRunSerializer(serializers.ModelSerializer[IndexRun]):
     catalog: serializers.SlugRelatedField[Catalog] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     # A field named like Field.source, which the stubs declare on every serializer (DRF's
     # metaclass takes declared fields off the class, so there is no clash at run time).
     source: serializers.SlugRelatedField[ReferenceSource] = serializers.SlugRelatedField(  # type: ignore[assignment]
         slug_field="slug", read_only=True)
+    counts = IndexRunCountsSerializer()
+    timings = serializers.DictField(child=serializers.FloatField(),
+                                    help_text="Seconds per stage (collect, chunk, embed, write); empty until done.")
 
     class Meta:
         model = IndexRun
         fields = ["id", "catalog", "source", "trigger", "full", "status", "stage", "progress", "counts", "timings",
                   "error", "created_at", "started_at", "finished_at"]
+        read_only_fields = fields  # a response only: the schema then lists every field as always present
+
+
+CURATOR_ERRORS = {
+    403: "`forbidden`: the caller is not a curator (a reader token, or a session outside the curator group).",
+    404: "`not_found`: no such catalog or source for this caller.",
+}
 
 
 class ReindexApi(APIView):
-    """Queue a reindex of a catalog's sources (or one with ?source=); ?full=1 re-embeds all.
+    """Queue a reindex of a catalog's sources (or one with ?source=); ?full=true re-embeds all.
 
     A source that already has a queued or running run returns that run instead.
     """
 
     class QuerySerializer(serializers.Serializer[None]):
-        source = serializers.SlugField(required=False)  # type: ignore[assignment]  # named like Field.source, as above
-        full = serializers.BooleanField(required=False, default=False)
+        # Given empty, a query parameter is read as absent: the schema admits "".
+        source = serializers.RegexField(  # type: ignore[assignment]  # named like Field.source, as above
+            r"^[-a-zA-Z0-9_]*$", max_length=100, required=False, allow_blank=True,
+            help_text="Only this source (default: every source of the catalog).")
+        full = serializers.BooleanField(required=False, default=False, help_text="Re-chunk and re-embed everything.")
 
-    @extend_schema(request=None, responses={202: IndexRunSerializer(many=True)}, operation_id="reindex_catalog",
-                   parameters=[OpenApiParameter("source", str), OpenApiParameter("full", bool)])
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        runs = IndexRunSerializer(many=True)
+
+    @extend_schema(request=None, parameters=[QuerySerializer], operation_id="reindex_catalog",
+                   responses={202: OutputSerializer, **errors({
+                       400: "`invalid_input`: a query parameter is not valid.", **CURATOR_ERRORS})})
     def post(self, request: Request, slug: str) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         catalog = get_catalog_for_caller(request_user(request), slug)
         _require_curator(request_user(request))
         sources = catalog.sources.all()
-        if "source" in query.validated_data:
+        if query.validated_data.get("source"):
             sources = sources.filter(slug=query.validated_data["source"])
             if not sources:
                 raise Http404(f"Catalog {slug!r} has no source {query.validated_data['source']!r}.")
         trigger = _trigger(request)
         runs = [index_run_request(source=s, trigger=trigger, full=query.validated_data["full"])[0] for s in sources]
-        return Response({"runs": IndexRunSerializer(runs, many=True).data}, status=status.HTTP_202_ACCEPTED)
+        return Response(self.OutputSerializer({"runs": runs}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class IndexRunApi(APIView):
     """One index run: status, progress, counts, timings, error."""
 
-    @extend_schema(responses=IndexRunSerializer, operation_id="get_index_run")
+    @extend_schema(operation_id="get_index_run", responses={200: IndexRunSerializer, **errors({
+        404: "`not_found`: no such run in a catalog this caller may see."})})
     def get(self, request: Request, pk: int) -> Response:
         run = IndexRun.objects.select_related("catalog", "source").filter(
             pk=pk, catalog__in=visible_catalogs(request_user(request))).first()
@@ -107,9 +138,14 @@ def _trigger(request: Request) -> str:
     return IndexRun.Trigger.API if isinstance(request_user(request), Agent) else IndexRun.Trigger.UI
 
 
-def _queued(request: Request, source: ReferenceSource) -> dict[str, Any]:
+def _queued(request: Request, source: ReferenceSource) -> IndexRun:
     run, _ = index_run_request(source=source, trigger=_trigger(request))
-    return IndexRunSerializer(run).data
+    return run
+
+
+def _editing_errors(kind: str) -> dict[int, OpenApiResponse]:
+    return errors({400: "`invalid_input`: a field is missing or not valid; `details.fields` says which.",
+                   **CURATOR_ERRORS, 409: f"`wrong_source_kind`: the source is not an {kind} source."})
 
 
 class SourceContentApi(APIView):
@@ -119,14 +155,27 @@ class SourceContentApi(APIView):
     class InputSerializer(serializers.Serializer[None]):
         content = StrictCharField(trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="set_inline_content")
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        source = serializers.SlugField()  # type: ignore[assignment]  # named like Field.source: see IndexRunSerializer
+        run = IndexRunSerializer(help_text="The run that indexes the change (or the one already queued).")
+
+    @extend_schema(request=InputSerializer, operation_id="set_inline_content",
+                   responses={202: OutputSerializer, **_editing_errors("inline")})
     def put(self, request: Request, slug: str, source: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
             inline_set(source=target, content=data.validated_data["content"])
-        return Response({"source": target.slug, "run": _queued(request, target)}, status=status.HTTP_202_ACCEPTED)
+        return Response(self.OutputSerializer({"source": target.slug, "run": _queued(request, target)}).data,
+                        status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "pattern": UPLOAD_PATH_PATTERN,
+                      "description": "Relative and normalised: see docs/api.md."})
+class UploadPathField(StrictCharField):
+    """An upload file's path as the schema publishes it: validate_path() checks the
+    same rule (catalog.paths), with a message saying which part failed."""
 
 
 class SourceFilesApi(APIView):
@@ -135,8 +184,7 @@ class SourceFilesApi(APIView):
 
     @extend_schema_serializer(component_name="UploadFile")
     class InputSerializer(serializers.Serializer[None]):
-        path = StrictCharField(max_length=1024, trim_whitespace=False,
-                               help_text="Relative and normalised: see docs/api.md.")
+        path = UploadPathField(max_length=MAX_PATH_CHARS, trim_whitespace=False)
         title = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
         text = StrictCharField(trim_whitespace=False)
 
@@ -145,22 +193,37 @@ class SourceFilesApi(APIView):
                 raise serializers.ValidationError(problem)
             return value
 
-    @extend_schema(request=InputSerializer, responses={202: dict}, operation_id="put_upload_file")
+    class PathSerializer(serializers.Serializer[None]):
+        path = serializers.CharField(max_length=1024, help_text="The file to remove.")
+
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        source = serializers.SlugField()  # type: ignore[assignment]  # named like Field.source: see IndexRunSerializer
+        path = serializers.CharField()
+        run = IndexRunSerializer(help_text="The run that indexes the change (or the one already queued).")
+
+    @extend_schema(request=InputSerializer, operation_id="put_upload_file",
+                   responses={202: OutputSerializer, **_editing_errors("upload")})
     def put(self, request: Request, slug: str, source: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
             upload_put(source=target, **data.validated_data)
-        return Response({"source": target.slug, "path": data.validated_data["path"], "run": _queued(request, target)},
-                        status=status.HTTP_202_ACCEPTED)
+        return self._queued_response(request, target, data.validated_data["path"])
 
-    @extend_schema(parameters=[OpenApiParameter("path", str, required=True)], responses={202: dict},
-                   operation_id="delete_upload_file")
+    @extend_schema(parameters=[PathSerializer], operation_id="delete_upload_file",
+                   responses={202: OutputSerializer, **errors({
+                       400: "`invalid_input`: `path` is missing or too long.", **CURATOR_ERRORS,
+                       404: "`not_found`: no such catalog, source or file for this caller."})})
     def delete(self, request: Request, slug: str, source: str) -> Response:
-        path = request.query_params.get("path", "")
+        query = self.PathSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        path = query.validated_data["path"]
         target = _curated_source(request, slug, source)
         if not upload_delete(source=target, path=path):
             raise Http404(f"Source {source!r} has no file {path!r}.")
-        return Response({"source": target.slug, "path": path, "run": _queued(request, target)},
-                        status=status.HTTP_202_ACCEPTED)
+        return self._queued_response(request, target, path)
+
+    def _queued_response(self, request: Request, target: ReferenceSource, path: str) -> Response:
+        body = {"source": target.slug, "path": path, "run": _queued(request, target)}
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)

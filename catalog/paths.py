@@ -20,6 +20,18 @@ def _unprintable(char: str) -> bool:
     return unicodedata.category(char) in ("Cc", "Zl", "Zp")
 
 
+# The same rule as one regular expression, for the OpenAPI schema (length aside:
+# maxLength says that): '/'-separated parts of 1 to 255 characters, none '.' or '..',
+# none starting or ending with a space, no backslash, no control characters or line or
+# paragraph separators. tests/catalog/test_paths.py checks that the two agree.
+_PART_CHAR = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029\\/]"
+_PART_EDGE = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029\\/ ]"
+_PART = rf"(?!\.\.?(?:/|$)){_PART_EDGE}(?:{_PART_CHAR}{{0,{MAX_SEGMENT_CHARS - 2}}}{_PART_EDGE})?"
+# `$(?!\n)`: in Python, and so in schemathesis and the jsonschema package, a bare `$`
+# also matches before a final newline.
+UPLOAD_PATH_PATTERN = rf"^{_PART}(?:/{_PART})*$(?!\n)"
+
+
 def upload_path_problem(path: str) -> str | None:
     """Why `path` is not a valid upload path, or None when it is."""
     if not path:

@@ -6,13 +6,15 @@ import time
 from typing import Any
 
 from django.db import DatabaseError, connection
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.embedder import embedder_status
 from config.api_errors import RETRY_AFTER_S, database_unreachable
+from retrieval.apis import EmbeddingsStatusSerializer
 
 
 def database_health() -> dict[str, Any]:
@@ -29,6 +31,11 @@ def database_health() -> dict[str, Any]:
     return {"up": True, "ms": round((time.perf_counter() - started) * 1000, 2)}
 
 
+class DatabaseHealthSerializer(serializers.Serializer[dict[str, Any]]):  # database_health()
+    up = serializers.BooleanField()
+    ms = serializers.FloatField(required=False, help_text="Round trip of one query; absent while down.")
+
+
 class HealthApi(APIView):
     """200 when the database answers, 503 (with Retry-After) when it cannot be reached;
     the embedder's status either way (lexical-only search is degraded, not down). No
@@ -37,11 +44,22 @@ class HealthApi(APIView):
     authentication_classes = []
     permission_classes = []
 
-    @extend_schema(responses={200: dict, 503: dict}, operation_id="health", auth=[])
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        status = serializers.ChoiceField(choices=["ok", "unavailable"])
+        database = DatabaseHealthSerializer()
+        embeddings = EmbeddingsStatusSerializer()
+
+    @extend_schema(
+        operation_id="health", auth=[],
+        responses={200: OutputSerializer,
+                   503: OpenApiResponse(OutputSerializer, description="The database cannot be reached.")},
+        parameters=[OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, response=[503],
+                                     description="Seconds to wait before asking again.")],
+    )
     def get(self, request: Request) -> Response:
         database = database_health()
-        body = {"status": "ok" if database["up"] else "unavailable", "database": database,
-                "embeddings": embedder_status()}
+        body = self.OutputSerializer({"status": "ok" if database["up"] else "unavailable", "database": database,
+                                      "embeddings": embedder_status()}).data
         if database["up"]:
             return Response(body)
         return Response(body, status=503, headers={"Retry-After": str(RETRY_AFTER_S)})

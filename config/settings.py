@@ -156,7 +156,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.api_schema.LecternAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -165,6 +165,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several choice sets share a field name ("mode"): each gets its own enum component.
+    "ENUM_NAME_OVERRIDES": {
+        "SearchModeEnum": "retrieval.selectors.MODES",
+        "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
+        "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
+    },
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,24 +14,61 @@ from rest_framework.views import APIView
 from catalog.embedder import embedder_status
 from catalog.models import Catalog
 from config.api_errors import DomainError
-from config.fields import StrictCharField, StrictSlugField
+from config.api_schema import errors
+from config.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
+
+_WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
+
+
+@extend_schema_field({
+    "type": "object", "properties": {"bm25": _WEIGHT, "vector": _WEIGHT}, "additionalProperties": False,
+    "description": "Per-component weights (RRF or convex); at least one positive.",
+    "anyOf": [{"required": ["bm25"], "properties": {"bm25": {"minimum": 0, "exclusiveMinimum": True}}},
+              {"required": ["vector"], "properties": {"vector": {"minimum": 0, "exclusiveMinimum": True}}}],
+})
+class WeightsField(serializers.DictField):
+    child = StrictFloatField(min_value=0, max_value=100)
+
+
+class SearchScoresSerializer(serializers.Serializer[dict[str, Any]]):
+    bm25 = serializers.FloatField(help_text="0 when no query term is in the chunk.")
+    vector = serializers.FloatField(allow_null=True, help_text="Cosine similarity; null without embeddings.")
+    fused = serializers.FloatField(help_text="The score the hits are ranked by.")
+
+
+class SearchRanksSerializer(serializers.Serializer[dict[str, Any]]):
+    bm25 = serializers.IntegerField(allow_null=True, help_text="Null when the lexical list did not hold it.")
+    vector = serializers.IntegerField(allow_null=True, help_text="Null when the vector list did not hold it.")
+
+
+class SearchHitSerializer(serializers.Serializer[dict[str, Any]]):
+    rank = serializers.IntegerField(min_value=1)
+    chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
+    document_id = serializers.CharField(help_text="The document's path within its source.")
+    title = serializers.CharField()
+    source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
+        help_text="The source's slug (the reference id).")
+    byte_offset = serializers.IntegerField(min_value=0)
+    content = serializers.CharField()
+    score = serializers.FloatField()
+    scores = SearchScoresSerializer()
+    ranks = SearchRanksSerializer()
 
 
 class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
-    @extend_schema_serializer(component_name="Search")
     class InputSerializer(serializers.Serializer[None]):
         catalog = StrictSlugField(max_length=64)
-        query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, trim_whitespace=True)
-        top_k = serializers.IntegerField(min_value=1, max_value=1000, default=10)
+        query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS)
+        top_k = StrictIntegerField(min_value=1, max_value=1000, default=10)
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
         normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
-        weights = serializers.DictField(child=serializers.FloatField(min_value=0, max_value=100), required=False)
-        dedup = serializers.BooleanField(default=False)
+        weights = WeightsField(required=False)
+        dedup = StrictBooleanField(default=False, help_text="One chunk per document.")
 
         def validate_weights(self, value: dict[str, float]) -> dict[str, float]:
             unknown = set(value) - {"bm25", "vector"}
@@ -41,28 +78,23 @@ class SearchApi(APIView):
                 raise serializers.ValidationError("at least one weight must be positive")
             return value
 
-    class HitSerializer(serializers.Serializer[dict[str, Any]]):  # a Hit's fields and its rank
-        rank = serializers.IntegerField()
-        chunk_id = serializers.CharField(source="key")
-        document_id = serializers.CharField()
-        title = serializers.CharField()
-        source = serializers.CharField()  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
-        byte_offset = serializers.IntegerField()
-        content = serializers.CharField()
-        score = serializers.FloatField()
-        scores = serializers.DictField(child=serializers.FloatField(allow_null=True))
-        ranks = serializers.DictField(child=serializers.IntegerField(allow_null=True))
-
-    # Distinct component names: both views' serializers would otherwise be "Output",
-    # and the schema would describe search results as catalogs.
-    @extend_schema_serializer(component_name="SearchResponse")
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):  # search_response()
-        results = serializers.ListField(child=serializers.DictField())
-        mode = serializers.CharField()
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        results = SearchHitSerializer(many=True)
+        mode = serializers.ChoiceField(choices=MODES, help_text="The mode that ran: bm25 when degraded.")
         took_ms = serializers.FloatField()
-        degraded = serializers.CharField(allow_null=True)
+        degraded = serializers.CharField(allow_null=True, help_text="Why search fell back to lexical-only, if it did.")
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="rag_search")
+    @extend_schema(
+        request=InputSerializer, operation_id="rag_search",
+        responses={200: OutputSerializer, **errors({
+            400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
+            404: "`not_found`: no such catalog for this caller.",
+            409: "`embeddings_unavailable`: `mode: vector` while no embedding model is loaded.",
+        })},
+        examples=[OpenApiExample("hybrid", request_only=True,
+                                 value={"catalog": "demo", "query": "how should we handle transient failures?",
+                                        "top_k": 3})],
+    )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -79,8 +111,9 @@ def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, An
     except SearchUnavailable as exc:
         raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
                           status_code=409) from None
-    hits = [SearchApi.HitSerializer({**hit.__dict__, "rank": i}).data for i, hit in enumerate(result.hits, start=1)]
-    return {"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2), "degraded": result.degraded}
+    hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
+    return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
+                                       "degraded": result.degraded}).data
 
 
 class CatalogListApi(APIView):
@@ -91,10 +124,10 @@ class CatalogListApi(APIView):
         slug = serializers.SlugField()
         name = serializers.CharField()
         description = serializers.CharField()
-        chunk_count = serializers.IntegerField()
-        source_count = serializers.IntegerField()
+        chunk_count = serializers.IntegerField(min_value=0)
+        source_count = serializers.IntegerField(min_value=0)
 
-    @extend_schema(responses=OutputSerializer(many=True), operation_id="list_catalogs")
+    @extend_schema(responses={200: OutputSerializer(many=True)}, operation_id="list_catalogs")
     def get(self, request: Request) -> Response:
         from django.db.models import Count
 
@@ -103,9 +136,18 @@ class CatalogListApi(APIView):
         return Response(self.OutputSerializer(catalogs, many=True).data)  # type: ignore[arg-type]
 
 
+class EmbeddingsStatusSerializer(serializers.Serializer[dict[str, Any]]):
+    mode = serializers.ChoiceField(choices=["hybrid", "lexical-only"])
+    model = serializers.CharField(allow_null=True, help_text="The loaded model's id; null when none is.")
+    reason = serializers.CharField(allow_null=True, help_text="Why no model is loaded; null when one is.")
+
+
 class StatusApi(APIView):
     """Whether vector search is available, and with which model (seed 004's status)."""
 
-    @extend_schema(responses={200: dict}, operation_id="status")
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        embeddings = EmbeddingsStatusSerializer()
+
+    @extend_schema(responses={200: OutputSerializer}, operation_id="status")
     def get(self, request: Request) -> Response:
-        return Response({"embeddings": embedder_status()})
+        return Response(self.OutputSerializer({"embeddings": embedder_status()}).data)

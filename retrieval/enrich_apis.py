@@ -1,23 +1,39 @@
 """Agent-facing enrichment API (seed 000): enrich, listReferences, selectReferences,
-traces, reading a selected reference's files, and the startup instructions (seed 003)."""
+traces, reading a selected reference's files, and the startup instructions (seed 003).
+
+Responses are rendered through the output serializers, so the published schema is
+the code's: a trace's steps (one shape per pass) are the one part stored as JSON and
+returned as stored; tests/test_api_contract.py checks them against the schema."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from django.conf import settings
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from catalog.models import ReferenceSource
+from config.api_schema import errors
 from config.fields import StrictCharField, StrictRegexField, StrictSlugField
 from retrieval import enrichment
 from retrieval.auth import RequestUser, request_user
+from retrieval.formatting import CONTENT_KINDS
 from retrieval.models import Agent, Trace
+
+VIAS = ["mention", "tag", "semantic", "path", "link"]
+INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
+NO_CATALOG = "`not_found`: a catalog in `catalogs` does not exist for this caller."
 
 
 def _id_field() -> StrictRegexField:
@@ -29,10 +45,51 @@ def _catalogs_field() -> serializers.ListField:
                                  help_text="Restrict to these catalogs (default: all the caller may see).")
 
 
+# --- shapes shared by several responses --------------------------------------------------
+
+
+class LinkParentSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField(help_text="The reference that points at this one.")
+    via = serializers.ChoiceField(choices=["mention", "link"])
+    evidence = serializers.CharField(help_text="The `@id` mention or the markdown link target.")
+
+
+class HintSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    name = serializers.CharField()
+    matched = serializers.ListField(child=serializers.CharField(),
+                                    help_text="What matched: `@id`, tags, the path read, or the mentioning ids.")
+    via = serializers.ChoiceField(choices=VIAS)
+    score = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the text, when computed.")
+    injected = serializers.ChoiceField(
+        choices=["expand", "pin", "hint", "cut", "none"],
+        help_text="expand: full instructions; pin: the file read; hint: a line in the hint block; "
+                  "cut: beyond max_hints; none: withheld.")
+    withheld = serializers.BooleanField()
+    reason = serializers.CharField(help_text="Why withheld or cut; empty otherwise.")
+    parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`: who points at it.")
+
+
+class PinnedReferenceSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    name = serializers.CharField()
+    path = serializers.CharField(help_text="The file read, inside the reference.")
+    withheld = serializers.BooleanField()
+    reason = serializers.CharField()
+    # named like Field.context, which the stubs declare (DRF's metaclass takes declared
+    # fields off the class, so there is no clash at run time)
+    context = serializers.CharField(allow_null=True,  # type: ignore[assignment]
+                                    help_text="The block appended to the text (root markdown files only).")
+
+
+# --- the operations ------------------------------------------------------------------------
+
+
 class EnrichApi(APIView):
     """Run the detection passes over a prompt or a tool result and return it enriched."""
 
-    @extend_schema_serializer(component_name="Enrich")
     class InputSerializer(serializers.Serializer[None]):
         text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
@@ -42,16 +99,20 @@ class EnrichApi(APIView):
         paths = serializers.ListField(child=StrictCharField(max_length=1024), max_length=100, required=False,
                                       help_text="Files the tool read (for path containment).")
 
-    @extend_schema_serializer(component_name="EnrichResponse")
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):  # enrich_response()
-        text = serializers.CharField()
-        hints = serializers.ListField(child=serializers.DictField())
-        pinned_reference = serializers.DictField(allow_null=True)
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        text = serializers.CharField(help_text="The text with earlier injections stripped and the new blocks added.")
+        hints = HintSerializer(many=True)
+        pinned_reference = PinnedReferenceSerializer(allow_null=True)
         trace_id = serializers.UUIDField()
         took_ms = serializers.FloatField()
         degraded = serializers.CharField(allow_null=True)
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="enrich")
+    @extend_schema(
+        request=InputSerializer, operation_id="enrich",
+        responses={200: OutputSerializer, **errors({400: INVALID, 404: NO_CATALOG})},
+        examples=[OpenApiExample("prompt", request_only=True,
+                                 value={"text": "Our circuit breaker trips; see @caching", "surface": "prompt"})],
+    )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -63,39 +124,81 @@ def enrich_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]
     caller = enrichment.Caller.of(user, params.get("catalogs"))
     result = enrichment.enrich(caller=caller, text=params["text"], surface=params["surface"],
                                selected=params.get("selected"), paths=params.get("paths"))
-    return {"text": result.text, "hints": result.hints, "pinned_reference": result.pinned_reference,
-            "trace_id": str(result.trace.id), "took_ms": result.trace.took_ms, "degraded": result.degraded}
+    return EnrichApi.OutputSerializer({
+        "text": result.text, "hints": result.hints, "pinned_reference": result.pinned_reference,
+        "trace_id": result.trace.id, "took_ms": result.trace.took_ms, "degraded": result.degraded}).data
 
 
-def references_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    caller = enrichment.Caller.of(user, [params["catalog"]] if params.get("catalog") else None)
-    references = enrichment.list_references(caller=caller, tag=params["tag"], text=params["q"])
-    return {"references": references, "count": len(references)}
+class ReferenceSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    mode = serializers.ChoiceField(choices=ReferenceSource.Mode.values)
+    tags = serializers.ListField(child=serializers.CharField())
+    requires_approval = serializers.BooleanField()
+    index_status = serializers.ChoiceField(choices=ReferenceSource.Status.values)
+    withheld = serializers.BooleanField()
+    reason = serializers.CharField(help_text="Why withheld; empty otherwise.")
 
 
 class ReferenceListApi(APIView):
     """listReferences: the references this caller may know about, by tag or text."""
 
     class QuerySerializer(serializers.Serializer[None]):
-        tag = serializers.CharField(max_length=100, required=False, default="")
-        q = serializers.CharField(max_length=200, required=False, default="")
-        catalog = serializers.SlugField(max_length=64, required=False)
+        # A query parameter given empty is read as absent (DRF's rule for form-style
+        # input), so the schema admits "" for each.
+        tag = serializers.CharField(max_length=100, required=False, default="", allow_blank=True,
+                                    help_text="Only references with this tag.")
+        q = serializers.CharField(max_length=200, required=False, default="", allow_blank=True,
+                                  help_text="Only references whose id, name, description or tags contain it.")
+        catalog = serializers.RegexField(r"^[-a-zA-Z0-9_]*$", max_length=64, required=False, allow_blank=True,
+                                         help_text="Only this catalog (default: all the caller may see).")
 
-    @extend_schema(responses={200: dict}, operation_id="list_references",
-                   parameters=[OpenApiParameter("tag", str), OpenApiParameter("q", str),
-                               OpenApiParameter("catalog", str)])
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        references = ReferenceSerializer(many=True)
+        count = serializers.IntegerField(min_value=0)
+
+    @extend_schema(parameters=[QuerySerializer], operation_id="list_references",
+                   responses={200: OutputSerializer, **errors({
+                       400: INVALID, 404: "`not_found`: no such catalog for this caller."})})
     def get(self, request: Request) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return Response(references_response(request_user(request), query.validated_data))
 
 
+def references_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
+    caller = enrichment.Caller.of(user, [params["catalog"]] if params.get("catalog") else None)
+    references = enrichment.list_references(caller=caller, tag=params["tag"], text=params["q"])
+    return ReferenceListApi.OutputSerializer({"references": references, "count": len(references)}).data
+
+
+class SelectedReferenceSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    files = serializers.ListField(child=serializers.CharField(), help_text="Paths readable with the file API.")
+    contents = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text=f"Files per conventional sub-folder ({', '.join(sorted(CONTENT_KINDS))}).")
+    instructions = serializers.CharField(help_text="The expansion block, as enrichment would inject it.")
+
+
+class WithheldReferenceSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    name = serializers.CharField()
+    reason = serializers.CharField()
+
+
 class ReferenceSelectApi(APIView):
     """selectReferences: authorise references by id or tag and return what may be read."""
 
-    @extend_schema_serializer(component_name="ReferenceSelection")
     class InputSerializer(serializers.Serializer[None]):
-        ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list)
+        ids = serializers.ListField(child=_id_field(), max_length=100, required=False, default=list,
+                                    help_text="`id` or `catalog/id`, with or without `@`.")
         tags = serializers.ListField(child=StrictCharField(max_length=100), max_length=50, required=False,
                                      default=list)
         catalogs = _catalogs_field()
@@ -105,36 +208,152 @@ class ReferenceSelectApi(APIView):
                 raise serializers.ValidationError("give at least one id or tag")
             return attrs
 
-    @extend_schema(request=InputSerializer, responses={200: dict}, operation_id="select_references")
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        selected = SelectedReferenceSerializer(many=True)
+        withheld = WithheldReferenceSerializer(many=True)
+
+    @extend_schema(
+        request=InputSerializer, operation_id="select_references",
+        responses={200: OutputSerializer, **errors({
+            400: f"{INVALID} `unknown_reference`: ids nobody has, ambiguous ids (write `catalog/id`) or tags nobody "
+                 "carries (`details` lists them); nothing is selected.",
+            404: NO_CATALOG})},
+        examples=[OpenApiExample("by id", request_only=True, value={"ids": ["retry-backoff"]})],
+    )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
         caller = enrichment.Caller.of(request_user(request), params.get("catalogs"))
-        return Response(enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
+        selection = enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"])
+        return Response(self.OutputSerializer(selection).data)
 
 
 class ReferenceFileApi(APIView):
     """The text of one file of a reference the caller has selected (or has by profile)."""
 
-    @extend_schema(responses={200: dict}, operation_id="read_reference_file",
-                   parameters=[OpenApiParameter("path", str, required=True)])
-    def get(self, request: Request, catalog: str, source_id: str) -> Response:
-        path = request.query_params.get("path", "")
-        if not path or len(path) > 1024:
-            from config.api_errors import DomainError
+    class QuerySerializer(serializers.Serializer[None]):
+        path = serializers.CharField(max_length=1024, help_text="The file's path, as `files` lists it.")
 
-            raise DomainError("give the file's path (?path=...)", code="invalid_input")
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        source_id = serializers.CharField()
+        catalog = serializers.CharField()
+        path = serializers.CharField()
+        title = serializers.CharField()
+        sha256 = serializers.CharField(source="content_sha256")
+        text = serializers.CharField()
+
+    @extend_schema(parameters=[QuerySerializer], operation_id="read_reference_file",
+                   responses={200: OutputSerializer, **errors({
+                       400: INVALID,
+                       403: "`not_selected`: select the reference first; `withheld`: it needs an approval "
+                            "this agent does not have.",
+                       404: "`not_found`: no such catalog, reference or file for this caller."})})
+    def get(self, request: Request, catalog: str, source_id: str) -> Response:
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         caller = enrichment.Caller.of(request_user(request), [catalog])
-        document = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
-        return Response({"source_id": source_id, "catalog": catalog, "path": document.path, "title": document.title,
-                         "sha256": document.content_sha256, "text": document.text})
+        document = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id,
+                                                  path=query.validated_data["path"])
+        return Response(self.OutputSerializer({
+            "source_id": source_id, "catalog": catalog, "path": document.path, "title": document.title,
+            "content_sha256": document.content_sha256, "text": document.text}).data)
+
+
+# --- traces: one step per pass, each with its own shape ----------------------------------
+
+
+def _step(name: str, doc: str, **fields: serializers.Field[Any, Any, Any, Any],
+          ) -> type[serializers.Serializer[dict[str, Any]]]:
+    """The serializer of one pass's trace step, built by a call because its
+    discriminator, `pass`, is a Python keyword."""
+    attrs = {"__doc__": doc, "pass": serializers.ChoiceField(choices=[name]),
+             "ms": serializers.FloatField(help_text="Time the pass took."), **fields}
+    step = serializers.SerializerMetaclass(f"{name.title()}StepSerializer", (serializers.Serializer,), attrs)
+    return cast(type[serializers.Serializer[dict[str, Any]]], step)  # a class made by a call is typed `type`
+
+
+class DiscoveredSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    depth = serializers.IntegerField(min_value=1)
+    parents = LinkParentSerializer(many=True)
+
+
+class DecisionSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    allowed = serializers.BooleanField()
+    state = serializers.CharField(help_text="The gate's state: not_required, missing, ...")
+    reason = serializers.CharField()
+
+
+def _scores() -> serializers.DictField:
+    return serializers.DictField(child=serializers.FloatField(), required=False,
+                                 help_text="`catalog/source` -> cosine similarity.")
+
+
+# typed as PolymorphicProxySerializer takes them
+TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer[Any]]] = {
+    "mention": _step("mention", "Each `@id` found.", candidates=HintSerializer(many=True)),
+    "tag": _step("tag", "Tags found in the text.",
+                 candidates=serializers.IntegerField(help_text="How many sources the tags proposed."),
+                 tags=serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
+                                            help_text="Tag -> the `catalog/source` ids carrying it.")),
+    "path": _step("path", "Path containment (tool results, or `paths` given).",
+                  paths=serializers.ListField(child=serializers.CharField(), help_text="The first 20 looked at."),
+                  candidates=HintSerializer(many=True)),
+    "semantic": _step(
+        "semantic", "Matching by meaning; only `skipped` when it could not run.",
+        skipped=serializers.CharField(required=False, help_text="Why the pass did not run."),
+        model=serializers.CharField(required=False), threshold=serializers.FloatField(required=False),
+        floor=serializers.FloatField(required=False), margin=serializers.FloatField(required=False),
+        embedded_tokens=serializers.IntegerField(required=False),
+        embedded_text=serializers.ChoiceField(choices=["as written", "content words"], required=False),
+        embed_ms=serializers.FloatField(required=False), candidates=_scores(), nearest_below_threshold=_scores()),
+    "link": _step("link", "References linked from the expanded or pinned ones.",
+                  discovered=DiscoveredSerializer(many=True), candidates=HintSerializer(many=True)),
+    "rank": _step("rank", "The cut to max_hints.", max_hints=serializers.IntegerField(),
+                  kept=serializers.ListField(child=serializers.CharField()),
+                  cut=serializers.IntegerField(help_text="Tag and semantic candidates not kept.")),
+    "governance": _step("governance", "The gate's answer for each reference surfaced.",
+                        decisions=DecisionSerializer(many=True)),
+    "format": _step("format", "The blocks appended.", blocks=serializers.IntegerField()),
+}
+
+
+@extend_schema_field(PolymorphicProxySerializer(component_name="TraceStep", serializers=TRACE_STEPS,
+                                                resource_type_field_name="pass", many=True))
+class TraceStepsField(serializers.JSONField):
+    """The steps as stored (see the module docstring)."""
+
+
+class BlankAsNullField(serializers.CharField):
+    """A trace stores "" when nothing degraded; the API says null, as enrich does (the
+    view used to set None on the model instance, a value its field cannot hold)."""
+
+    # DRF renders whatever this returns; the stubs narrow CharField's to str
+    def to_representation(self, value: object) -> str | None:  # type: ignore[override]
+        return str(value) or None
 
 
 class TraceApi(APIView):
     """One enrichment trace; an agent sees only its own."""
 
-    @extend_schema(responses={200: dict}, operation_id="get_trace")
+    class OutputSerializer(serializers.Serializer[Trace]):
+        id = serializers.UUIDField()
+        caller = serializers.CharField(help_text="The agent's or user's name at the time of the call.")
+        surface = serializers.ChoiceField(choices=Trace.Surface.values)
+        text = serializers.CharField(
+            allow_null=True, help_text="The text as received; null when not kept (LECTERN_TRACE_STORE_TEXT off).")
+        steps = TraceStepsField()
+        hints = HintSerializer(many=True)
+        degraded = BlankAsNullField(allow_null=True)
+        took_ms = serializers.FloatField()
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(operation_id="get_trace", responses={200: OutputSerializer, **errors({
+        404: "`not_found`: no such trace, or not this caller's."})})
     def get(self, request: Request, trace_id: UUID) -> Response:
         traces = Trace.objects.all()
         user = request_user(request)
@@ -145,15 +364,34 @@ class TraceApi(APIView):
         trace = traces.filter(pk=trace_id).first()
         if trace is None:
             raise Http404(f"No trace {trace_id}.")
-        return Response({"id": str(trace.id), "caller": trace.caller, "surface": trace.surface, "text": trace.text,
-                         "steps": trace.steps, "hints": trace.hints, "degraded": trace.degraded or None,
-                         "took_ms": trace.took_ms, "created_at": trace.created_at})
+        return Response(self.OutputSerializer(trace).data)
+
+
+class InstructionSourceSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    name = serializers.CharField()
+    via = serializers.ChoiceField(choices=["auto", "preselected", "link"])
+    tokens = serializers.IntegerField(min_value=0, help_text="Tokens of its section; 0 unless included whole.")
+    included = serializers.ChoiceField(choices=["content", "listed", "withheld"])
+    reason = serializers.CharField(required=False, help_text="Why listed or withheld.")
+    parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`.")
 
 
 class InstructionsApi(APIView):
     """The agent's startup instructions: auto references, preselected ones resolved
     transitively, and the rag_search hint for rag agents."""
 
-    @extend_schema(responses={200: dict}, operation_id="agent_instructions")
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        text = serializers.CharField(help_text="The startup block.")
+        strategy = serializers.ChoiceField(choices=Agent.Strategy.values)
+        token_budget = serializers.IntegerField()
+        tokens = serializers.IntegerField()
+        over_budget = serializers.BooleanField()
+        sources = InstructionSourceSerializer(many=True)
+        rag_hint = serializers.CharField(allow_null=True, help_text="For rag agents: how to call rag_search.")
+
+    @extend_schema(responses={200: OutputSerializer}, operation_id="agent_instructions")
     def get(self, request: Request) -> Response:
-        return Response(enrichment.agent_instructions(caller=enrichment.Caller.of(request_user(request))))
+        instructions = enrichment.agent_instructions(caller=enrichment.Caller.of(request_user(request)))
+        return Response(self.OutputSerializer(instructions).data)

@@ -3,9 +3,13 @@ length (catalog.paths; pure, no database)."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from catalog.paths import MAX_PATH_CHARS, MAX_SEGMENT_CHARS, upload_path_problem
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from catalog.paths import MAX_PATH_CHARS, MAX_SEGMENT_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 
 
 @pytest.mark.parametrize("path", [
@@ -38,3 +42,19 @@ def test_relative_normalised_printable_paths_are_valid(path):
 def test_other_paths_are_refused_saying_why(path, problem):
     refusal = upload_path_problem(path)
     assert refusal is not None and problem in refusal
+
+
+# Characters each rule turns on, and long runs for the part length.
+_PATH_PIECES = st.sampled_from(["a", "é", ".", "..", "/", " ", "\\", "\n", "\t", "\u2028", "\x85", "b" * 254])
+
+
+@given(st.lists(_PATH_PIECES, max_size=12).map("".join))
+@example("a.md\n")
+@example("b" * 255 + "/c")
+@example("b" * 256)
+def test_the_schema_pattern_states_the_same_rule(path):
+    """The OpenAPI schema publishes UPLOAD_PATH_PATTERN (read as JSON Schema does, with
+    a search) and maxLength: it must accept exactly the paths the API accepts."""
+    published = bool(re.search(UPLOAD_PATH_PATTERN, path)) and 1 <= len(path) <= MAX_PATH_CHARS
+
+    assert published == (upload_path_problem(path) is None)
