@@ -50,6 +50,7 @@ test: setup chromium
 # from starting the embedded Postgres.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	DATABASE_URL=postgres://schema-check.invalid/none $(MANAGE) spectacular --validate --fail-on-warn --file /dev/null
 
 NFCORPUS ?= ../shared/datasets/nfcorpus
