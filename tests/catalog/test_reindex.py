@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -288,6 +290,21 @@ def test_a_dead_workers_running_run_does_not_swallow_new_requests(files):
     assert source.status == ReferenceSource.Status.ERROR and "interrupted" in source.last_error
 
 
+@contextmanager
+def another_session_holding(source: ReferenceSource) -> Iterator[None]:
+    """The source's advisory lock held by another connection, as a live writer holds it.
+    Released explicitly: a closed connection's locks are freed some time after close()."""
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source.pk])
+        yield
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, source.pk])
+    finally:
+        other.close()
+
+
 def test_recovery_fails_an_orphaned_run_and_queues_its_source_again(files, django_capture_on_commit_callbacks):
     files.write("a.md", random_text(random.Random(8)))
     source = glob_source("orphan")
@@ -307,14 +324,9 @@ def test_recovery_fails_an_orphaned_run_and_queues_its_source_again(files, djang
 def test_recovery_leaves_a_run_whose_worker_holds_the_source_lock(files):
     source = glob_source("alive")
     alive = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="schedule", status="running")
-    other = connections.create_connection("default")
-    try:
-        with other.cursor() as cursor:  # the live worker's session
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source.pk])
+    with another_session_holding(source):  # the live worker's session
         recovered = runs_recover()
         request, created = index_run_request(source=source, trigger=IndexRun.Trigger.API)
-    finally:
-        other.close()
 
     alive.refresh_from_db()
     assert recovered == [] and alive.status == IndexRun.Status.RUNNING
@@ -336,13 +348,8 @@ def test_recovery_enqueues_a_queued_run_whose_task_is_gone(files):
 def test_the_scan_leaves_a_source_a_writer_holds(files):
     files.write("a.md", random_text(random.Random(10)))
     source = glob_source("held")
-    other = connections.create_connection("default")
-    try:
-        with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, source.pk])
+    with another_session_holding(source):
         held = sources_scan()
-    finally:
-        other.close()
     free = sources_scan()
 
     assert held == []
