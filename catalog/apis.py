@@ -72,7 +72,8 @@ CURATOR_ERRORS = {
 class ReindexApi(APIView):
     """Queue a reindex of a catalog's sources (or one with ?source=); ?full=true re-embeds all.
 
-    A source that already has a queued or running run returns that run instead.
+    A source that already has a queued run returns that run instead; a running run is never
+    returned (it may have read the source before this request): a new run queues behind it.
     """
 
     class QuerySerializer(serializers.Serializer[None]):
