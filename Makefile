@@ -13,7 +13,6 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	bash config/pgvector_portable.sh $(VENV)
 	touch $@
 
 setup: $(VENV)/.installed db migrate
