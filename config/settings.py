@@ -89,9 +89,12 @@ def _database_from_url(url: str) -> dict:
 def _default_database_url() -> str:
     if url := os.environ.get("DATABASE_URL"):
         return url
-    from config.embedded_pg import ensure_running
+    from config.embedded_pg import EmbeddedPostgresError, ensure_running
 
-    return ensure_running()
+    try:
+        return ensure_running()
+    except EmbeddedPostgresError as exc:
+        raise SystemExit(str(exc)) from None  # one line that says what to do, not a traceback
 
 
 DATABASES = {"default": _database_from_url(_default_database_url())}
