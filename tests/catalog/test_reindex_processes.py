@@ -57,6 +57,7 @@ from catalog.services import (
 from retrieval.models import Agent, hash_token
 from retrieval.selectors import SearchOptions, bm25_search, chunk_search
 from tests.catalog.checks import term_postings_mismatches
+from tests.config.servers import child_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 FIRST = "firstgen"  # in every first-generation chunk (its document's title is the heading)
@@ -136,10 +137,7 @@ class Child(subprocess.Popen[bytes]):
 class Children:
     def __init__(self, tmp_path: Path, root: Path) -> None:
         self.app = f"lectern-test-child-{uuid.uuid4().hex[:8]}"
-        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
-                    "LECTERN_DB_NAME": connection.settings_dict["NAME"], "LECTERN_SOURCE_ROOTS": str(root),
-                    "PGAPPNAME": self.app}
-        self.env.pop("DATABASE_URL", None)
+        self.env = {**os.environ, **child_env(LECTERN_SOURCE_ROOTS=str(root), PGAPPNAME=self.app)}
         self.tmp_path = tmp_path
         self.started: list[Child] = []
 

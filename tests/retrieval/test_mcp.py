@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from django.db import connection
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+from tests.config.servers import child_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TOKEN = new_token()
@@ -38,14 +38,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def server_env(token: str) -> dict[str, str]:
     """This environment, pointed at pytest-django's test database, with the agent's token."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "LECTERN_DB_NAME": connection.settings_dict["NAME"],
-        "LECTERN_AGENT_TOKEN": token,
-    }
-    env.pop("DATABASE_URL", None)
-    return env
+    return {**os.environ, **child_env(LECTERN_AGENT_TOKEN=token)}
 
 
 class McpServer:
