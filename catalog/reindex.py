@@ -138,19 +138,20 @@ def _enqueue(run_id: int) -> None:
 
 
 class _RunProgress:
-    """services.Progress that writes stage and percentage to the run, at most twice a
-    second, and passes every report on to `also` (a command's progress bar)."""
+    """services.Progress that writes stage and percentage to the run: every change of
+    stage at once (a reader waiting on a stage must see it), progress within a stage at
+    most twice a second; every report also goes to `also` (a command's progress bar)."""
 
     def __init__(self, run_id: int, also: Progress | None = None) -> None:
-        self.run_id, self.also, self._last = run_id, also, 0.0
+        self.run_id, self.also, self._last, self._stage = run_id, also, 0.0, ""
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if self.also:
             self.also(stage, done, total)
         now = time.monotonic()
-        if now - self._last < 0.5 and done < total:
+        if stage == self._stage and now - self._last < 0.5 and done < total:
             return
-        self._last = now
+        self._last, self._stage = now, stage
         lo, hi = STAGES.get(stage, (0, 100))
         percent = lo + (hi - lo) * done // max(total, 1)
         IndexRun.objects.filter(pk=self.run_id).update(stage=stage, progress=percent)

@@ -332,14 +332,14 @@ def embed_texts(embedder: Embedder, texts: list[str], progress: Progress | None 
             misses.append(i)
     order = sorted(misses, key=lambda i: len(texts[i]))
     done = len(texts) - len(misses)
+    if progress:
+        progress("embed", done, len(texts))  # the stage shows while its first group embeds
     for lo in range(0, len(order), EMBED_GROUP):
         idx = order[lo : lo + EMBED_GROUP]
         vectors[idx] = embedder.embed([texts[i] for i in idx])
         _cache_vectors(embedder.model_id, [digests[i] for i in idx], vectors[idx])
         if progress:
             progress("embed", done + lo + len(idx), len(texts))
-    if progress and not order:
-        progress("embed", len(texts), len(texts))
     return vectors, len(texts) - len(misses)
 
 

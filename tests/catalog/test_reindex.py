@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
 from catalog.reindex import (
     LOCK_NAMESPACE,
+    _RunProgress,
     index_run_execute,
     index_run_request,
     runs_recover,
@@ -155,6 +156,26 @@ def test_an_index_run_records_counts_progress_and_timings(files):
     assert set(run.timings) == {"collect", "chunk", "embed", "write"}
     assert run.started_at is not None and run.finished_at is not None
     assert run.started_at <= run.finished_at
+
+
+def test_a_run_shows_each_new_stage_at_once_and_throttles_progress_within_one(files):
+    source = glob_source("stages")
+    run = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="api", status="running")
+    report = _RunProgress(run.pk)
+
+    def seen() -> tuple[str, int]:
+        run.refresh_from_db()
+        return run.stage, run.progress
+
+    report("chunk", 0, 3)
+    assert seen()[0] == "chunk"
+    report("embed", 0, 100)  # microseconds later: a new stage is written all the same
+    assert seen()[0] == "embed"
+    before = seen()
+    report("embed", 50, 100)  # the same stage within half a second waits
+    assert seen() == before
+    report("embed", 100, 100)  # a stage's end is always written
+    assert seen()[0] == "embed" and seen()[1] > before[1]
 
 
 def test_executing_a_finished_run_again_does_nothing(files):
