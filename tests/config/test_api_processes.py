@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -88,13 +90,18 @@ class Postgres:
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory) -> Iterator[Postgres]:
-    pgdata = tmp_path_factory.mktemp("down") / "pgdata"
+def postgres() -> Iterator[Postgres]:
+    """In a folder of its own, not under pytest's tmp_path: another pytest session
+    starting meanwhile prunes old numbered tmp folders, and once took this server's
+    data directory from under it (pg_control: permission denied)."""
+    root = Path(tempfile.mkdtemp(prefix="lectern-pg-down-"))
+    pgdata = root / "pgdata"
     server = Postgres(pgdata, embedded_pg("start", pgdata))
     try:
         yield server
     finally:
         embedded_pg("stop", pgdata)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass
