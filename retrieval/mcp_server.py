@@ -235,6 +235,15 @@ def format_hits(hits: list[dict[str, Any]]) -> str:
     )
 
 
+def withheld_note(withheld: dict[str, Any]) -> str:
+    """One line naming the references search left out for want of an approval, with
+    how many matching passages each holds and why (never their content); '' when none."""
+    if not withheld["count"]:
+        return ""
+    sources = "; ".join(f"@{entry['source']} ({entry['count']}): {entry['reason']}" for entry in withheld["sources"])
+    return f"[{withheld['count']} matching passages withheld from references that need approval: {sources}]"
+
+
 def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
     """top_k defaults to the agent's default_top_k; catalog to its only catalog."""
     arguments = {"top_k": agent.default_top_k, **arguments}
@@ -251,7 +260,8 @@ def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def _rag_search(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     body = search_response(agent, params)
-    return _json_result(body, text=format_hits(body["results"]))
+    note = withheld_note(body["withheld"])
+    return _json_result(body, text=format_hits(body["results"]) + (f"\n\n{note}" if note else ""))
 
 
 # the enrichment operations
@@ -278,7 +288,8 @@ TOOLS = {
             description=(
                 "Search a reference catalog for passages relevant to a natural-language query. Returns up to "
                 "top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed "
-                "by its text; structuredContent has chunk ids and component scores."
+                "by its text, then a line naming references whose matching passages were withheld (they need "
+                "an approval); structuredContent has chunk ids, component scores and `withheld`."
             ),
             serializer=SearchApi.InputSerializer,
             arguments=("query", "catalog", "top_k", "mode"),

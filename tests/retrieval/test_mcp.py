@@ -27,8 +27,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
+from catalog.models import ReferenceSource
+from catalog.services import DocumentInput
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
 from tests.config.servers import child_env
+from tests.factories import import_documents
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TOKEN = new_token()
@@ -198,6 +201,25 @@ def test_rag_search_modes_and_an_empty_answer(mcp):
     assert lexical["mode"] == "bm25"
     assert text_of(nothing) == "No relevant documentation found for your query."
     assert ok(nothing)["results"] == []
+
+
+def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_catalog, rest):
+    vault = import_documents(catalog=indexed_catalog, slug="vault", documents=[
+        DocumentInput("vault.md", "Vault", "Rotate the vault credentials every ninety days.", 47)])
+    ReferenceSource.objects.filter(pk=vault.pk).update(requires_approval=True)
+
+    result = mcp.call("rag_search", query="rotate vault credentials", mode="bm25")
+
+    data = ok(result)
+    assert data["results"] == [] and data["withheld"]["count"] == 1
+    (entry,) = data["withheld"]["sources"]
+    assert entry["source"] == "vault" and "requires approval" in entry["reason"]
+    expected = rest.post("/api/v1/search", {"catalog": "ops", "query": "rotate vault credentials", "mode": "bm25"},
+                         format="json").json()
+    assert data["withheld"] == expected["withheld"]
+    text = text_of(result)
+    assert text.startswith("No relevant documentation found for your query.")
+    assert "@vault (1)" in text and "ninety days" not in text
 
 
 def test_rag_search_needs_a_catalog_when_the_agent_has_several(mcp, agent, make_catalog):
