@@ -1,6 +1,6 @@
 """The one gate every injection passes: may this reference reach this agent now?
 
-Enrichment, reference selection, startup instructions and file
+Enrichment, reference selection, startup instructions, transitive discovery and file
 reads ask `injection_decisions` and honour its answer; search asks `withheld_sources`,
 the same rule over whole catalogs, and leaves those sources out in SQL. Until approval
 requests and decisions exist (the approvals issue extends these functions, not their

@@ -23,6 +23,7 @@ from typing import TypedDict
 import numpy as np
 from django.db import connection
 
+from approvals.selectors import Requester, injection_decisions
 from catalog.analysis import STOP_WORDS
 from catalog.embedder import Embedder, get_embedder, word_prefix
 from catalog.models import Catalog, Document, ReferenceSource
@@ -368,17 +369,24 @@ def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
     return targets
 
 
-def discover(index: CatalogIndex, roots: list[SourceCard], *, max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
+def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Requester | None,
+             max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
     """Breadth-first over id mentions and markdown links in the roots' content, at
     most `max_depth` hops. Returns every source reached (roots excluded), each with
-    all the parents that point at it."""
+    all the parents that point at it.
+
+    Only the content of sources the gate lets reach `agent` is read: a withheld source
+    (a root or one reached) is itself reported, but what it mentions or links is not
+    discovered through it, since that would disclose its content.
+    """
     seen: dict[str, Discovered] = {}
     root_slugs = {card.slug for card in roots}
     frontier = deque(roots)
     depth = 0
     while frontier and depth < max_depth:
         depth += 1
-        level = list(frontier)
+        decisions = injection_decisions(agent=agent, sources=frontier)
+        level = [card for card in frontier if decisions[card.pk].allowed]
         frontier.clear()
         mentions = source_mentions(level)
         for card in level:

@@ -291,7 +291,8 @@ class _Passes:
             cards = [c.card for c in roots if c.card.catalog_id == index.catalog_id]
             if not cards:
                 continue
-            for slug, node in sorted(discover(index, cards).items(), key=lambda item: (item[1].depth, item[0])):
+            reached = discover(index, cards, agent=self.caller.agent)
+            for slug, node in sorted(reached.items(), key=lambda item: (item[1].depth, item[0])):
                 graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
                 if node.depth == 1 and self.eligible(node.card):
                     roots_pointing = [p for p in node.parents if p["source_id"] in {c.slug for c in cards}]
@@ -495,7 +496,7 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
         Selection.objects.filter(agent=caller.agent, source_id=card.pk).exists()
     if not granted:
         preselected = _preselected(caller, indexes)
-        granted = card in preselected or card.slug in discover(indexes[0], preselected)
+        granted = card in preselected or card.slug in discover(indexes[0], preselected, agent=caller.agent)
     if not granted:
         raise DomainError("select this reference first (selectReferences)", code="not_selected", status_code=403)
     document = Document.objects.filter(source_id=card.pk, path=path).first()
@@ -536,7 +537,8 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
     for index in indexes:
         roots = [card for card in preselected if card.catalog_id == index.catalog_id]
         taken = {card.slug for card in auto + preselected if card.catalog_id == index.catalog_id}
-        discovered += [node for slug, node in sorted(discover(index, roots).items()) if slug not in taken]
+        reached = discover(index, roots, agent=caller.agent)
+        discovered += [node for slug, node in sorted(reached.items()) if slug not in taken]
     entries: list[tuple[SourceCard, str, list[Parent]]] = [(card, "auto", []) for card in auto]
     entries += [(card, "preselected", []) for card in preselected]
     entries += [(node.card, "link", node.parents) for node in discovered]

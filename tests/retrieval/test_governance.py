@@ -1,6 +1,7 @@
-"""The approval gate on search (REST, and the rule for people the playground shares),
-over the demo catalog, where `secrets-management` and `incident-response` need an
-approval the demo agent does not have."""
+"""The approval gate on the read paths that do not inject: search (REST and the
+playground's rule for people) and transitive discovery (startup instructions, file
+reads, the enrich trace), over the demo catalog, where `secrets-management` and
+`incident-response` need an approval the demo agent does not have."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from collections import Counter
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.models import Chunk, ReferenceSource
+from catalog.models import Catalog, Chunk, ReferenceSource
+from catalog.services import DocumentInput
+from retrieval.models import Agent, Trace
+from tests.factories import import_documents
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +129,59 @@ def test_the_playground_names_what_it_withheld_and_shows_none_of_it(demo, client
 
     assert "Withheld (needs approval)" in page and "<code>secrets-management</code>" in page
     assert not any(f"<code>{slug}/" in page for slug in WITHHELD)  # no hit of theirs
+
+
+# --- transitive discovery --------------------------------------------------------------------
+
+
+@pytest.fixture
+def chain(demo):
+    """w-root (preselected for the demo agent) mentions w-secret (needs approval), which
+    mentions w-leaf; nothing else points at w-leaf."""
+    catalog = Catalog.objects.get(slug="demo")
+    sources = {}
+    for slug, text in [("w-root", "Start from here, then read @w-secret."),
+                       ("w-secret", "The vault layout. Continue with @w-leaf."),
+                       ("w-leaf", "Leaf notes: the quartz lantern procedure.")]:
+        sources[slug] = import_documents(catalog=catalog, slug=slug, documents=[
+            DocumentInput(f"{slug}.md", slug, text, len(text))])
+    ReferenceSource.objects.filter(slug="w-secret").update(requires_approval=True, updated_at=timezone.now())
+    Agent.objects.get(name="demo-agent").preselected.add(sources["w-root"])
+    return sources
+
+
+def allow_w_secret() -> None:
+    ReferenceSource.objects.filter(slug="w-secret").update(requires_approval=False, updated_at=timezone.now())
+
+
+def test_instructions_do_not_follow_a_withheld_reference(agent, chain):
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    by_id = {s["source_id"]: s for s in body["sources"]}
+    assert by_id["w-root"]["via"] == "preselected"
+    assert by_id["w-secret"]["included"] == "withheld"
+    assert [p["source_id"] for p in by_id["w-secret"]["parents"]] == ["w-root"]
+    assert "w-leaf" not in by_id and "quartz lantern" not in body["text"]
+
+    allow_w_secret()  # the control: once it may be read, its mentions count
+    by_id = {s["source_id"]: s for s in agent.get("/api/v1/agent/instructions").json()["sources"]}
+    assert [p["source_id"] for p in by_id["w-leaf"]["parents"]] == ["w-secret"]
+
+
+def test_a_file_reached_only_through_a_withheld_reference_is_not_readable(agent, chain):
+    response = agent.get("/api/v1/references/demo/w-leaf/file?path=w-leaf.md")
+
+    assert response.status_code == 403 and response.json()["error"]["code"] == "not_selected"
+    allow_w_secret()
+    assert agent.get("/api/v1/references/demo/w-leaf/file?path=w-leaf.md").status_code == 200
+
+
+def test_enrich_does_not_discover_past_a_withheld_reference(agent, chain):
+    body = agent.post("/api/v1/enrich", {"text": "Set it up as @w-root says", "surface": "prompt"},
+                      format="json").json()
+
+    (link,) = [s for s in Trace.objects.get(pk=body["trace_id"]).steps if s["pass"] == "link"]
+    assert {d["source_id"] for d in link["discovered"]} == {"w-secret"}
+    hints = {h["source_id"]: h for h in body["hints"]}
+    assert hints["w-secret"]["withheld"] and "w-leaf" not in hints
+    assert "quartz lantern" not in body["text"]
