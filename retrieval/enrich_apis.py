@@ -95,7 +95,10 @@ class EnrichApi(APIView):
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
         catalogs = _catalogs_field()
         selected = serializers.ListField(child=_id_field(), max_length=500, required=False,
-                                         help_text="References already selected in this conversation: not hinted.")
+                                         help_text="References already selected in this conversation: not "
+                                                   "hinted. Those the server recorded for this agent "
+                                                   "(selectReferences, @id expansions) count without being "
+                                                   "named here.")
         paths = serializers.ListField(child=StrictCharField(max_length=1024), max_length=100, required=False,
                                       help_text="Files the tool read (for path containment).")
 

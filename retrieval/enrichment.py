@@ -304,8 +304,19 @@ class _Passes:
         return found
 
 
-def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard]) -> set[tuple[int, str]]:
+def _recorded_selections(caller: Caller) -> list[int]:
+    """Source pks the server recorded as this agent's selections (selectReferences or an
+    @id expansion): they count as selected just as the client's `selected` does."""
+    if caller.agent is None:
+        return []
+    return list(Selection.objects.filter(agent_id=caller.agent.pk).values_list("source_id", flat=True))
+
+
+def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard],
+              recorded: list[int]) -> set[tuple[int, str]]:
+    """References not to hint: preselected, selected by the client's word or on record."""
     keys = {(card.catalog_id, card.slug) for card in preselected}
+    keys.update((index.catalog_id, index.by_pk[pk].slug) for pk in recorded for index in indexes if pk in index.by_pk)
     for ident in selected:
         for index in indexes:
             catalog, _, slug = ident.rpartition("/")
@@ -322,7 +333,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     clean = formatting.strip_injections(text)
     indexes = _indexes(caller)
     preselected = _preselected(caller, indexes)
-    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
+    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, _recorded_selections(caller)))
     run.mentions(clean)
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None

@@ -220,6 +220,20 @@ def test_select_authorises_reading_and_withholds_what_needs_approval(agent):
     assert not Selection.objects.filter(source__slug="secrets-management").exists()
 
 
+def test_a_reference_selected_on_the_server_counts_as_selected_for_enrich(agent):
+    def hinted(text: str, **fields) -> set[str]:
+        body = agent.post("/api/v1/enrich", {"text": text, "surface": "prompt", **fields}, format="json").json()
+        return {h["source_id"] for h in body["hints"] if h["injected"] == "hint"}
+
+    text = "Clients get a 429 when the rate limit is hit; how should they back off?"
+    assert "rate-limiting" in hinted(text)
+    assert "rate-limiting" not in hinted(text, selected=["rate-limiting"])  # the client's word
+
+    assert agent.post("/api/v1/references/select", {"ids": ["rate-limiting"]}, format="json").status_code == 200
+
+    assert "rate-limiting" not in hinted(text)  # the server's record counts the same
+
+
 def test_select_with_an_unknown_id_or_tag_selects_nothing(agent):
     before = counts()
     response = agent.post("/api/v1/references/select", {"ids": ["caching", "nope"], "tags": ["no-such-tag"]},
