@@ -7,8 +7,11 @@ injected, hinted or withheld.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -18,6 +21,7 @@ from django.db import connection, transaction
 from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import Catalog, Document, ReferenceSource
+from catalog.services import SourceChanged, SourceError, glob_file_read
 from config.api_errors import DomainError
 from retrieval import formatting
 from retrieval.auth import RequestUser, visible_catalogs
@@ -492,9 +496,30 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
     return {"selected": selected, "withheld": withheld}
 
 
-def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: str) -> Document:
-    """A document of a reference the caller may read: selected (or expanded) by this
-    agent, auto, or preselected for it; and allowed by the gate."""
+@dataclass(frozen=True)
+class ReferenceFile:
+    path: str
+    title: str
+    sha256: str
+    text: str  # the content, or base64 when `encoding` says so
+    encoding: str  # utf-8 | base64
+
+    @classmethod
+    def of_bytes(cls, path: str, data: bytes) -> ReferenceFile:
+        sha256 = hashlib.sha256(data).hexdigest()
+        name = PurePosixPath(path).name
+        try:
+            return cls(path=path, title=name, sha256=sha256, text=data.decode("utf-8"), encoding="utf-8")
+        except UnicodeDecodeError:
+            return cls(path=path, title=name, sha256=sha256, text=base64.b64encode(data).decode("ascii"),
+                       encoding="base64")
+
+
+def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: str) -> ReferenceFile:
+    """A file of a reference the caller may read (selected or expanded by this agent,
+    auto, or preselected for it, and allowed by the gate), as source_files lists it: an
+    indexed document as indexed, any other file of a glob source from disk while the
+    source's files are still those it was indexed from."""
     indexes = [index for index in _indexes(caller) if index.slug == catalog]
     cards, _, _ = _resolve_ids(indexes, [source_id])
     if not cards:
@@ -510,10 +535,23 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
         granted = card in preselected or card.slug in discover(indexes[0], preselected, agent=caller.agent)
     if not granted:
         raise DomainError("select this reference first (selectReferences)", code="not_selected", status_code=403)
-    document = Document.objects.filter(source_id=card.pk, path=path).first()
-    if document is None:
+    indexed = Document.objects.filter(source_id=card.pk, path=path).values_list("title", "content_sha256", "text")
+    if (document := indexed.first()) is not None:
+        title, sha256, text = document
+        return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8")
+    data = None
+    if card.kind == ReferenceSource.Kind.GLOB:
+        try:
+            data = glob_file_read(pattern=card.location, path=path, fingerprint_indexed=card.fingerprint,
+                                  max_bytes=settings.LECTERN_MAX_FILE_BYTES)
+        except SourceChanged:
+            raise DomainError(f"the files of reference {card.slug!r} changed since it was indexed; it can be read "
+                              "again once it is reindexed", code="reference_changed", status_code=409) from None
+        except SourceError:  # the glob no longer resolves (its root was removed from the settings)
+            data = None
+    if data is None:
         raise DomainError(f"no file {path!r} in reference {card.slug!r}", code="not_found", status_code=404)
-    return document
+    return ReferenceFile.of_bytes(path, data)
 
 
 # --- startup instructions ---------------------------------------------------------------
