@@ -406,5 +406,10 @@ class InstructionsApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer}, operation_id="agent_instructions")
     def get(self, request: Request) -> Response:
-        instructions = enrichment.agent_instructions(caller=enrichment.Caller.of(request_user(request)))
-        return Response(self.OutputSerializer(instructions).data)
+        return Response(instructions_response(request_user(request)))
+
+
+def instructions_response(user: RequestUser) -> dict[str, Any]:
+    """The instructions endpoint's body (REST and the MCP tool)."""
+    instructions = enrichment.agent_instructions(caller=enrichment.Caller.of(user))
+    return InstructionsApi.OutputSerializer(instructions).data
