@@ -247,12 +247,14 @@ def format_hits(hits: list[dict[str, Any]]) -> str:
 
 
 def withheld_note(withheld: dict[str, Any]) -> str:
-    """One line naming the references search left out for want of an approval, with
-    how many matching passages each holds and why (never their content); '' when none."""
+    """The references search left out for want of an approval, with how many matching
+    passages each holds and why (never their content), a line each; '' when none."""
     if not withheld["count"]:
         return ""
-    sources = "; ".join(f"@{entry['source']} ({entry['count']}): {entry['reason']}" for entry in withheld["sources"])
-    return f"[{withheld['count']} matching passages withheld from references that need approval: {sources}]"
+    lines = [f"- @{entry['source']}: {entry['count']} ({entry['reason']})" for entry in withheld["sources"]]
+    count = withheld["count"]
+    passages = f"{count} matching passage{'' if count == 1 else 's'}"
+    return "\n".join([f"Withheld: {passages} in references that need an approval:", *lines])
 
 
 def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -224,7 +224,9 @@ def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_cata
     assert data["withheld"] == expected["withheld"]
     text = text_of(result)
     assert text.startswith("No relevant documentation found for your query.")
-    assert "@vault (1)" in text and "ninety days" not in text
+    assert text.endswith("\n\nWithheld: 1 matching passage in references that need an approval:\n"
+                         f"- @vault: 1 ({entry['reason']})")
+    assert "ninety days" not in text
 
 
 def test_rag_search_needs_a_catalog_when_the_agent_has_several(mcp, agent, make_catalog):
