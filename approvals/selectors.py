@@ -1,9 +1,10 @@
 """The one gate every injection passes: may this reference reach this agent now?
 
-Enrichment, reference selection, startup instructions and file reads all ask
-`injection_decisions` and honour its answer. Until approval requests and decisions
-exist (the approvals issue extends this function, not its callers), a source that
-requires approval is withheld from everyone.
+Enrichment, reference selection, startup instructions, transitive discovery and file
+reads ask `injection_decisions` and honour its answer; search asks `withheld_sources`,
+the same rule over whole catalogs, and leaves those sources out in SQL. Until approval
+requests and decisions exist (the approvals issue extends these functions, not their
+callers), a source that requires approval is withheld from everyone.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+
+from catalog.models import ReferenceSource
 
 
 class Governed(Protocol):
@@ -49,3 +52,14 @@ MISSING = InjectionDecision(allowed=False, state="missing",
 def injection_decisions(*, agent: Requester | None, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
     """Decision per source pk for `agent` (an Agent, or None for a signed-in person)."""
     return {source.pk: MISSING if source.requires_approval else NOT_REQUIRED for source in sources}
+
+
+def withheld_sources(*, agent: Requester | None, catalog_ids: Iterable[int]) -> dict[int, InjectionDecision]:
+    """The sources of these catalogs that may not reach `agent` (None: a signed-in
+    person), each with the gate's decision: what search leaves out of its SQL before
+    ranking. Only sources that require approval are asked about; the decision is
+    injection_decisions' own."""
+    candidates = ReferenceSource.objects.filter(catalog_id__in=list(catalog_ids), requires_approval=True) \
+        .only("pk", "requires_approval", "fingerprint")
+    decisions = injection_decisions(agent=agent, sources=candidates)
+    return {pk: decision for pk, decision in decisions.items() if not decision.allowed}

@@ -168,6 +168,44 @@ def glob_resolve(pattern: str) -> tuple[list[tuple[str, Path]], list[tuple[str, 
     return [(relative, real) for relative, real, _ in files], skipped
 
 
+class SourceChanged(SourceError):
+    """A glob source's files are no longer the ones it was indexed (and approved) from."""
+
+
+def glob_listing(pattern: str, *, max_bytes: int) -> list[str]:
+    """The relative paths glob_file_read serves for `pattern`: its files inside the
+    source root (glob_resolve's rules) of at most `max_bytes`."""
+    files, _ = _glob_entries(pattern)
+    return [relative for relative, _, info in files if info.st_size <= max_bytes]
+
+
+def glob_file_read(*, pattern: str, path: str, fingerprint_indexed: str, max_bytes: int) -> bytes | None:
+    """The bytes of `path` when glob_listing(pattern) lists it, else None.
+
+    Paths are looked up among the files the glob resolves, never joined to a root, so
+    the root confinement is glob_resolve's alone. A file is served only while the
+    source's files are the ones `fingerprint_indexed` was computed from (what was
+    indexed, and what an approval is bound to), else SourceChanged; the file opened must
+    be the one listed (same inode, size and mtime, not a symlink swapped in since).
+    """
+    files, _ = _glob_entries(pattern)
+    found = next(((real, info) for relative, real, info in files if relative == path), None)
+    if found is None or found[1].st_size > max_bytes:
+        return None
+    if fingerprint((relative, info.st_size, info.st_mtime) for relative, _, info in files) != fingerprint_indexed:
+        raise SourceChanged(f"the files of {pattern!r} changed since they were indexed")
+    real, listed = found
+    try:
+        descriptor = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise SourceChanged(f"{path!r} cannot be opened as listed: {exc.strerror}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if (opened.st_ino, opened.st_size, opened.st_mtime_ns) != (listed.st_ino, listed.st_size, listed.st_mtime_ns):
+            raise SourceChanged(f"{path!r} changed while it was being read")
+        return handle.read()
+
+
 def fingerprint(entries: Iterable[tuple[str, int, float | None]]) -> str:
     """sha256 over the sorted (relative path, size, mtime in microseconds) of a source's files."""
     digest = hashlib.sha256()

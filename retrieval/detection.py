@@ -21,12 +21,14 @@ from pathlib import PurePosixPath
 from typing import TypedDict
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 
+from approvals.selectors import Requester, injection_decisions
 from catalog.analysis import STOP_WORDS
 from catalog.embedder import Embedder, get_embedder, word_prefix
 from catalog.models import Catalog, Document, ReferenceSource
-from catalog.services import SourceError, embed_texts, glob_resolve, root_and_pattern, source_roots, text_sha256
+from catalog.services import SourceError, embed_texts, glob_listing, root_and_pattern, source_roots, text_sha256
 from retrieval.formatting import CONTENT_KINDS
 from retrieval.mentions import content_ids, markdown_links
 from retrieval.models import SourceMentions, SourceProfile
@@ -278,12 +280,12 @@ def containing_source(cards: list[SourceCard], paths: list[str]) -> tuple[Source
 
 def source_files(card: SourceCard) -> list[str]:
     """Every file of a reference, indexed or not (templates and scripts in other
-    formats are still part of the reference), in path order."""
+    formats are still part of the reference), in path order: exactly what the file
+    endpoint serves (indexed documents, and the glob's files up to LECTERN_MAX_FILE_BYTES)."""
     paths = set(Document.objects.filter(source_id=card.pk).values_list("path", flat=True))
     if card.kind == ReferenceSource.Kind.GLOB:
         try:
-            files, _ = glob_resolve(card.location)
-            paths.update(relative for relative, _ in files)
+            paths.update(glob_listing(card.location, max_bytes=settings.LECTERN_MAX_FILE_BYTES))
         except SourceError:
             pass
     return sorted(paths)
@@ -368,17 +370,24 @@ def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
     return targets
 
 
-def discover(index: CatalogIndex, roots: list[SourceCard], *, max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
+def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Requester | None,
+             max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
     """Breadth-first over id mentions and markdown links in the roots' content, at
     most `max_depth` hops. Returns every source reached (roots excluded), each with
-    all the parents that point at it."""
+    all the parents that point at it.
+
+    Only the content of sources the gate lets reach `agent` is read: a withheld source
+    (a root or one reached) is itself reported, but what it mentions or links is not
+    discovered through it, since that would disclose its content.
+    """
     seen: dict[str, Discovered] = {}
     root_slugs = {card.slug for card in roots}
     frontier = deque(roots)
     depth = 0
     while frontier and depth < max_depth:
         depth += 1
-        level = list(frontier)
+        decisions = injection_decisions(agent=agent, sources=frontier)
+        level = [card for card in frontier if decisions[card.pk].allowed]
         frontier.clear()
         mentions = source_mentions(level)
         for card in level:

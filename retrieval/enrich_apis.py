@@ -95,7 +95,10 @@ class EnrichApi(APIView):
         surface = serializers.ChoiceField(choices=enrichment.SURFACES)
         catalogs = _catalogs_field()
         selected = serializers.ListField(child=_id_field(), max_length=500, required=False,
-                                         help_text="References already selected in this conversation: not hinted.")
+                                         help_text="References already selected in this conversation: not "
+                                                   "hinted. Those the server recorded for this agent "
+                                                   "(selectReferences, @id expansions) count without being "
+                                                   "named here.")
         paths = serializers.ListField(child=StrictCharField(max_length=1024), max_length=100, required=False,
                                       help_text="Files the tool read (for path containment).")
 
@@ -230,7 +233,8 @@ class ReferenceSelectApi(APIView):
 
 
 class ReferenceFileApi(APIView):
-    """The text of one file of a reference the caller has selected (or has by profile)."""
+    """One file of a reference the caller has selected (or has by profile): any file
+    `files` lists, indexed text or not."""
 
     class QuerySerializer(serializers.Serializer[None]):
         path = serializers.CharField(max_length=1024, help_text="The file's path, as `files` lists it.")
@@ -239,25 +243,34 @@ class ReferenceFileApi(APIView):
         source_id = serializers.CharField()
         catalog = serializers.CharField()
         path = serializers.CharField()
-        title = serializers.CharField()
-        sha256 = serializers.CharField(source="content_sha256")
-        text = serializers.CharField()
+        title = serializers.CharField(help_text="An indexed document's title; the file name otherwise.")
+        sha256 = serializers.CharField(help_text="Of the content (UTF-8 text, or the bytes).")
+        encoding = serializers.ChoiceField(
+            choices=["utf-8", "base64"],
+            help_text="utf-8: `text` is the file's text; base64: the file is not UTF-8 text (an image, an archive) "
+                      "and `text` holds its bytes in base64.")
+        text = serializers.CharField(allow_blank=True)
 
     @extend_schema(parameters=[QuerySerializer], operation_id="read_reference_file",
                    responses={200: OutputSerializer, **errors({
                        400: INVALID,
                        403: "`not_selected`: select the reference first; `withheld`: it needs an approval "
                             "this agent does not have.",
-                       404: "`not_found`: no such catalog, reference or file for this caller."})})
+                       404: "`not_found`: no such catalog, reference or file for this caller.",
+                       409: "`reference_changed`: the reference's files changed on disk since it was indexed; "
+                            "readable again once reindexed (the scheduled scan queues it)."})})
     def get(self, request: Request, catalog: str, source_id: str) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        caller = enrichment.Caller.of(request_user(request), [catalog])
-        document = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id,
-                                                  path=query.validated_data["path"])
-        return Response(self.OutputSerializer({
-            "source_id": source_id, "catalog": catalog, "path": document.path, "title": document.title,
-            "content_sha256": document.content_sha256, "text": document.text}).data)
+        return Response(reference_file_response(request_user(request), catalog=catalog, source_id=source_id,
+                                                path=query.validated_data["path"]))
+
+
+def reference_file_response(user: RequestUser, *, catalog: str, source_id: str, path: str) -> dict[str, Any]:
+    """The file endpoint's body (REST and the MCP tool)."""
+    caller = enrichment.Caller.of(user, [catalog])
+    found = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
+    return ReferenceFileApi.OutputSerializer({"source_id": source_id, "catalog": catalog, **found.__dict__}).data
 
 
 # --- traces: one step per pass, each with its own shape ----------------------------------
@@ -393,5 +406,10 @@ class InstructionsApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer}, operation_id="agent_instructions")
     def get(self, request: Request) -> Response:
-        instructions = enrichment.agent_instructions(caller=enrichment.Caller.of(request_user(request)))
-        return Response(self.OutputSerializer(instructions).data)
+        return Response(instructions_response(request_user(request)))
+
+
+def instructions_response(user: RequestUser) -> dict[str, Any]:
+    """The instructions endpoint's body (REST and the MCP tool)."""
+    instructions = enrichment.agent_instructions(caller=enrichment.Caller.of(user))
+    return InstructionsApi.OutputSerializer(instructions).data

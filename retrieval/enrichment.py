@@ -7,8 +7,11 @@ injected, hinted or withheld.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -18,6 +21,7 @@ from django.db import connection, transaction
 from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import Catalog, Document, ReferenceSource
+from catalog.services import SourceChanged, SourceError, glob_file_read
 from config.api_errors import DomainError
 from retrieval import formatting
 from retrieval.auth import RequestUser, visible_catalogs
@@ -291,7 +295,8 @@ class _Passes:
             cards = [c.card for c in roots if c.card.catalog_id == index.catalog_id]
             if not cards:
                 continue
-            for slug, node in sorted(discover(index, cards).items(), key=lambda item: (item[1].depth, item[0])):
+            reached = discover(index, cards, agent=self.caller.agent)
+            for slug, node in sorted(reached.items(), key=lambda item: (item[1].depth, item[0])):
                 graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
                 if node.depth == 1 and self.eligible(node.card):
                     roots_pointing = [p for p in node.parents if p["source_id"] in {c.slug for c in cards}]
@@ -303,8 +308,19 @@ class _Passes:
         return found
 
 
-def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard]) -> set[tuple[int, str]]:
+def _recorded_selections(caller: Caller) -> list[int]:
+    """Source pks the server recorded as this agent's selections (selectReferences or an
+    @id expansion): they count as selected just as the client's `selected` does."""
+    if caller.agent is None:
+        return []
+    return list(Selection.objects.filter(agent_id=caller.agent.pk).values_list("source_id", flat=True))
+
+
+def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard],
+              recorded: list[int]) -> set[tuple[int, str]]:
+    """References not to hint: preselected, selected by the client's word or on record."""
     keys = {(card.catalog_id, card.slug) for card in preselected}
+    keys.update((index.catalog_id, index.by_pk[pk].slug) for pk in recorded for index in indexes if pk in index.by_pk)
     for ident in selected:
         for index in indexes:
             catalog, _, slug = ident.rpartition("/")
@@ -321,7 +337,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     clean = formatting.strip_injections(text)
     indexes = _indexes(caller)
     preselected = _preselected(caller, indexes)
-    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
+    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, _recorded_selections(caller)))
     run.mentions(clean)
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
@@ -480,9 +496,30 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
     return {"selected": selected, "withheld": withheld}
 
 
-def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: str) -> Document:
-    """A document of a reference the caller may read: selected (or expanded) by this
-    agent, auto, or preselected for it; and allowed by the gate."""
+@dataclass(frozen=True)
+class ReferenceFile:
+    path: str
+    title: str
+    sha256: str
+    text: str  # the content, or base64 when `encoding` says so
+    encoding: str  # utf-8 | base64
+
+    @classmethod
+    def of_bytes(cls, path: str, data: bytes) -> ReferenceFile:
+        sha256 = hashlib.sha256(data).hexdigest()
+        name = PurePosixPath(path).name
+        try:
+            return cls(path=path, title=name, sha256=sha256, text=data.decode("utf-8"), encoding="utf-8")
+        except UnicodeDecodeError:
+            return cls(path=path, title=name, sha256=sha256, text=base64.b64encode(data).decode("ascii"),
+                       encoding="base64")
+
+
+def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: str) -> ReferenceFile:
+    """A file of a reference the caller may read (selected or expanded by this agent,
+    auto, or preselected for it, and allowed by the gate), as source_files lists it: an
+    indexed document as indexed, any other file of a glob source from disk while the
+    source's files are still those it was indexed from."""
     indexes = [index for index in _indexes(caller) if index.slug == catalog]
     cards, _, _ = _resolve_ids(indexes, [source_id])
     if not cards:
@@ -495,13 +532,26 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
         Selection.objects.filter(agent=caller.agent, source_id=card.pk).exists()
     if not granted:
         preselected = _preselected(caller, indexes)
-        granted = card in preselected or card.slug in discover(indexes[0], preselected)
+        granted = card in preselected or card.slug in discover(indexes[0], preselected, agent=caller.agent)
     if not granted:
         raise DomainError("select this reference first (selectReferences)", code="not_selected", status_code=403)
-    document = Document.objects.filter(source_id=card.pk, path=path).first()
-    if document is None:
+    indexed = Document.objects.filter(source_id=card.pk, path=path).values_list("title", "content_sha256", "text")
+    if (document := indexed.first()) is not None:
+        title, sha256, text = document
+        return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8")
+    data = None
+    if card.kind == ReferenceSource.Kind.GLOB:
+        try:
+            data = glob_file_read(pattern=card.location, path=path, fingerprint_indexed=card.fingerprint,
+                                  max_bytes=settings.LECTERN_MAX_FILE_BYTES)
+        except SourceChanged:
+            raise DomainError(f"the files of reference {card.slug!r} changed since it was indexed; it can be read "
+                              "again once it is reindexed", code="reference_changed", status_code=409) from None
+        except SourceError:  # the glob no longer resolves (its root was removed from the settings)
+            data = None
+    if data is None:
         raise DomainError(f"no file {path!r} in reference {card.slug!r}", code="not_found", status_code=404)
-    return document
+    return ReferenceFile.of_bytes(path, data)
 
 
 # --- startup instructions ---------------------------------------------------------------
@@ -536,7 +586,8 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
     for index in indexes:
         roots = [card for card in preselected if card.catalog_id == index.catalog_id]
         taken = {card.slug for card in auto + preselected if card.catalog_id == index.catalog_id}
-        discovered += [node for slug, node in sorted(discover(index, roots).items()) if slug not in taken]
+        reached = discover(index, roots, agent=caller.agent)
+        discovered += [node for slug, node in sorted(reached.items()) if slug not in taken]
     entries: list[tuple[SourceCard, str, list[Parent]]] = [(card, "auto", []) for card in auto]
     entries += [(card, "preselected", []) for card in preselected]
     entries += [(node.card, "link", node.parents) for node in discovered]

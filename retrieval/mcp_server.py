@@ -1,6 +1,6 @@
 """The agent API as MCP tools over stdio (`manage.py mcp`): rag_search, list_references,
-select_references and enrich, for the one agent whose bearer token the server was
-started with.
+select_references, read_reference_file, enrich and agent_instructions, for the one agent
+whose bearer token the server was started with.
 
 Each tool call:
   1. runs on Django's one thread for sync work (asgiref's thread-sensitive executor),
@@ -8,7 +8,8 @@ Each tool call:
   2. reads the agent again by its token's hash, so a revoked token stops working at once;
   3. validates the arguments with the REST view's input serializer;
   4. calls the same service as the REST view and returns the same JSON, as text and as
-     structuredContent (rag_search's text is seed 003's result list instead);
+     structuredContent (rag_search's text is seed 003's result list instead, a file's
+     text and the instructions' text are themselves);
   5. turns a caller error into an isError result carrying the REST JSON error body.
 
 stdout is the transport: while starting, stdout_to_stderr() sends everything else to
@@ -45,10 +46,20 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from catalog.embedder import get_embedder
 from config.api_errors import exception_handler
+from config.fields import StrictSlugField
 from retrieval import enrichment
 from retrieval.apis import SearchApi, search_response
 from retrieval.auth import agent_for_token_hash, visible_catalogs
-from retrieval.enrich_apis import EnrichApi, ReferenceListApi, ReferenceSelectApi, enrich_response, references_response
+from retrieval.enrich_apis import (
+    EnrichApi,
+    ReferenceFileApi,
+    ReferenceListApi,
+    ReferenceSelectApi,
+    enrich_response,
+    instructions_response,
+    reference_file_response,
+    references_response,
+)
 from retrieval.models import Agent, hash_token
 
 logger = logging.getLogger(__name__)
@@ -235,6 +246,17 @@ def format_hits(hits: list[dict[str, Any]]) -> str:
     )
 
 
+def withheld_note(withheld: dict[str, Any]) -> str:
+    """The references search left out for want of an approval, with how many matching
+    passages each holds and why (never their content), a line each; '' when none."""
+    if not withheld["count"]:
+        return ""
+    lines = [f"- @{entry['source']}: {entry['count']} ({entry['reason']})" for entry in withheld["sources"]]
+    count = withheld["count"]
+    passages = f"{count} matching passage{'' if count == 1 else 's'}"
+    return "\n".join([f"Withheld: {passages} in references that need an approval:", *lines])
+
+
 def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
     """top_k defaults to the agent's default_top_k; catalog to its only catalog."""
     arguments = {"top_k": agent.default_top_k, **arguments}
@@ -251,7 +273,8 @@ def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def _rag_search(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     body = search_response(agent, params)
-    return _json_result(body, text=format_hits(body["results"]))
+    note = withheld_note(body["withheld"])
+    return _json_result(body, text=format_hits(body["results"]) + (f"\n\n{note}" if note else ""))
 
 
 # the enrichment operations
@@ -270,6 +293,28 @@ def _enrich(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
     return _json_result(enrich_response(agent, params))
 
 
+class ReadFileArguments(ReferenceFileApi.QuerySerializer):
+    """The file endpoint's query plus the two parts of its URL, with the URL's rules."""
+
+    catalog = StrictSlugField(max_length=64)
+    source_id = StrictSlugField(max_length=100)
+
+
+def _read_reference_file(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
+    body = reference_file_response(agent, catalog=params["catalog"], source_id=params["source_id"],
+                                   path=params["path"])
+    return _json_result(body, text=body["text"] if body["encoding"] == "utf-8" else None)
+
+
+class NoArguments(serializers.Serializer[None]):
+    pass
+
+
+def _agent_instructions(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
+    body = instructions_response(agent)
+    return _json_result(body, text=body["text"])
+
+
 TOOLS = {
     tool.name: tool
     for tool in (
@@ -278,7 +323,8 @@ TOOLS = {
             description=(
                 "Search a reference catalog for passages relevant to a natural-language query. Returns up to "
                 "top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed "
-                "by its text; structuredContent has chunk ids and component scores."
+                "by its text, then a line naming references whose matching passages were withheld (they need "
+                "an approval); structuredContent has chunk ids, component scores and `withheld`."
             ),
             serializer=SearchApi.InputSerializer,
             arguments=("query", "catalog", "top_k", "mode"),
@@ -319,6 +365,35 @@ TOOLS = {
                 "ids": "Reference ids, `source` or `catalog/source` (a leading @ is allowed).",
                 "tags": "Select every reference carrying one of these tags.",
             },
+        ),
+        ToolSpec(
+            name="read_reference_file",
+            description=(
+                "Read one file of a reference this agent has selected (or has by profile): any path that "
+                "select_references lists in `files`. Returns the file's text (structuredContent: path, title, "
+                "sha256, encoding; a file that is not UTF-8 text comes base64-encoded, as JSON)."
+            ),
+            serializer=ReadFileArguments,
+            arguments=("catalog", "source_id", "path"),
+            run=_read_reference_file,
+            read_only=True,
+            notes={
+                "catalog": "The reference's catalog.",
+                "source_id": "The reference id, without @.",
+                "path": "The file's path, as `files` lists it.",
+            },
+        ),
+        ToolSpec(
+            name="agent_instructions",
+            description=(
+                "This agent's startup instructions: auto references, its preselected ones and those they link to, "
+                "whole or listed within its token budget, and how to search for rag agents. Returns the text "
+                "(structuredContent: which references were included, listed or withheld, and why)."
+            ),
+            serializer=NoArguments,
+            arguments=(),
+            run=_agent_instructions,
+            read_only=True,
         ),
         ToolSpec(
             name="enrich",
@@ -376,6 +451,6 @@ def build_server(*, token_hash: str) -> Server:
         "lectern",
         on_list_tools=list_tools,
         on_call_tool=call,
-        instructions="Lectern's reference catalogs: search them with rag_search; list, select and "
-        "enrich with the reference tools.",
+        instructions="Lectern's reference catalogs: read agent_instructions first; search them with rag_search; "
+        "list, select, read and enrich with the reference tools.",
     )

@@ -10,16 +10,23 @@ chunk_search() runs:
      pgvector's 1000; the iterative scan returns more rows when more are asked for)
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
   4. hydrate the top_k with content and the component scores each hit lacks
+  5. count the withheld chunks that match the query, per source
+
+Sources the approval gate withholds from the caller (approvals.selectors.withheld_sources)
+are left out inside the SQL of steps 1 and 2, before any ranking or limit: the top_k is
+filled from what may be shown, and no withheld content is ever read into a result.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
 
+from approvals.selectors import InjectionDecision, Requester, withheld_sources
 from catalog import analysis
 from catalog.embedder import embedder_status, get_embedder, vector_literal
 from catalog.models import Catalog
@@ -49,6 +56,16 @@ class Hit:
     byte_offset: int = 0
 
 
+@dataclass(frozen=True)
+class WithheldHits:
+    """Chunks of one withheld source that match the query: how many and why, never what."""
+
+    source: str
+    count: int
+    state: str
+    reason: str
+
+
 @dataclass
 class SearchResult:
     hits: list[Hit]
@@ -56,12 +73,13 @@ class SearchResult:
     took_ms: float
     degraded: str | None = None
     bm25_passes: int = 0
+    withheld: list[WithheldHits] = field(default_factory=list)
 
 
 # --- lexical ----------------------------------------------------------------------------
 
 Row = tuple[int, int, float]  # (chunk pk, document pk, score)
-Params = dict[str, float | list[int] | list[float]]  # named SQL parameters
+Params = dict[str, float | str | list[int] | list[float]]  # named SQL parameters
 
 
 def _bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
@@ -105,12 +123,26 @@ def _scaled_weight(term: bm25.QueryTerm) -> float:
     return term.weight * (settings.LECTERN_BM25_K1 + 1) * SCALE  # times a power of two: exact
 
 
-def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str = "TRUE") -> str:
-    """(chunk_id, scaled score) over `terms` for every chunk holding one of them (none
-    unless `where`, a condition on no column, holds).
+def _allowed_sql(params: Params, withheld: Collection[int]) -> str:
+    """A condition on a row `g` with a `chunk_id` that keeps chunks outside the
+    `withheld` sources ("" when there are none). An anti-join, which Postgres runs as a
+    hash of the withheld chunks (or one key lookup per row when they are many): never
+    the rescan per row a NOT IN (subquery) falls back to when its hash would not fit."""
+    if not withheld:
+        return ""
+    params["withheld"] = sorted(withheld)
+    return "NOT EXISTS (SELECT FROM catalog_chunk c WHERE c.id = g.chunk_id AND c.source_id = ANY(%(withheld)s))"
+
+
+def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str = "TRUE", having: str = "",
+              allowed: str = "") -> str:
+    """(chunk_id, scaled score) over `terms` for every chunk holding one of them whose
+    score meets `having` and that `allowed` (see _allowed_sql) keeps (none unless
+    `where`, a condition on no column, holds).
 
     Each term's postings are one range of the (term_id, chunk_id) key, so they come in
-    chunk order; merging them keeps that order and the sum needs no hash table.
+    chunk order; merging them keeps that order and the sum needs no hash table. Withheld
+    chunks are dropped after the sum, one test per chunk rather than per posting.
     """
     ranges = []
     for i, term in enumerate(terms):
@@ -118,7 +150,9 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str
         ranges.append(f"(SELECT p.chunk_id, {_part(f'%({name}w{i})s::float8')} AS part "
                       f"FROM catalog_termposting p WHERE p.term_id = %({name}{i})s ORDER BY p.chunk_id)")
     merged = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
-    return f"SELECT chunk_id, sum(part) AS score FROM ({merged}) m WHERE {where} GROUP BY chunk_id"
+    grouped = f"SELECT chunk_id, sum(part) AS score FROM ({merged}) m WHERE {where} GROUP BY chunk_id"
+    grouped += f" HAVING {having}" if having else ""
+    return f"SELECT * FROM ({grouped}) g WHERE {allowed}" if allowed else grouped
 
 
 def _probe_sql(terms: list[bm25.QueryTerm], params: Params, candidates: str, name: str) -> str:
@@ -145,15 +179,15 @@ def _seed_terms(walked: list[bm25.QueryTerm], limit: int) -> list[bm25.QueryTerm
     return walked
 
 
-def _bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int) -> list[Row]:
-    """The exact top `limit`, walking the postings of every term."""
+def _bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int]) -> list[Row]:
+    """The exact top `limit` outside the withheld sources, walking the postings of every term."""
     params = _score_params(catalog)
     params["limit"] = limit
-    return _top_rows(_walk_sql(terms, params, "w"), params)[0]
+    return _top_rows(_walk_sql(terms, params, "w", allowed=_allowed_sql(params, withheld)), params)[0]
 
 
 def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25.QueryTerm],
-                limit: int) -> tuple[list[Row], float]:
+                limit: int, withheld: Collection[int]) -> tuple[list[Row], float]:
     """The top `limit` of the chunks holding a term not in `probed`, by full score, and
     a score that `limit` chunks reach (the threshold; -inf when there is none); no rows
     when the probed terms cannot be skipped.
@@ -165,20 +199,22 @@ def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25
        the probed terms' bounds reaches the threshold
     3. add the probed terms' parts to those by key lookups; rank
     Exact when no chunk outside the walked postings can reach the threshold
-    (bm25.can_skip).
+    (bm25.can_skip). Chunks of withheld sources are left out of the seeds as well as of
+    the candidates: a threshold they set could exceed what `limit` shown chunks reach.
     """
     params = _score_params(catalog)
     params["limit"] = limit
+    allowed = _allowed_sql(params, withheld)
     walked = [t for t in terms if t not in probed]
     seeds = _seed_terms(walked, limit)
-    best_seeds = f"({_walk_sql(seeds, params, 's')} ORDER BY score DESC LIMIT %(limit)s)"
+    best_seeds = f"({_walk_sql(seeds, params, 's', allowed=allowed)} ORDER BY score DESC LIMIT %(limit)s)"
     completed = _probe_sql([t for t in terms if t not in seeds], params, best_seeds, "o")
     params["high"] = (sum(t.upper_bound for t in probed) + 1e-6) * SCALE  # slack for rounding
     # Walks nothing when the threshold is too low to skip the probed terms (a second
     # pass walks every term then).
     skippable = "%(high)s::float8 < (SELECT score FROM threshold)"
-    candidates = (f"({_walk_sql(walked, params, 'w', where=skippable)} "
-                  f"HAVING sum(part) + %(high)s::float8 >= (SELECT score FROM threshold))")
+    reachable = "sum(part) + %(high)s::float8 >= (SELECT score FROM threshold)"
+    candidates = f"({_walk_sql(walked, params, 'w', where=skippable, having=reachable, allowed=allowed)})"
     threshold = f"""
         SELECT coalesce((SELECT score FROM ({completed}) s ORDER BY score DESC OFFSET %(limit)s - 1 LIMIT 1),
                         '-infinity') AS score
@@ -207,8 +243,11 @@ def _top_rows(scored: str, params: Params, *, threshold: str = "") -> tuple[list
     return rows, fetched[0][3] / SCALE if fetched and threshold else float("-inf")
 
 
-def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row], int]:
-    """Exact BM25 top `limit` (rank_bm25's scores and order), and the SQL passes taken.
+def bm25_search(*, catalog: Catalog, query: str, limit: int,
+                withheld: Collection[int] = ()) -> tuple[list[Row], int]:
+    """Exact BM25 top `limit` (rank_bm25's scores and order) of the chunks outside the
+    `withheld` sources, and the SQL passes taken. Statistics (N, df, lengths) stay the
+    catalog's: leaving a source out does not change anyone else's scores.
 
     Terms whose postings dwarf the others' (bm25.terms_to_probe) are probed for the
     walked terms' candidates instead of walked; when their bounds turn out too high
@@ -219,11 +258,11 @@ def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row],
         return [], 0
     probed = bm25.terms_to_probe(terms, ratio=PROBE_RATIO)
     if probed and sum(t.df for t in terms if t not in probed) >= limit:  # else no threshold to bound by
-        rows, threshold = _bm25_probe(catalog, terms, probed, limit)
+        rows, threshold = _bm25_probe(catalog, terms, probed, limit, withheld)
         if bm25.can_skip(probed, threshold):
             return rows, 1
-        return _bm25_walk(catalog, terms, limit), 2
-    return _bm25_walk(catalog, terms, limit), 1
+        return _bm25_walk(catalog, terms, limit, withheld), 2
+    return _bm25_walk(catalog, terms, limit, withheld), 1
 
 
 def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:
@@ -253,10 +292,12 @@ def embed_query(query: str) -> str:
     return vector_literal(embedder.embed([query])[0])
 
 
-def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
-    """HNSW k-NN by cosine; score = cosine similarity. ef_search is raised towards
-    `limit`, up to what pgvector accepts; the iterative scan finds the rest."""
+def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = ()) -> list[Row]:
+    """HNSW k-NN by cosine over the chunks outside the `withheld` sources; score =
+    cosine similarity. ef_search is raised towards `limit`, up to what pgvector
+    accepts; the iterative scan finds the rest, past the rows the filters drop."""
     ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
+    allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(), connection.cursor() as cursor:
         # relaxed_order: the scan keeps going past ef_search rows, and past rows the
         # catalog filter drops (all catalogs share one index), without re-sorting in the
@@ -266,12 +307,12 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
                        "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
         cursor.execute(
-            """
-            SELECT id, document_id, 1 - (embedding <=> %s::vector) FROM catalog_chunk
-            WHERE catalog_id = %s AND embedding IS NOT NULL
-            ORDER BY embedding <=> %s::vector LIMIT %s
+            f"""
+            SELECT id, document_id, 1 - (embedding <=> %(vector)s::vector) FROM catalog_chunk
+            WHERE catalog_id = %(catalog)s AND embedding IS NOT NULL {allowed}
+            ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
             """,
-            [vector, catalog.pk, vector, limit],
+            {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)},
         )
         rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
     return sorted(rows, key=lambda row: (-row[2], row[0]))
@@ -331,9 +372,12 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
     return rankings[options.mode]
 
 
-def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> SearchResult:
-    """Search `catalog`; see the module docstring for the steps."""
+def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
+                 agent: Requester | None = None) -> SearchResult:
+    """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
+    see the module docstring for the steps."""
     started = time.perf_counter()
+    withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     mode, degraded = options.mode, None
     vector = None
     if mode != "bm25":
@@ -351,13 +395,14 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
     lists: dict[str, list[Row]] = {}
     passes = 0
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        rows, passes = bm25_search(catalog=catalog, query=query, limit=depth)
+        rows, passes = bm25_search(catalog=catalog, query=query, limit=depth, withheld=withheld)
         if mode == "hybrid":  # a zero score (idf 0: a term in half the chunks) is no evidence
             rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
-        lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth), options.dedup)
+        lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld),
+                                  options.dedup)
     if mode == "bm25_tiebreak" and vector is not None:
         pks = [row[0] for row in lists["bm25"]]
         sims = vector_scores_for(vector=vector, chunk_pks=pks)
@@ -365,8 +410,52 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
                                  key=lambda row: -row[2])
     fused = _fuse(lists, options)[: options.top_k]
     hits = _hydrate(catalog, query, vector, fused, lists, options.dedup)
+    report: list[WithheldHits] = []
+    if withheld:
+        similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
+        report = _withheld_hits(catalog, query, withheld, lexical="bm25" in lists, vector=vector, similar=similar)
     took = (time.perf_counter() - started) * 1000
-    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes)
+    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report)
+
+
+def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
+    """How similar to the query a withheld chunk must be to count as matching: as
+    similar as the least similar hit shown, or any similarity when fewer than top_k
+    hits were found (it would have been shown); None when no hit has a similarity."""
+    if len(hits) < top_k:
+        return float("-inf")
+    similarities = [score for hit in hits if (score := hit.scores.get("vector")) is not None]
+    return min(similarities) if similarities else None
+
+
+def _withheld_hits(catalog: Catalog, query: str, withheld: dict[int, InjectionDecision], *, lexical: bool,
+                   similar: float | None, vector: str | None = None) -> list[WithheldHits]:
+    """Per withheld source, its chunks that match the query: holding a query term (the
+    chunks BM25 ranks) when `lexical`; at least `similar` to the query by cosine when
+    given. One statement over those sources' chunks only, whatever the catalog's size."""
+    params: Params = {"withheld": sorted(withheld)}
+    matches = []
+    terms = _bm25_terms(catalog, query) if lexical else []
+    if terms:
+        params["terms"] = [term.term_id for term in terms]
+        matches.append("EXISTS (SELECT FROM catalog_termposting p WHERE p.term_id = ANY(%(terms)s) "
+                       "AND p.chunk_id = c.id)")
+    if similar == float("-inf"):
+        matches.append("c.embedding IS NOT NULL")
+    elif similar is not None and vector is not None:
+        params["vector"], params["floor"] = vector, similar
+        matches.append("(c.embedding IS NOT NULL AND 1 - (c.embedding <=> %(vector)s::vector) >= %(floor)s)")
+    if not matches:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(f"""
+            SELECT s.id, s.slug, count(*) FROM catalog_chunk c JOIN catalog_referencesource s ON s.id = c.source_id
+            WHERE c.source_id = ANY(%(withheld)s) AND ({" OR ".join(matches)})
+            GROUP BY s.id, s.slug ORDER BY count(*) DESC, s.slug
+        """, params)
+        rows = cursor.fetchall()
+    return [WithheldHits(source=slug, count=count, state=withheld[pk].state, reason=withheld[pk].reason)
+            for pk, slug, count in rows]
 
 
 def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple[int, float]],

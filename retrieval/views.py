@@ -35,7 +35,9 @@ def search_results(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         options = SearchOptions(mode=data["mode"], top_k=data["top_k"], dedup=data["dedup"])
         try:
-            context["result"] = chunk_search(catalog=data["catalog"], query=data["query"], options=options)
+            # agent=None: a person, under the approval gate's rule for people
+            context["result"] = chunk_search(catalog=data["catalog"], query=data["query"], options=options,
+                                             agent=None)
         except SearchUnavailable as exc:
             context["error"] = f"Vector search is unavailable: {exc}"
     else:

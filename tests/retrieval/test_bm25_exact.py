@@ -209,6 +209,32 @@ def test_a_probed_term_is_walked_when_the_others_cannot_fill_the_top_k(bm25_cata
     assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
 
 
+@pytest.mark.parametrize(("query", "limit", "passes"), [
+    (f"mango {UBIQUITOUS}", 3, 1),  # "doc" probed: the threshold comes from mango chunks that may be shown
+    (f"kiwi {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS}", 2, 2),  # the walk after a failed probe
+    # only one zebra chunk may be shown: no threshold, so "doc" cannot be skipped
+    (f"zebra {UBIQUITOUS}", 2, 2),
+    ("mango schema", 3, 1),  # every term walked
+])
+def test_withheld_sources_are_left_out_before_the_top_k_on_every_path(bm25_catalog, query, limit, passes):
+    # given: a second source whose chunks are the best mango, kiwi and zebra chunks of all
+    vault = import_documents(catalog=bm25_catalog, slug="vault", documents=[
+        _text("vault.md", "Mango mango mango mango."), _text("vault-2.md", "Kiwi kiwi."),
+        _text("vault-3.md", "Zebra zebra quokka."), _text("vault-4.md", "Zebra narwhal zebra.")])
+    bm25_catalog.refresh_from_db()
+    vault_chunks = set(Chunk.objects.filter(source=vault).values_list("pk", flat=True))
+    expected = expected_scores(bm25_catalog, query)
+    assert max(expected, key=lambda pk: expected[pk]) in vault_chunks
+    allowed = sorted((s for pk, s in expected.items() if s > 0 and pk not in vault_chunks), reverse=True)
+
+    rows, taken = bm25_search(catalog=bm25_catalog, query=query, limit=limit, withheld=[vault.pk])
+
+    assert taken == passes
+    assert not {pk for pk, _, _ in rows} & vault_chunks
+    assert [s for _, _, s in rows] == pytest.approx(allowed[:limit], abs=TOLERANCE)
+    assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
+
+
 def test_scores_for_given_chunks_equal_the_searched_scores_bit_for_bit(bm25_catalog):
     # given: the hits of a search, and a chunk holding no query term
     query = "cache retry jitter"

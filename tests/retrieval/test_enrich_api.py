@@ -4,12 +4,17 @@ bad input (4xx JSON, nothing changed) and the governance seam (withheld)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.models import Catalog, ReferenceSource
+from catalog.demo_loader import DEMO_DIR
+from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.reindex import source_index_now
 from catalog.services import DocumentInput
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
 from tests.factories import import_documents
@@ -220,6 +225,20 @@ def test_select_authorises_reading_and_withholds_what_needs_approval(agent):
     assert not Selection.objects.filter(source__slug="secrets-management").exists()
 
 
+def test_a_reference_selected_on_the_server_counts_as_selected_for_enrich(agent):
+    def hinted(text: str, **fields) -> set[str]:
+        body = agent.post("/api/v1/enrich", {"text": text, "surface": "prompt", **fields}, format="json").json()
+        return {h["source_id"] for h in body["hints"] if h["injected"] == "hint"}
+
+    text = "Clients get a 429 when the rate limit is hit; how should they back off?"
+    assert "rate-limiting" in hinted(text)
+    assert "rate-limiting" not in hinted(text, selected=["rate-limiting"])  # the client's word
+
+    assert agent.post("/api/v1/references/select", {"ids": ["rate-limiting"]}, format="json").status_code == 200
+
+    assert "rate-limiting" not in hinted(text)  # the server's record counts the same
+
+
 def test_select_with_an_unknown_id_or_tag_selects_nothing(agent):
     before = counts()
     response = agent.post("/api/v1/references/select", {"ids": ["caching", "nope"], "tags": ["no-such-tag"]},
@@ -240,6 +259,74 @@ def test_profile_references_are_readable_without_selecting(agent):
     missing = agent.get("/api/v1/references/demo/service-template/file?path=service-template/nope.md")
     assert missing.status_code == 404
     assert agent.get("/api/v1/references/demo/service-template/file").status_code == 400
+
+
+def test_every_file_a_selection_lists_can_be_read(agent):
+    body = agent.post("/api/v1/references/select", {"ids": ["service-template"]}, format="json").json()
+
+    (selected,) = body["selected"]
+    assert "service-template/scripts/check-service.sh" in selected["files"]
+    assert selected["contents"]["scripts"] == ["service-template/scripts/check-service.sh"]
+    for path in selected["files"]:
+        read = agent.get("/api/v1/references/demo/service-template/file", {"path": path})
+        assert read.status_code == 200, (path, read.json())
+    script = agent.get("/api/v1/references/demo/service-template/file",
+                       {"path": "service-template/scripts/check-service.sh"}).json()
+    on_disk = (DEMO_DIR / "service-template" / "scripts" / "check-service.sh").read_bytes()
+    assert script["encoding"] == "utf-8" and script["text"].encode() == on_disk
+    assert script["sha256"] == hashlib.sha256(on_disk).hexdigest() and script["title"] == "check-service.sh"
+
+
+@pytest.fixture
+def kit(demo, settings, tmp_path):
+    """A folder reference `kit` under a source root of its own: markdown (indexed), a
+    script and an image (not indexed), a file over LECTERN_MAX_FILE_BYTES and a symlink
+    to a file outside the root."""
+    root = tmp_path / "root"
+    (root / "kit" / "scripts").mkdir(parents=True)
+    (root / "kit" / "README.md").write_text("# Kit\n\nWhat the kit holds.\n")
+    (root / "kit" / "scripts" / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (root / "kit" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    (root / "kit" / "huge.bin").write_bytes(b"x" * 2048)
+    (tmp_path / "secret.txt").write_text("outside every source root")
+    (root / "kit" / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    settings.LECTERN_SOURCE_ROOTS = [*settings.LECTERN_SOURCE_ROOTS, root]
+    settings.LECTERN_MAX_FILE_BYTES = 1024
+    source = ReferenceSource.objects.create(catalog=Catalog.objects.get(slug="demo"), slug="kit", name="Kit",
+                                            location=str(root / "kit" / "**" / "*"))
+    assert source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND).status == IndexRun.Status.SUCCEEDED
+    return root
+
+
+def read_kit(agent, path: str):
+    return agent.get("/api/v1/references/demo/kit/file", {"path": path})
+
+
+def test_a_folder_reference_lists_and_serves_every_file_inside_its_root_and_no_other(agent, kit):
+    body = agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json").json()
+
+    assert body["selected"][0]["files"] == ["kit/README.md", "kit/logo.png", "kit/scripts/run.sh"]
+    readme, logo, script = (read_kit(agent, path).json() for path in body["selected"][0]["files"])
+    assert (readme["encoding"], readme["text"]) == ("utf-8", "# Kit\n\nWhat the kit holds.\n")
+    assert (script["encoding"], script["text"]) == ("utf-8", "#!/bin/sh\necho run\n")
+    assert logo["encoding"] == "base64" and base64.b64decode(logo["text"]) == b"\x89PNG\r\n\x1a\n\x00\xff"
+    assert logo["sha256"] == hashlib.sha256(b"\x89PNG\r\n\x1a\n\x00\xff").hexdigest()
+    for path in ("kit/leak.txt", "kit/huge.bin", "kit/../kit/README.md", "kit/scripts", "kit/nope.sh",
+                 str(kit / "kit" / "scripts" / "run.sh"), "secret.txt"):
+        response = read_kit(agent, path)
+        assert response.status_code == 404 and error_code(response) == "not_found", path
+
+
+def test_a_file_changed_on_disk_is_not_served_until_the_reference_is_reindexed(agent, kit):
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    (kit / "kit" / "scripts" / "run.sh").write_text("#!/bin/sh\necho changed since indexing\n")
+
+    changed = read_kit(agent, "kit/scripts/run.sh")
+
+    assert changed.status_code == 409 and error_code(changed) == "reference_changed"
+    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds.\n"  # as indexed
+    source_index_now(source=ReferenceSource.objects.get(slug="kit"), trigger=IndexRun.Trigger.COMMAND)
+    assert read_kit(agent, "kit/scripts/run.sh").json()["text"] == "#!/bin/sh\necho changed since indexing\n"
 
 
 # --- startup instructions -----------------------------------------------------------------

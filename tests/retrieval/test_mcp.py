@@ -27,8 +27,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
+from catalog.models import ReferenceSource
+from catalog.services import DocumentInput
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
 from tests.config.servers import child_env
+from tests.factories import import_documents
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TOKEN = new_token()
@@ -149,10 +152,11 @@ def recorded() -> tuple[int, int]:
 # --- tools ------------------------------------------------------------------------------
 
 
-def test_lists_the_four_tools_with_the_rest_limits(mcp):
+def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
-    assert set(tools) == {"rag_search", "list_references", "select_references", "enrich"}
+    assert set(tools) == {"rag_search", "list_references", "select_references", "enrich", "read_reference_file",
+                          "agent_instructions"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "catalog", "top_k", "mode"}
@@ -162,6 +166,10 @@ def test_lists_the_four_tools_with_the_rest_limits(mcp):
     assert tools["enrich"].input_schema["required"] == ["text", "surface"]
     assert tools["enrich"].input_schema["properties"]["surface"]["enum"] == ["prompt", "tool_result"]
     assert tools["select_references"].input_schema["properties"]["ids"]["maxItems"] == 100
+    read = tools["read_reference_file"]
+    assert read.input_schema["required"] == ["catalog", "source_id", "path"] and read.annotations.read_only_hint
+    assert read.input_schema["properties"]["path"]["maxLength"] == 1024
+    assert tools["agent_instructions"].input_schema["properties"] == {}
 
 
 def test_rag_search_answers_in_seed_003_format_with_the_agent_defaults(mcp, agent, rest):
@@ -200,6 +208,27 @@ def test_rag_search_modes_and_an_empty_answer(mcp):
     assert ok(nothing)["results"] == []
 
 
+def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_catalog, rest):
+    vault = import_documents(catalog=indexed_catalog, slug="vault", documents=[
+        DocumentInput("vault.md", "Vault", "Rotate the vault credentials every ninety days.", 47)])
+    ReferenceSource.objects.filter(pk=vault.pk).update(requires_approval=True)
+
+    result = mcp.call("rag_search", query="rotate vault credentials", mode="bm25")
+
+    data = ok(result)
+    assert data["results"] == [] and data["withheld"]["count"] == 1
+    (entry,) = data["withheld"]["sources"]
+    assert entry["source"] == "vault" and "requires approval" in entry["reason"]
+    expected = rest.post("/api/v1/search", {"catalog": "ops", "query": "rotate vault credentials", "mode": "bm25"},
+                         format="json").json()
+    assert data["withheld"] == expected["withheld"]
+    text = text_of(result)
+    assert text.startswith("No relevant documentation found for your query.")
+    assert text.endswith("\n\nWithheld: 1 matching passage in references that need an approval:\n"
+                         f"- @vault: 1 ({entry['reason']})")
+    assert "ninety days" not in text
+
+
 def test_rag_search_needs_a_catalog_when_the_agent_has_several(mcp, agent, make_catalog):
     agent.catalogs.add(make_catalog("empty"))
 
@@ -234,7 +263,29 @@ def test_enrich_answers_what_the_rest_api_does_and_keeps_a_trace(mcp, rest):
     assert Trace.objects.filter(pk=enriched["trace_id"], agent__name="mcp-agent", surface="prompt").exists()
 
 
+def test_read_reference_file_and_agent_instructions_answer_what_the_rest_api_does(mcp, rest):
+    ok(mcp.call("select_references", ids=["handbook"]))
+
+    read = mcp.call("read_reference_file", catalog="ops", source_id="handbook", path="retries.md")
+    instructions = mcp.call("agent_instructions")
+
+    assert ok(read) == rest.get("/api/v1/references/ops/handbook/file", {"path": "retries.md"}).json()
+    assert text_of(read) == ok(read)["text"] and text_of(read).startswith("Retry transient failures")
+    assert ok(instructions) == rest.get("/api/v1/agent/instructions").json()
+    assert text_of(instructions) == ok(instructions)["text"]
+
+
 # --- errors -------------------------------------------------------------------------------
+
+
+def test_reading_a_file_of_an_unselected_reference_is_a_tool_error(mcp, rest):
+    result = mcp.call("read_reference_file", catalog="ops", source_id="handbook", path="retries.md")
+
+    assert error(result, "not_selected")
+    assert result.structured_content == rest.get("/api/v1/references/ops/handbook/file",
+                                                  {"path": "retries.md"}).json()
+    assert error(mcp.call("read_reference_file", catalog="ops", source_id="handbook", path="nope.md"),
+                 "not_selected")
 
 
 def test_an_unknown_reference_is_a_tool_error_and_records_nothing(mcp, rest):

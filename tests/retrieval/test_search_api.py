@@ -70,7 +70,8 @@ def test_each_mode_returns_the_documented_shape_with_the_relevant_document_first
 
     assert response.status_code == 200, response.content
     body = response.json()
-    assert set(body) == {"results", "mode", "took_ms", "degraded"}
+    assert set(body) == {"results", "mode", "took_ms", "degraded", "withheld"}
+    assert body["withheld"] == {"count": 0, "sources": []}
     assert body["mode"] == mode and body["degraded"] is None
     assert isinstance(body["took_ms"], float) and body["took_ms"] >= 0
     results = body["results"]
