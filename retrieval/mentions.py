@@ -7,8 +7,14 @@ import posixpath
 import re
 from urllib.parse import unquote
 
-# `@id` not glued to a word, an address or a path: "see @circuit-breaker", not "me@host".
-_AT_ID = re.compile(r"(?<![\w@./-])@([A-Za-z0-9][A-Za-z0-9_-]*)")
+# Bump when what `content_ids` finds changes: extractions stored under an older rule
+# are redone (retrieval.detection.source_mentions).
+EXTRACTION_RULES = 2
+# `@id` not glued to a word, an address or a path on either side: "see @circuit-breaker."
+# and "(@caching)", not "me@host", "@caching/redis-adapter", "@caching.cached(" or
+# "@caching.io". The guard after the id is the tag matcher's (retrieval/tagmatch.py): no
+# [\w/-], nor a "." followed by [\w/]; a period that ends a sentence is fine.
+_AT_ID = re.compile(r"(?<![\w@./-])@([A-Za-z0-9][A-Za-z0-9_-]*)(?![\w/-])(?!\.[\w/])")
 # Bare ids worth following in content: compound tokens (with - or _), guarded like tags.
 _BARE_ID = re.compile(r"(?<![\w@./-])([A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+)(?![\w/-])(?!\.[\w/])")
 _INLINE_LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")

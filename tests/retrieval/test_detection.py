@@ -97,6 +97,10 @@ CASES = [
     Case("mention-two", "@circuit-breaker and @caching", mentions={"circuit-breaker", "caching"}),
     Case("mention-auto-source", "@python-style applies", mentions={"python-style"}),
     Case("mention-email-refused", "mail ops@circuit-breaker.io", mentions=set(), tags=set()),
+    Case("mention-package-path-refused", "npm i @caching/redis-adapter", mentions=set()),
+    Case("mention-dotted-call-refused", "@caching.cached(ttl=5)", mentions=set()),
+    Case("mention-domain-refused", "follow @caching.io", mentions=set()),
+    Case("mention-comma-and-parenthesis", "@caching, (@circuit-breaker)", mentions={"caching", "circuit-breaker"}),
     Case("mention-unknown", "@no-such-reference please", mentions=set()),
     Case("mention-withheld", "use @secrets-management", mentions=set(), withheld={"secrets-management"}),
     Case("mention-links", "@api-versioning", mentions={"api-versioning"},
@@ -208,3 +212,23 @@ def test_content_words_read_only_as_much_as_the_head_needs():
     text = "word " * 10_000
 
     assert content_words(text, 8).split() == ["word"] * (8 * CHARS_PER_HEAD_TOKEN // len("word "))
+
+
+@pytest.mark.django_db
+def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
+    from catalog.services import DocumentInput
+    from retrieval.detection import catalog_index, discover
+    from retrieval.models import SourceMentions
+    from tests.factories import import_documents
+
+    catalog = make_catalog("vendors")
+    import_documents(catalog=catalog, slug="caching", documents=[DocumentInput("caching.md", "Caching", "Cache.", 6)])
+    notes = import_documents(catalog=catalog, slug="vendor-notes", documents=[
+        DocumentInput("vendor.md", "Vendor", "Questions go to support at @caching.io, not to us.", 50)])
+    # what the first rules stored: "@caching.io" read as a mention of caching
+    SourceMentions.objects.create(source=notes, fingerprint=notes.fingerprint, ids=["caching"], links=[])
+
+    index = catalog_index(catalog)
+
+    assert discover(index, [index.cards["vendor-notes"]]) == {}
+    assert SourceMentions.objects.get(source=notes).ids == []
