@@ -57,6 +57,11 @@ class LinkParentSerializer(serializers.Serializer[dict[str, Any]]):
 class HintSerializer(serializers.Serializer[dict[str, Any]]):
     source_id = serializers.CharField()
     catalog = serializers.CharField()
+    # Not required: traces stored before it existed lack it.
+    ref = serializers.CharField(
+        required=False,
+        help_text="The id the injected text names it by, to write as `@ref` or pass to selectReferences: "
+                  "`source_id`, or `catalog/source_id` when the caller may read several catalogs.")
     name = serializers.CharField()
     matched = serializers.ListField(child=serializers.CharField(),
                                     help_text="What matched: `@id`, tags, the path read, or the mentioning ids.")

@@ -42,16 +42,24 @@ SURFACES = Trace.Surface.values
 @dataclass
 class Caller:
     """Who is asking, with the profile enrichment applies. People signed in to the
-    dashboard get the default profile over the catalogs they may see."""
+    dashboard get the default profile over the catalogs they may see.
+
+    `qualify`: the caller may read several catalogs, so every id Lectern writes for it
+    names its catalog (`@demo/caching`): one catalog's `caching` is not another's, and an
+    id hinted today must still select the same reference when a curator adds a
+    namesake elsewhere. Decided by the caller's scope, not by the `catalogs` a request
+    narrows it to, since the agent passes the ids back in other requests."""
 
     name: str
     catalogs: list[Catalog]
     agent: Agent | None
     profile: Agent  # the agent itself, or an unsaved Agent holding the default profile
+    qualify: bool = False
 
     @classmethod
     def of(cls, user: RequestUser, catalog_slugs: list[str] | None = None) -> Caller:
         catalogs = list(visible_catalogs(user).order_by("slug"))
+        qualify = len(catalogs) > 1
         if catalog_slugs:
             known = {c.slug: c for c in catalogs}
             missing = [slug for slug in catalog_slugs if slug not in known]
@@ -59,13 +67,18 @@ class Caller:
                 raise DomainError(f"no catalog {missing[0]!r}", code="not_found", status_code=404)
             catalogs = [known[slug] for slug in dict.fromkeys(catalog_slugs)]
         if not isinstance(user, Agent):
-            return cls(name=user.get_username(), catalogs=catalogs, agent=None, profile=Agent())
-        return cls(name=user.name, catalogs=catalogs, agent=user, profile=user)
+            return cls(name=user.get_username(), catalogs=catalogs, agent=None, profile=Agent(), qualify=qualify)
+        return cls(name=user.name, catalogs=catalogs, agent=user, profile=user, qualify=qualify)
+
+    def ref(self, card: SourceCard) -> str:
+        """The id this caller writes (`@ref`) and passes back to selectReferences."""
+        return f"{card.catalog}/{card.slug}" if self.qualify else card.slug
 
 
 @dataclass
 class Candidate:
     card: SourceCard
+    ref: str  # Caller.ref(card)
     via: str  # mention | tag | semantic | path | link
     matched: list[str] = field(default_factory=list)
     score: float | None = None
@@ -90,8 +103,8 @@ class Candidate:
         return f"{self.card.catalog}/{self.card.slug}"
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "name": self.card.name,
-                "matched": self.matched, "via": self.via,
+        data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "ref": self.ref,
+                "name": self.card.name, "matched": self.matched, "via": self.via,
                 "score": None if self.score is None else round(self.score, 4), "injected": self.action,
                 "withheld": bool(self.decision and not self.decision.allowed),
                 "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note}
@@ -131,9 +144,9 @@ def _preselected(caller: Caller, indexes: list[CatalogIndex]) -> list[SourceCard
     return cards
 
 
-def reference_text(card: SourceCard, related: list[str] | None = None) -> formatting.ReferenceText:
+def reference_text(card: SourceCard, ref: str, related: list[str] | None = None) -> formatting.ReferenceText:
     paths = source_files(card)
-    return formatting.ReferenceText(source_id=card.slug, name=card.name, description=card.description, paths=paths,
+    return formatting.ReferenceText(source_id=ref, name=card.name, description=card.description, paths=paths,
                                     contents=contents_of(card, paths), related=related or [],
                                     base_dir=card.base_dir)
 
@@ -175,16 +188,30 @@ class _Passes:
         key = (card.catalog_id, card.slug)
         return card.mode == ReferenceSource.Mode.SELECTABLE and key not in self.excluded and key not in self.candidates
 
-    def mentions(self, text: str) -> None:
-        started, found = time.perf_counter(), []
+    def candidate(self, card: SourceCard, via: str, **details: Any) -> Candidate:
+        candidate = Candidate(card=card, ref=self.caller.ref(card), via=via, **details)
+        self.candidates[candidate.key] = candidate
+        return candidate
+
+    def mentions(self, text: str) -> list[Candidate]:
+        """`@id` and `@catalog/id` expand the one reference they name. A bare id that
+        several of the caller's catalogs hold names none of them for sure: each is
+        hinted with the id to write instead, and nothing is expanded or granted (these
+        hints are returned)."""
+        started, found, ambiguous = time.perf_counter(), [], []
         for ident in at_mentions(text):
-            for index in self.indexes:
-                slug = index.ids.get(ident)
-                if slug is not None and (index.catalog_id, slug) not in self.candidates:
-                    candidate = Candidate(card=index.cards[slug], via="mention", matched=[f"@{ident}"], action="expand")
-                    self.candidates[candidate.key] = candidate
-                    found.append(candidate)
-        self.step("mention", started, candidates=[c.as_dict() for c in found])
+            cards = cards_named(self.indexes, ident)
+            for card in cards:
+                if (card.catalog_id, card.slug) in self.candidates:
+                    continue
+                if len(cards) == 1:
+                    found.append(self.candidate(card, "mention", matched=[f"@{ident}"], action="expand"))
+                else:
+                    ref = self.caller.ref(card)
+                    ambiguous.append(self.candidate(card, "mention", matched=[f"@{ident}"],
+                                                    note=f"@{ident} is in several catalogs: write @{ref}"))
+        self.step("mention", started, candidates=[c.as_dict() for c in found + ambiguous])
+        return ambiguous
 
     def tags(self, text: str) -> list[Candidate]:
         """A long tool result can carry common tags held by hundreds of sources: the
@@ -201,7 +228,7 @@ class _Passes:
                     if (candidate := by_key.get(key)) is not None:
                         candidate.matched.append(hit.tag)
                     elif self.eligible(card := index.cards[slug]):
-                        by_key[key] = Candidate(card=card, via="tag", matched=[hit.tag])
+                        by_key[key] = Candidate(card=card, ref=self.caller.ref(card), via="tag", matched=[hit.tag])
                     else:
                         continue
                     ids.append(f"{index.slug}/{slug}")
@@ -248,7 +275,8 @@ class _Passes:
                 if pool[row] == -np.inf:
                     break
                 score = float(pool[row])
-                candidate = Candidate(card=index.cards[index.profile_slugs[row]], via="semantic", score=score)
+                card = index.cards[index.profile_slugs[row]]
+                candidate = Candidate(card=card, ref=self.caller.ref(card), via="semantic", score=score)
                 (found if pool[row] >= threshold else below).append((score, candidate))
         found.sort(key=lambda pair: (-pair[0], pair[1].card.catalog, pair[1].card.slug))
         below.sort(key=lambda pair: -pair[0])
@@ -268,8 +296,7 @@ class _Passes:
         pinned = None
         if hit is not None:
             card, path = hit
-            pinned = Candidate(card=card, via="path", matched=[path], action="pin")
-            self.candidates[pinned.key] = pinned
+            pinned = self.candidate(card, "path", matched=[path], action="pin")
         self.step("path", started, paths=looked_at[:20], candidates=[pinned.as_dict()] if pinned else [])
         return pinned
 
@@ -294,11 +321,10 @@ class _Passes:
             for slug, node in sorted(discover(index, cards).items(), key=lambda item: (item[1].depth, item[0])):
                 graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
                 if node.depth == 1 and self.eligible(node.card):
-                    roots_pointing = [p for p in node.parents if p["source_id"] in {c.slug for c in cards}]
-                    candidate = Candidate(card=node.card, via="link", parents=node.parents,
-                                          matched=sorted({f"@{p['source_id']}" for p in roots_pointing}))
-                    self.candidates[candidate.key] = candidate
-                    found.append(candidate)
+                    pointing = {p["source_id"] for p in node.parents}
+                    found.append(self.candidate(node.card, "link", parents=node.parents,
+                                                matched=sorted(f"@{self.caller.ref(c)}" for c in cards
+                                                               if c.slug in pointing)))
         self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found])
         return found
 
@@ -322,7 +348,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     indexes = _indexes(caller)
     preselected = _preselected(caller, indexes)
     run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
-    run.mentions(clean)
+    ambiguous = run.mentions(clean)
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
     if surface == Trace.Surface.TOOL_RESULT:
@@ -338,7 +364,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
 
     ranked = tagged + semantic + linked
     run.rank(ranked)
-    surfaced = expanded + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
+    surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
     gate_started = time.perf_counter()
     _decide(caller, surfaced)
     run.step("governance", gate_started, decisions=[
@@ -348,16 +374,17 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     blocks = []
     allowed_expansions = [c for c in expanded if c.decided.allowed]
     for candidate in allowed_expansions:
-        related = sorted(slug for (cat, slug), c in run.candidates.items()
-                         if c.via == "link" and any(p["source_id"] == candidate.card.slug for p in c.parents))
-        blocks.append(formatting.expansion_block(reference_text(candidate.card, related)))
+        related = sorted(c.ref for c in run.candidates.values() if c.via == "link"
+                         and c.card.catalog_id == candidate.card.catalog_id
+                         and any(p["source_id"] == candidate.card.slug for p in c.parents))
+        blocks.append(formatting.expansion_block(reference_text(candidate.card, candidate.ref, related)))
     pinned_out = None
     if pinned is not None:
         pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
                       "path": pinned.matched[0], "withheld": not pinned.decided.allowed,
                       "reason": pinned.decided.reason, "context": None}
         if pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
-            context = formatting.reading_block(reference_text(pinned.card), pinned.matched[0])
+            context = formatting.reading_block(reference_text(pinned.card, pinned.ref), pinned.matched[0])
             pinned_out["context"] = context
             blocks.append(context)
     for candidate in expanded:
@@ -365,9 +392,9 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
             candidate.action = "none"
     hints = [c for c in ranked if c.action == "hint"]
     blocks.append(formatting.hint_block(
-        formatting.HintLine(source_id=c.card.slug, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
-                            withheld_reason="" if c.decided.allowed else c.decided.reason)
-        for c in expanded + hints if c.action != "expand"))
+        formatting.HintLine(source_id=c.ref, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
+                            withheld_reason="" if c.decided.allowed else c.decided.reason, note=c.note)
+        for c in expanded + ambiguous + hints if c.action != "expand"))
     enriched = formatting.append_blocks(clean, blocks)
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
 
@@ -429,15 +456,21 @@ def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[di
             for c in cards]
 
 
+def cards_named(indexes: list[CatalogIndex], ident: str) -> list[SourceCard]:
+    """The references an id names in these catalogs: `source` in any of them, or
+    `catalog/source` (with or without `@`, in any case)."""
+    catalog, _, slug = ident.lstrip("@").lower().rpartition("/")
+    return [index.cards[index.ids[slug]] for index in indexes
+            if slug in index.ids and catalog in ("", index.slug.lower())]
+
+
 def _resolve_ids(indexes: list[CatalogIndex], ids: list[str]) -> tuple[list[SourceCard], list[str], list[str]]:
     """(cards, unknown ids, ambiguous ids). An id is `source` or `catalog/source`."""
     cards: list[SourceCard] = []
     unknown: list[str] = []
     ambiguous: list[str] = []
     for ident in ids:
-        catalog, _, slug = ident.lstrip("@").rpartition("/")
-        matches = [index.cards[index.ids[slug.lower()]] for index in indexes
-                   if slug.lower() in index.ids and catalog in ("", index.slug)]
+        matches = cards_named(indexes, ident)
         if not matches:
             unknown.append(ident)
         elif len(matches) > 1:
@@ -471,7 +504,7 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
         _grant(caller, allowed, Selection.Via.SELECT)
     selected = []
     for card in allowed:
-        reference = reference_text(card)
+        reference = reference_text(card, caller.ref(card))
         selected.append({"source_id": card.slug, "catalog": card.catalog, "name": card.name,
                          "description": card.description, "files": reference.paths, "contents": reference.contents,
                          "instructions": formatting.expansion_block(reference)})
@@ -563,7 +596,7 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
         loads = via == "auto" or caller.profile.strategy == Agent.Strategy.PRELOAD
         body = _source_body(card, caller.profile.token_budget) if loads else None
         if body is not None:
-            loaded[card.pk] = f"## @{card.slug}: {formatting.one_line(card.name)}\n\n{body}"
+            loaded[card.pk] = f"## @{caller.ref(card)}: {formatting.one_line(card.name)}\n\n{body}"
             report[card.pk] = {**item, "included": "content"}
         else:
             reason = "over the token budget" if loads else "rag strategy: read it with rag_search or its files"
@@ -573,7 +606,7 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
 
     def listing(pk: int) -> str:
         if pk not in listings:
-            listings[pk] = formatting.expansion_block(reference_text(cards[pk]))
+            listings[pk] = formatting.expansion_block(reference_text(cards[pk], caller.ref(cards[pk])))
         return listings[pk]
 
     def assemble() -> str:

@@ -27,19 +27,20 @@ CONTENT_KINDS = {
 
 @dataclass
 class HintLine:
-    source_id: str
+    source_id: str  # as the agent writes it: `id`, or `catalog/id` for an agent reading several catalogs
     name: str
     matched: list[str]
     via: str
     score: float | None = None
     withheld_reason: str = ""
+    note: str = ""  # for a mention hinted rather than expanded: why, and what to write
 
 
 @dataclass
 class ReferenceText:
     """Everything an expansion says about one reference."""
 
-    source_id: str
+    source_id: str  # as the agent writes it (see HintLine)
     name: str
     description: str
     paths: list[str]
@@ -57,6 +58,8 @@ def hint_block(hints: Iterable[HintLine]) -> str:
     for hint in hints:
         if hint.withheld_reason:
             lines.append(f"- @{hint.source_id}: {one_line(hint.name)} (withheld: {hint.withheld_reason})")
+        elif hint.via == "mention":
+            lines.append(f"- @{hint.source_id}: {one_line(hint.name)} ({hint.note})")
         elif hint.via == "tag":
             lines.append(f"- @{hint.source_id}: {one_line(hint.name)} (matched: {', '.join(hint.matched)})")
         elif hint.via == "semantic":

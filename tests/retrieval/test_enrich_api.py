@@ -4,11 +4,14 @@ bad input (4xx JSON, nothing changed) and the governance seam (withheld)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from catalog.demo_loader import tags_ensure
 from catalog.models import Catalog, ReferenceSource
 from catalog.services import DocumentInput
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
@@ -37,6 +40,20 @@ def outsider(demo):
     token = new_token()
     agent = Agent.objects.create(name="outsider", token_hash=hash_token(token), token_hint=token[:8])
     agent.catalogs.set([other])
+    return client_for(token)
+
+
+@pytest.fixture
+def both(demo):
+    """An agent reading the demo catalog and another that has a `caching` reference too,
+    tagged like demo's."""
+    other = Catalog.objects.create(slug="other", name="Other")
+    source = import_documents(catalog=other, slug="caching", documents=[
+        DocumentInput("caching.md", "Caching elsewhere", "Another catalog's notes on caching with redis.", 46)])
+    source.tags.add(*tags_ensure(names=["redis"]))
+    token = new_token()
+    agent = Agent.objects.create(name="both", token_hash=hash_token(token), token_hint=token[:8])
+    agent.catalogs.set([Catalog.objects.get(slug="demo"), other])
     return client_for(token)
 
 
@@ -180,6 +197,67 @@ def test_traces_are_private_to_their_agent(agent, outsider):
     assert agent.get(f"/api/v1/traces/{trace_id}").status_code == 200
     response = outsider.get(f"/api/v1/traces/{trace_id}")
     assert response.status_code == 404 and error_code(response) == "not_found"
+
+
+# --- agents reading several catalogs -------------------------------------------------------
+
+HINT_IDS = re.compile(r"^- @(\S+): ", re.MULTILINE)
+
+
+def granted(name: str) -> set[tuple[str, str]]:
+    return set(Selection.objects.filter(agent__name=name).values_list("source__catalog__slug", "source__slug"))
+
+
+def test_an_agent_reading_several_catalogs_is_hinted_ids_it_can_select(both):
+    body = both.post("/api/v1/enrich", {"text": "we use redis", "surface": "prompt"}, format="json").json()
+
+    hinted = HINT_IDS.findall(body["text"])
+    assert {"demo/caching", "other/caching"} <= set(hinted)
+    assert all("/" in ident for ident in hinted)
+    assert [h["ref"] for h in body["hints"]] == [f"{h['catalog']}/{h['source_id']}" for h in body["hints"]]
+    for ident in hinted:
+        response = both.post("/api/v1/references/select", {"ids": [ident]}, format="json")
+        assert response.status_code == 200, response.json()
+        (answer,) = response.json()["selected"] + response.json()["withheld"]
+        assert f"{answer['catalog']}/{answer['source_id']}" == ident
+    selected = both.post("/api/v1/references/select", {"ids": ["other/caching"]}, format="json").json()["selected"]
+    assert selected[0]["instructions"].startswith("---\n**Reference @other/caching: ")
+
+
+def test_a_catalog_qualified_mention_expands_that_reference_only(both):
+    body = both.post("/api/v1/enrich", {"text": "see @demo/caching.", "surface": "prompt"}, format="json").json()
+
+    assert [(h["catalog"], h["source_id"]) for h in body["hints"] if h["injected"] == "expand"] == [
+        ("demo", "caching")]
+    assert "**Reference @demo/caching: Caching**" in body["text"]
+    assert granted("both") == {("demo", "caching")}
+
+
+def test_a_bare_mention_of_an_id_two_catalogs_share_expands_neither_and_says_so(both):
+    body = both.post("/api/v1/enrich", {"text": "use @caching here", "surface": "prompt"}, format="json").json()
+
+    assert not [h for h in body["hints"] if h["injected"] == "expand"]
+    assert granted("both") == set()
+    mentioned = {h["ref"]: h for h in body["hints"] if h["via"] == "mention"}
+    assert set(mentioned) == {"demo/caching", "other/caching"}
+    assert all(h["injected"] == "hint" and "@caching is in several catalogs" in h["reason"]
+               for h in mentioned.values())
+    assert "- @demo/caching: Caching (@caching is in several catalogs: write @demo/caching)" in body["text"]
+    refused = both.post("/api/v1/references/select", {"ids": ["caching"]}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["details"]["ambiguous_ids"] == ["caching"]
+
+    # Within one catalog the bare id is unique; the hint ids stay qualified all the same.
+    one = both.post("/api/v1/enrich", {"text": "use @caching here", "surface": "prompt", "catalogs": ["other"]},
+                    format="json").json()
+    assert [h["ref"] for h in one["hints"] if h["injected"] == "expand"] == ["other/caching"]
+    assert granted("both") == {("other", "caching")}
+
+
+def test_an_agent_reading_one_catalog_is_hinted_bare_ids(agent):
+    body = agent.post("/api/v1/enrich", {"text": "we use redis", "surface": "prompt"}, format="json").json()
+
+    assert "caching" in HINT_IDS.findall(body["text"])
+    assert all(h["ref"] == h["source_id"] for h in body["hints"])
 
 
 # --- listReferences / selectReferences / files --------------------------------------------

@@ -27,8 +27,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
+from catalog.services import DocumentInput
 from retrieval.models import Agent, Selection, Trace, hash_token, new_token
 from tests.config.servers import child_env
+from tests.factories import import_documents
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TOKEN = new_token()
@@ -232,6 +234,25 @@ def test_enrich_answers_what_the_rest_api_does_and_keeps_a_trace(mcp, rest):
     }
     assert enriched["text"].startswith(body["text"]) and len(enriched["text"]) > len(body["text"])
     assert Trace.objects.filter(pk=enriched["trace_id"], agent__name="mcp-agent", surface="prompt").exists()
+
+
+def test_an_agent_reading_two_catalogs_that_share_an_id_is_hinted_ids_it_can_act_on(mcp, agent, make_catalog):
+    lab = make_catalog("lab")
+    import_documents(catalog=lab, slug="handbook", documents=[
+        DocumentInput("notes.md", "Notes", "The lab's own notes on retries.", 32)])
+    agent.catalogs.add(lab)
+
+    bare = ok(mcp.call("enrich", text="Please expand @handbook.", surface="prompt"))
+    assert not [h for h in bare["hints"] if h["injected"] == "expand"] and recorded()[0] == 0
+    hinted = sorted(h["ref"] for h in bare["hints"] if h["via"] == "mention")
+    assert hinted == ["lab/handbook", "ops/handbook"]
+    assert all(f"- @{ref}: " in bare["text"] for ref in hinted)
+
+    qualified = ok(mcp.call("enrich", text=f"Please expand @{hinted[1]}.", surface="prompt"))
+    assert [(h["catalog"], h["injected"]) for h in qualified["hints"] if h["via"] == "mention"] == [("ops", "expand")]
+    selected = ok(mcp.call("select_references", ids=[hinted[0]]))
+    assert [(s["catalog"], s["source_id"]) for s in selected["selected"]] == [("lab", "handbook")]
+    assert set(Selection.objects.values_list("source__catalog__slug", flat=True)) == {"ops", "lab"}
 
 
 # --- errors -------------------------------------------------------------------------------

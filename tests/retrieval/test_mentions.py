@@ -61,3 +61,13 @@ def test_a_mention_ends_where_the_same_tag_would(ident, after, rest):
     ends_like_a_tag = as_tag is not None and as_tag.end() == len(ident)
 
     assert (ident in at_mentions("see @" + text)) == ends_like_a_tag
+
+
+@pytest.mark.parametrize(("text", "mentions"), [
+    ("see @demo/caching.", ["demo/caching"]),
+    ("@Demo/Caching and @caching", ["demo/caching", "caching"]),
+    ("@demo/caching/x or @demo/caching.io", []),
+    ("npm i @caching/redis-adapter", ["caching/redis-adapter"]),  # a catalog `caching` would hold it
+])
+def test_a_mention_may_name_its_catalog(text, mentions):
+    assert at_mentions(text) == mentions
