@@ -263,7 +263,10 @@ class _Passes:
                     if (catalog_id, slug) in self.candidates:
                         self.candidates[(catalog_id, slug)].score = float(scores[row])
             pools.append((index, np.where(open_rows, scores, -np.inf)))
-        best = max((float(pool.max()) for _, pool in pools if len(pool)), default=-np.inf)
+        # The best match of any candidate, whichever pass found it first: a prompt whose
+        # best match its tags found must not let in hints far below that one.
+        best = max([float(pool.max()) for _, pool in pools if len(pool)]
+                   + [c.score for c in self.candidates.values() if c.score is not None], default=-np.inf)
         # Absolute floor, and close to the best: similarity levels drift with the
         # text's length and style, the gap to the best much less.
         threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)

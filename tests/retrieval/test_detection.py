@@ -232,3 +232,19 @@ def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
 
     assert discover(index, [index.cards["vendor-notes"]]) == {}
     assert SourceMentions.objects.get(source=notes).ids == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("text", ["the circuit breaker opens on timeouts", "cache invalidation with redis"])
+def test_the_semantic_margin_is_measured_from_the_best_match_of_any_pass(demo, text):
+    # given a prompt whose best semantic match is a reference its tags found
+    agent = Agent.objects.get(name="demo-agent")
+
+    result = enrich(caller=Caller.of(agent), text=text, surface="prompt")
+
+    best = max(result.hints, key=lambda h: h["score"] or 0.0)
+    assert best["via"] == "tag"
+    floor = best["score"] - agent.semantic_margin
+    assert [h["source_id"] for h in result.hints if h["via"] == "semantic" and h["score"] < floor] == []
+    (step,) = [s for s in result.trace.steps if s["pass"] == "semantic"]
+    assert step["threshold"] >= floor - 1e-4  # both rounded to 4 places

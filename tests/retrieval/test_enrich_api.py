@@ -142,7 +142,7 @@ def test_candidates_beyond_max_hints_are_recorded_as_cut_and_not_gated(demo):
     hinted = [h["source_id"] for h in body["hints"] if h["injected"] == "hint"]
     steps = {s["pass"]: s for s in Trace.objects.get(pk=body["trace_id"]).steps}
     assert len(hinted) == 2 and steps["rank"]["kept"] == [f"demo/{slug}" for slug in hinted]
-    assert steps["rank"]["max_hints"] == 2 and steps["rank"]["cut"] >= 3
+    assert steps["rank"]["max_hints"] == 2 and steps["rank"]["cut"] >= 2  # 4 carry the tags
     assert set(steps["tag"]["tags"]["resilience"]) == {"demo/circuit-breaker", "demo/retry-backoff",
                                                        "demo/rate-limiting"}
     assert steps["tag"]["tags"]["credentials"] == ["demo/secrets-management"]
