@@ -54,6 +54,11 @@ class LinkParentSerializer(serializers.Serializer[dict[str, Any]]):
     evidence = serializers.CharField(help_text="The `@id` mention or the markdown link target.")
 
 
+class ReasonSerializer(serializers.Serializer[dict[str, Any]]):
+    via = serializers.ChoiceField(choices=VIAS)
+    matched = serializers.ListField(child=serializers.CharField(), help_text="What this pass matched.")
+
+
 class HintSerializer(serializers.Serializer[dict[str, Any]]):
     source_id = serializers.CharField()
     catalog = serializers.CharField()
@@ -65,7 +70,10 @@ class HintSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     matched = serializers.ListField(child=serializers.CharField(),
                                     help_text="What matched: `@id`, tags, the path read, or the mentioning ids.")
-    via = serializers.ChoiceField(choices=VIAS)
+    via = serializers.ChoiceField(choices=VIAS, help_text="The most specific pass that found it: "
+                                                          "mention, path, link, tag, then semantic.")
+    reasons = ReasonSerializer(many=True, required=False,  # traces stored before it existed lack it
+                               help_text="Every pass that found it, most specific first (the first is `via`).")
     score = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the text, when computed.")
     injected = serializers.ChoiceField(
         choices=["expand", "pin", "hint", "cut", "none"],

@@ -75,12 +75,16 @@ class Caller:
         return f"{card.catalog}/{card.slug}" if self.qualify else card.slug
 
 
+# The passes, most specific reason first: a reference several passes found is hinted
+# for the first of them (an author's link says more than a shared tag or meaning).
+SPECIFICITY = ("mention", "path", "link", "tag", "semantic")
+
+
 @dataclass
 class Candidate:
     card: SourceCard
     ref: str  # Caller.ref(card)
-    via: str  # mention | tag | semantic | path | link
-    matched: list[str] = field(default_factory=list)
+    reasons: dict[str, list[str]]  # every pass that found it -> what it matched there
     score: float | None = None
     action: str = "hint"  # expand | pin | hint | cut (over max_hints) | none (withheld expansion)
     parents: list[Parent] = field(default_factory=list)
@@ -99,12 +103,28 @@ class Candidate:
         return self.card.catalog_id, self.card.slug
 
     @property
+    def via(self) -> str:
+        """The most specific pass that found it: the one its hint names."""
+        return min(self.reasons, key=SPECIFICITY.index)
+
+    @property
+    def matched(self) -> list[str]:
+        return self.reasons[self.via]
+
+    def found_by(self, via: str, matched: list[str]) -> None:
+        """Another pass found it too: keep that pass's reason beside the others."""
+        known = self.reasons.setdefault(via, [])
+        known += [item for item in matched if item not in known]
+
+    @property
     def qualified_id(self) -> str:
         return f"{self.card.catalog}/{self.card.slug}"
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "ref": self.ref,
                 "name": self.card.name, "matched": self.matched, "via": self.via,
+                "reasons": [{"via": via, "matched": self.reasons[via]}
+                            for via in sorted(self.reasons, key=SPECIFICITY.index)],
                 "score": None if self.score is None else round(self.score, 4), "injected": self.action,
                 "withheld": bool(self.decision and not self.decision.allowed),
                 "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note}
@@ -188,8 +208,8 @@ class _Passes:
         key = (card.catalog_id, card.slug)
         return card.mode == ReferenceSource.Mode.SELECTABLE and key not in self.excluded and key not in self.candidates
 
-    def candidate(self, card: SourceCard, via: str, **details: Any) -> Candidate:
-        candidate = Candidate(card=card, ref=self.caller.ref(card), via=via, **details)
+    def candidate(self, card: SourceCard, via: str, matched: list[str], **details: Any) -> Candidate:
+        candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={via: matched}, **details)
         self.candidates[candidate.key] = candidate
         return candidate
 
@@ -225,10 +245,10 @@ class _Passes:
                 ids = carriers.setdefault(hit.tag, [])
                 for slug in index.key_slugs.get(hit.key, ()):
                     key = (index.catalog_id, slug)
-                    if (candidate := by_key.get(key)) is not None:
-                        candidate.matched.append(hit.tag)
+                    if (candidate := by_key.get(key) or self.candidates.get(key)) is not None:
+                        candidate.found_by("tag", [hit.tag])
                     elif self.eligible(card := index.cards[slug]):
-                        by_key[key] = Candidate(card=card, ref=self.caller.ref(card), via="tag", matched=[hit.tag])
+                        by_key[key] = Candidate(card=card, ref=self.caller.ref(card), reasons={"tag": [hit.tag]})
                     else:
                         continue
                     ids.append(f"{index.slug}/{slug}")
@@ -279,16 +299,20 @@ class _Passes:
                     break
                 score = float(pool[row])
                 card = index.cards[index.profile_slugs[row]]
-                candidate = Candidate(card=card, ref=self.caller.ref(card), via="semantic", score=score)
+                candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={"semantic": []}, score=score)
                 (found if pool[row] >= threshold else below).append((score, candidate))
         found.sort(key=lambda pair: (-pair[0], pair[1].card.catalog, pair[1].card.slug))
         below.sort(key=lambda pair: -pair[0])
+        claimed = [c for c in self.candidates.values() if c.score is not None and c.score >= threshold]
+        for candidate in claimed:  # found by an earlier pass, and close in meaning too
+            candidate.found_by("semantic", [])
         for _, candidate in found:
             self.candidates[candidate.key] = candidate
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
                   floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
                   embedded_tokens=head_tokens, embedded_text=read_as, embed_ms=embed_ms,
-                  candidates={c.qualified_id: round(score, 4) for score, c in found},
+                  candidates={c.qualified_id: round(c.score or 0.0, 4)
+                              for c in [*claimed, *(candidate for _, candidate in found)]},
                   nearest_below_threshold={c.qualified_id: round(score, 4) for score, c in below[:3]})
         return [candidate for _, candidate in found]
 
@@ -315,20 +339,27 @@ class _Passes:
     def links(self, roots: list[Candidate]) -> list[Candidate]:
         """References the expanded or pinned ones point at. The whole graph (depth
         <= 10, every parent) goes into the trace; only direct neighbours are hinted,
-        since in a well-linked catalog everything is a few hops from everything."""
-        started, found, graph = time.perf_counter(), [], []
+        since in a well-linked catalog everything is a few hops from everything. A
+        neighbour an earlier pass found keeps that reason and is hinted as linked; only
+        the new ones are returned (the others are ranked already)."""
+        started, found, claimed, graph = time.perf_counter(), [], [], []
         for index in self.indexes:
             cards = [c.card for c in roots if c.card.catalog_id == index.catalog_id]
             if not cards:
                 continue
             for slug, node in sorted(discover(index, cards).items(), key=lambda item: (item[1].depth, item[0])):
                 graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
-                if node.depth == 1 and self.eligible(node.card):
-                    pointing = {p["source_id"] for p in node.parents}
-                    found.append(self.candidate(node.card, "link", parents=node.parents,
-                                                matched=sorted(f"@{self.caller.ref(c)}" for c in cards
-                                                               if c.slug in pointing)))
-        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found])
+                if node.depth != 1:
+                    continue
+                pointing = {p["source_id"] for p in node.parents}
+                matched = sorted(f"@{self.caller.ref(c)}" for c in cards if c.slug in pointing)
+                if (earlier := self.candidates.get((index.catalog_id, slug))) is not None:
+                    earlier.found_by("link", matched)  # its hint says who links to it
+                    earlier.parents = node.parents
+                    claimed.append(earlier)
+                elif self.eligible(node.card):
+                    found.append(self.candidate(node.card, "link", matched=matched, parents=node.parents))
+        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found + claimed])
         return found
 
 
@@ -359,7 +390,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
         semantic = run.semantic(content_words(clean, head_tokens), head_tokens, read_as="content words")
     else:
         semantic = run.semantic(clean, settings.LECTERN_ENRICH_EMBED_TOKENS, read_as="as written")
-    tagged.sort(key=lambda c: (-len(c.matched), -(c.score or 0.0)))  # scores came from the semantic pass
+    tagged.sort(key=lambda c: (-len(c.reasons["tag"]), -(c.score or 0.0)))  # scores came from the semantic pass
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
     _decide(caller, roots)  # a withheld reference's content must not steer discovery either
@@ -377,7 +408,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     blocks = []
     allowed_expansions = [c for c in expanded if c.decided.allowed]
     for candidate in allowed_expansions:
-        related = sorted(c.ref for c in run.candidates.values() if c.via == "link"
+        related = sorted(c.ref for c in run.candidates.values() if "link" in c.reasons
                          and c.card.catalog_id == candidate.card.catalog_id
                          and any(p["source_id"] == candidate.card.slug for p in c.parents))
         blocks.append(formatting.expansion_block(reference_text(candidate.card, candidate.ref, related)))

@@ -248,3 +248,34 @@ def test_the_semantic_margin_is_measured_from_the_best_match_of_any_pass(demo, t
     assert [h["source_id"] for h in result.hints if h["via"] == "semantic" and h["score"] < floor] == []
     (step,) = [s for s in result.trace.steps if s["pass"] == "semantic"]
     assert step["threshold"] >= floor - 1e-4  # both rounded to 4 places
+
+
+@pytest.mark.django_db
+def test_a_reference_found_by_several_passes_keeps_every_reason(make_catalog):
+    # given two references that link to each other and are about the same thing
+    from catalog.services import DocumentInput
+    from tests.factories import import_documents
+
+    catalog = make_catalog("cycles")
+    import_documents(catalog=catalog, slug="cyc-a", documents=[DocumentInput(
+        "cyc-a.md", "Retry budgets", "# Retry budgets\n\nA retry budget caps how many retries a client may send "
+        "with exponential backoff. See @cyc-b.", 120)])
+    import_documents(catalog=catalog, slug="cyc-b", documents=[DocumentInput(
+        "cyc-b.md", "Exponential backoff", "# Exponential backoff\n\nRetries back off exponentially with jitter, "
+        "within the client's retry budget. See @cyc-a.", 120)])
+    agent = Agent.objects.create(name="cycler", token_hash="x" * 64, token_hint="x")
+    agent.catalogs.set([catalog])
+
+    # when a prompt names one and means both
+    result = enrich(caller=Caller.of(agent), text="@cyc-a: what retry budget and exponential backoff should the "
+                    "client use?", surface="prompt")
+
+    # then the other is hinted as linked from the first, and every pass that found it is kept
+    (hint,) = [h for h in result.hints if h["source_id"] == "cyc-b"]
+    assert (hint["via"], hint["matched"], hint["injected"]) == ("link", ["@cyc-a"], "hint")
+    assert [reason["via"] for reason in hint["reasons"]] == ["link", "semantic"]
+    assert hint["score"] is not None
+    assert "- @cyc-b: cyc-b (linked from @cyc-a)" in result.text
+    steps = {s["pass"]: s for s in result.trace.steps}
+    assert "cycles/cyc-b" in steps["semantic"]["candidates"]
+    assert [c["source_id"] for c in steps["link"]["candidates"]] == ["cyc-b"]

@@ -75,10 +75,13 @@ def test_enrich_returns_text_hints_and_a_stored_trace(agent):
     assert response.status_code == 200
     body = response.json()
     assert body["text"].startswith("Our circuit breaker opens; see @caching\n\n---\n**Reference @caching: Caching**")
-    assert "- @circuit-breaker: Circuit breaker (matched: circuit breaker" in body["text"]
+    # caching links to circuit-breaker, which the text also names: the hint says the more specific
+    assert "- @circuit-breaker: Circuit breaker (linked from @caching)" in body["text"]
     hints = {h["source_id"]: h for h in body["hints"]}
     assert hints["caching"]["via"] == "mention" and hints["caching"]["injected"] == "expand"
-    assert hints["circuit-breaker"]["via"] == "tag" and hints["circuit-breaker"]["matched"] == ["circuit breaker"]
+    assert hints["circuit-breaker"]["via"] == "link" and hints["circuit-breaker"]["matched"] == ["@caching"]
+    assert hints["circuit-breaker"]["reasons"][:2] == [{"via": "link", "matched": ["@caching"]},
+                                                      {"via": "tag", "matched": ["circuit breaker"]}]
     assert set(hints["circuit-breaker"]) >= {"source_id", "name", "matched", "via", "score"}
     trace = agent.get(f"/api/v1/traces/{body['trace_id']}").json()
     assert [step["pass"] for step in trace["steps"]] == [
