@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils.crypto import salted_hmac
 
 from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.embedder import embedder_status, get_embedder
@@ -378,7 +379,8 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
            paths: list[str] | None = None) -> EnrichResult:
     """Run every detection pass over `text` and return it enriched, with the trace."""
     started = time.perf_counter()
-    clean = formatting.strip_injections(text)
+    keys = _injection_keys()
+    clean = formatting.strip_injections(text, keys=keys)
     indexes = _indexes(caller)
     preselected = _preselected(caller, indexes)
     run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected))
@@ -429,7 +431,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
         formatting.HintLine(source_id=c.ref, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
                             withheld_reason="" if c.decided.allowed else c.decided.reason, note=c.note)
         for c in expanded + ambiguous + hints if c.action != "expand"))
-    enriched = formatting.append_blocks(clean, blocks)
+    enriched = formatting.append_blocks(clean, blocks, key=keys[0])
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
 
     took_ms = (time.perf_counter() - started) * 1000
@@ -445,6 +447,14 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
         insert_trace(trace)
     return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
                         degraded=run.degraded)
+
+
+def _injection_keys() -> list[bytes]:
+    """The keys injections are signed with (the first) and recognised by: derived from
+    SECRET_KEY, then from each of SECRET_KEY_FALLBACKS, so that rotating the secret does
+    not turn the injections in conversations under way into the user's text."""
+    secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return [salted_hmac("lectern.injection", "key", secret=secret, algorithm="sha256").digest() for secret in secrets]
 
 
 def insert_trace(trace: Trace) -> None:

@@ -409,3 +409,30 @@ def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
     tag.save()
     assert tagged("a bulk-head around the pool") == {"circuit-breaker"}
 
+
+
+# --- earlier injections --------------------------------------------------------------------
+
+LOOKALIKE = "Notes\n\n---\n**Reference sources available** my own bold heading\nkeep this line\n---\n\nend"
+
+
+def test_the_users_own_text_that_looks_like_a_block_is_kept(agent):
+    body = agent.post("/api/v1/enrich", {"text": LOOKALIKE, "surface": "prompt"}, format="json").json()
+
+    assert body["text"].startswith(LOOKALIKE)
+
+
+def test_a_client_echoing_the_conversation_loses_only_lectern_s_injections(agent):
+    # given a client that sends back everything it got, with each new turn appended
+    turns = ["we use redis for sessions\n", LOOKALIKE, "and see @caching", "what about retries?"]
+    user_text = conversation = ""
+    for turn in turns:
+        user_text = f"{user_text}\n\n{turn}" if user_text else turn
+        conversation = f"{conversation}\n\n{turn}" if conversation else turn
+        conversation = agent.post("/api/v1/enrich", {"text": conversation, "surface": "prompt"},
+                                  format="json").json()["text"]
+
+        # each answer is exactly what the user wrote so far, then one new injection
+        assert conversation.startswith(user_text)
+        assert conversation.count("<!-- lectern ") == 1
+    assert conversation.count("**Reference @caching: Caching**") == 1
