@@ -386,8 +386,11 @@ class InstructionSourceSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     via = serializers.ChoiceField(choices=["auto", "preselected", "link"])
     tokens = serializers.IntegerField(min_value=0, help_text="Tokens of its section; 0 unless included whole.")
-    included = serializers.ChoiceField(choices=["content", "listed", "withheld"])
-    reason = serializers.CharField(required=False, help_text="Why listed or withheld.")
+    included = serializers.ChoiceField(
+        choices=["content", "listed", "omitted", "withheld"],
+        help_text="content: loaded whole; listed: named with its files, or only by name when the budget ran "
+                  "short; omitted: no room even for that (the text names it, or counts it, on one line).")
+    reason = serializers.CharField(required=False, help_text="Why listed, omitted or withheld.")
     parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`.")
 
 
@@ -399,8 +402,8 @@ class InstructionsApi(APIView):
         text = serializers.CharField(help_text="The startup block.")
         strategy = serializers.ChoiceField(choices=Agent.Strategy.values)
         token_budget = serializers.IntegerField()
-        tokens = serializers.IntegerField()
-        over_budget = serializers.BooleanField()
+        tokens = serializers.IntegerField(help_text="Tokens of `text`; never more than `token_budget`.")
+        over_budget = serializers.BooleanField(help_text="Always false: kept for clients that read it.")
         sources = InstructionSourceSerializer(many=True)
         rag_hint = serializers.CharField(allow_null=True, help_text="For rag agents: how to call rag_search.")
 

@@ -8,6 +8,7 @@ injected, hinted or withheld.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -646,35 +647,105 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
             reason = "over the token budget" if loads else "rag strategy: read it with rag_search or its files"
             report[card.pk] = {**item, "included": "listed", "reason": reason}
     cards = {card.pk: card for card, _, _ in entries}
-    listings: dict[int, str] = {}  # each listing read once (files: a query and a glob)
-
-    def listing(pk: int) -> str:
-        if pk not in listings:
-            listings[pk] = formatting.expansion_block(reference_text(cards[pk], caller.ref(cards[pk])))
-        return listings[pk]
-
-    def assemble() -> str:
-        listed = [listing(pk) for pk, item in report.items() if item["included"] == "listed"]
-        sections = [header, *(loaded.values())]
-        if listed:
-            sections.append("## Further references (not loaded; select or search them when needed)\n\n"
-                            + "\n\n".join(listed))
-        if rag_hint:
-            sections.append("## Searching\n\n" + rag_hint)
-        return "\n\n".join(sections) + "\n"
-
-    # Whole sources or nothing: while the text is over budget, the last loaded source
-    # becomes a listing (every listed reference is still named, with its files).
-    text = assemble()
-    tokens = _count_tokens(text)
-    while tokens > caller.profile.token_budget and loaded:
-        pk = next(reversed(loaded))
-        del loaded[pk]
-        report[pk].update(included="listed", reason="over the token budget")
-        text = assemble()
-        tokens = _count_tokens(text)
-    for pk, section in loaded.items():
-        report[pk]["tokens"] = _count_tokens(section)
+    startup = _StartupText(header=header, sections=loaded, cards=cards, ref=caller.ref,
+                           forms={pk: "content" if pk in loaded else "full"
+                                  for pk, item in report.items() if item["included"] != "withheld"},
+                           searching=f"## Searching\n\n{rag_hint}" if rag_hint else None)
     budget = caller.profile.token_budget
+    text, tokens = startup.fit(budget, _TokenMeter())
+    for pk, form in startup.forms.items():
+        if form == "content":
+            report[pk]["tokens"] = _count_tokens(loaded[pk])
+        elif report[pk]["included"] == "content" or form != "full":
+            report[pk].update(included="omitted" if form == "omitted" else "listed",
+                              reason=_SHORTENED.get(form, "over the token budget"))
     return {"text": text, "strategy": caller.profile.strategy, "token_budget": budget, "tokens": tokens,
             "over_budget": tokens > budget, "sources": list(report.values()), "rag_hint": rag_hint}
+
+
+_SHORTENED = {"brief": "over the token budget: listed without its files", "omitted": "over the token budget"}
+_FURTHER = "## Further references (not loaded; select or search them when needed)"
+
+
+class _TokenMeter:
+    """Token counts of the startup text's parts, each counted once. WordPiece never
+    makes a token across the blank lines that join the parts, so the parts' counts add
+    up to the whole's (less the [CLS] and [SEP] each count holds): the fitting steps
+    are estimated without tokenizing the whole text again each time."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.specials = _count_tokens("")
+
+    def inner(self, part: str) -> int:
+        if part not in self.counts:
+            self.counts[part] = _count_tokens(part) - self.specials
+        return self.counts[part]
+
+
+class _StartupText:
+    """The startup text's parts, and how each reference shows in it (`forms`, in entry
+    order): `content` (loaded whole), `full` (listed with its files), `brief` (listed by
+    name), `omitted` (named on one line). `shorten` takes one step toward a shorter
+    text: the last loaded source becomes a listing, then the last full listing loses its
+    files, then the last listing is left out; then the line naming those left out
+    becomes a count, then the rag_search section goes (the response still carries it)."""
+
+    def __init__(self, *, header: str, sections: dict[int, str], cards: dict[int, SourceCard],
+                 ref: Callable[[SourceCard], str], forms: dict[int, str], searching: str | None) -> None:
+        self.header, self.sections, self.cards, self.ref = header, sections, cards, ref
+        self.forms, self.searching = forms, searching
+        self.count_only = False  # the omitted ones as a count rather than by id
+        self.listings: dict[int, str] = {}  # each read once (files: a query and a glob)
+
+    def listing(self, pk: int) -> str:
+        if pk not in self.listings:
+            card = self.cards[pk]
+            self.listings[pk] = formatting.expansion_block(reference_text(card, self.ref(card)),
+                                                           status=formatting.LISTED)
+        return self.listings[pk]
+
+    def parts(self) -> list[str]:
+        parts = [self.header, *(self.sections[pk] for pk, form in self.forms.items() if form == "content")]
+        listed = [self.listing(pk) if form == "full" else
+                  formatting.brief_listing(self.ref(self.cards[pk]), self.cards[pk].name)
+                  for pk, form in self.forms.items() if form in ("full", "brief")]
+        omitted = [self.ref(self.cards[pk]) for pk, form in self.forms.items() if form == "omitted"]
+        if listed:
+            parts += [_FURTHER, *listed]
+        if omitted:
+            parts.append(formatting.omitted_line(omitted, count_only=self.count_only))
+        if self.searching:
+            parts.append(self.searching)
+        return parts
+
+    def text(self) -> str:
+        return "\n\n".join(self.parts()) + "\n"
+
+    def shorten(self) -> bool:
+        """One step shorter; False when there is nothing left to shorten."""
+        for form, shorter in (("content", "full"), ("full", "brief"), ("brief", "omitted")):
+            last = next((pk for pk in reversed(self.forms) if self.forms[pk] == form), None)
+            if last is not None:
+                self.forms[last] = shorter
+                return True
+        if "omitted" in self.forms.values() and not self.count_only:
+            self.count_only = True
+            return True
+        if self.searching:
+            self.searching = None
+            return True
+        return False
+
+    def fit(self, budget: int, meter: _TokenMeter) -> tuple[str, int]:
+        """The text within `budget` tokens as the response counts them, and its count:
+        estimated step by step from the parts' counts, then counted whole (and shortened
+        further should the whole count more)."""
+        while meter.specials + sum(map(meter.inner, self.parts())) > budget and self.shorten():
+            pass
+        text = self.text()
+        tokens = _count_tokens(text)
+        while tokens > budget and self.shorten():
+            text = self.text()
+            tokens = _count_tokens(text)
+        return text, tokens

@@ -87,9 +87,14 @@ def contents_lines(reference: ReferenceText) -> list[str]:
     return lines
 
 
-def expansion_block(reference: ReferenceText) -> str:
-    lines = [f"---\n**Reference @{reference.source_id}: {one_line(reference.name)}** "
-             "(selected; its files are authorised for reading)"]
+SELECTED = "selected; its files are authorised for reading"
+LISTED = "listed, not loaded: read its files when you need them"
+
+
+def expansion_block(reference: ReferenceText, *, status: str = SELECTED) -> str:
+    """A reference with its files: selected or expanded (`SELECTED`), or listed in the
+    startup instructions (`LISTED`)."""
+    lines = [f"---\n**Reference @{reference.source_id}: {one_line(reference.name)}** ({status})"]
     if reference.description:
         lines.append(one_line(reference.description))
     if reference.paths:
@@ -102,6 +107,18 @@ def expansion_block(reference: ReferenceText) -> str:
     if reference.related:
         lines.append("Related: " + ", ".join(f"@{ident}" for ident in reference.related))
     return "\n".join(lines) + "\n---"
+
+
+def brief_listing(ref: str, name: str) -> str:
+    """A listed reference without its files (the startup text ran out of budget)."""
+    return f"**Reference @{ref}: {one_line(name)}** (listed without its files: select it to see them)"
+
+
+def omitted_line(refs: list[str], *, count_only: bool) -> str:
+    """Names the references the startup text had no room for."""
+    if count_only:
+        return f"Left out for the token budget: {len(refs)} more references (listReferences names them)."
+    return "Left out for the token budget: " + ", ".join(f"@{ref}" for ref in refs) + "."
 
 
 def reading_block(reference: ReferenceText, path: str) -> str:

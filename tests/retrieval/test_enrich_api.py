@@ -347,6 +347,38 @@ def test_preload_instructions_hold_whole_documents_within_the_budget(agent, demo
     assert "incident-response.md" not in body["text"]
 
 
+@pytest.mark.parametrize(("strategy", "budget"), [("preload", 800), ("preload", 100), ("rag", 800), ("rag", 100)])
+def test_instructions_never_exceed_the_budget_and_say_what_was_left_out(agent, strategy, budget):
+    Agent.objects.filter(name="demo-agent").update(strategy=strategy, token_budget=budget)
+
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    assert body["tokens"] <= budget and not body["over_budget"]
+    assert [s for s in body["sources"] if s.get("reason", "").startswith("over the token budget")]
+    for source in body["sources"]:  # each is in the text, or the text says it was left out
+        if source["included"] == "listed":
+            assert f"**Reference @{source['source_id']}: " in body["text"]
+        if source.get("reason") == "over the token budget: listed without its files":
+            assert f"**Reference @{source['source_id']}: {source['name']}** (listed without its files" in body["text"]
+    omitted = [s["source_id"] for s in body["sources"] if s["included"] == "omitted"]
+    assert all(s["reason"] == "over the token budget" for s in body["sources"] if s["included"] == "omitted")
+    if budget == 100:
+        assert omitted
+    if omitted:
+        line = "Left out for the token budget: "
+        assert line + ", ".join(f"@{i}" for i in omitted) + "." in body["text"] or \
+            f"{line}{len(omitted)} more references" in body["text"]
+
+
+def test_listed_references_are_not_said_to_be_selected(agent):
+    Agent.objects.filter(name="demo-agent").update(strategy="rag")
+
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    assert [s for s in body["sources"] if s["included"] == "listed"]
+    assert "selected; its files are authorised for reading" not in body["text"]
+
+
 def test_rag_instructions_list_references_and_hint_rag_search(agent):
     Agent.objects.filter(name="demo-agent").update(strategy="rag", default_top_k=7)
     body = agent.get("/api/v1/agent/instructions").json()
