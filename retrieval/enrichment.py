@@ -651,11 +651,11 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
                            forms={pk: "content" if pk in loaded else "full"
                                   for pk, item in report.items() if item["included"] != "withheld"},
                            searching=f"## Searching\n\n{rag_hint}" if rag_hint else None)
-    budget = caller.profile.token_budget
-    text, tokens = startup.fit(budget, _TokenMeter())
+    budget, meter = caller.profile.token_budget, _TokenMeter()
+    text, tokens = startup.fit(budget, meter)
     for pk, form in startup.forms.items():
         if form == "content":
-            report[pk]["tokens"] = _count_tokens(loaded[pk])
+            report[pk]["tokens"] = meter.specials + meter.inner(loaded[pk])
         elif report[pk]["included"] == "content" or form != "full":
             report[pk].update(included="omitted" if form == "omitted" else "listed",
                               reason=_SHORTENED.get(form, "over the token budget"))
