@@ -173,6 +173,7 @@ SPECTACULAR_SETTINGS = {
         "SearchModeEnum": "retrieval.selectors.MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
+        "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
     },
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -10,6 +10,7 @@ a curator's edit on its next call without any cross-process messaging.
 from __future__ import annotations
 
 import glob as globlib
+import hashlib
 import logging
 import posixpath
 import re
@@ -30,7 +31,7 @@ from catalog.embedder import Embedder, get_embedder, word_prefix
 from catalog.models import Catalog, Document, ReferenceSource
 from catalog.services import SourceError, embed_texts, glob_listing, root_and_pattern, source_roots, text_sha256
 from retrieval.formatting import CONTENT_KINDS
-from retrieval.mentions import content_ids, markdown_links
+from retrieval.mentions import EXTRACTION_RULES, content_ids, markdown_links
 from retrieval.models import SourceMentions, SourceProfile
 from retrieval.tagmatch import TagMatcher, tag_key
 
@@ -322,6 +323,12 @@ class Discovered:
     parents: list[Parent] = field(default_factory=list)
 
 
+def extraction_stamp(fingerprint: str) -> str:
+    """What a stored extraction was made from: the content's fingerprint under the
+    current extraction rules (a change of rules redoes every extraction once)."""
+    return hashlib.sha256(f"rules {EXTRACTION_RULES}: {fingerprint}".encode()).hexdigest()
+
+
 def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[str]]]:
     """(ids mentioned, link targets) per source pk, extracted once per fingerprint."""
     if not cards:
@@ -331,7 +338,7 @@ def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[st
     stale = []
     for card in cards:
         row = stored.get(card.pk)
-        if row is not None and row.fingerprint == card.fingerprint:
+        if row is not None and row.fingerprint == extraction_stamp(card.fingerprint):
             out[card.pk] = (set(row.ids), set(row.links))
         else:
             stale.append(card)
@@ -342,7 +349,7 @@ def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[st
             ids, links = extracted[source_id]
             ids.update(content_ids(text))
             links.update(markdown_links(text, path))
-        fingerprints = {card.pk: card.fingerprint for card in stale}
+        fingerprints = {card.pk: extraction_stamp(card.fingerprint) for card in stale}
         SourceMentions.objects.bulk_create(
             [SourceMentions(source_id=pk, fingerprint=fingerprints[pk], ids=sorted(ids), links=sorted(links))
              for pk, (ids, links) in extracted.items()],

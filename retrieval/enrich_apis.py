@@ -54,13 +54,26 @@ class LinkParentSerializer(serializers.Serializer[dict[str, Any]]):
     evidence = serializers.CharField(help_text="The `@id` mention or the markdown link target.")
 
 
+class ReasonSerializer(serializers.Serializer[dict[str, Any]]):
+    via = serializers.ChoiceField(choices=VIAS)
+    matched = serializers.ListField(child=serializers.CharField(), help_text="What this pass matched.")
+
+
 class HintSerializer(serializers.Serializer[dict[str, Any]]):
     source_id = serializers.CharField()
     catalog = serializers.CharField()
+    # Not required: traces stored before it existed lack it.
+    ref = serializers.CharField(
+        required=False,
+        help_text="The id the injected text names it by, to write as `@ref` or pass to selectReferences: "
+                  "`source_id`, or `catalog/source_id` when the caller may read several catalogs.")
     name = serializers.CharField()
     matched = serializers.ListField(child=serializers.CharField(),
                                     help_text="What matched: `@id`, tags, the path read, or the mentioning ids.")
-    via = serializers.ChoiceField(choices=VIAS)
+    via = serializers.ChoiceField(choices=VIAS, help_text="The most specific pass that found it: "
+                                                          "mention, path, link, tag, then semantic.")
+    reasons = ReasonSerializer(many=True, required=False,  # traces stored before it existed lack it
+                               help_text="Every pass that found it, most specific first (the first is `via`).")
     score = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the text, when computed.")
     injected = serializers.ChoiceField(
         choices=["expand", "pin", "hint", "cut", "none"],
@@ -386,8 +399,11 @@ class InstructionSourceSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     via = serializers.ChoiceField(choices=["auto", "preselected", "link"])
     tokens = serializers.IntegerField(min_value=0, help_text="Tokens of its section; 0 unless included whole.")
-    included = serializers.ChoiceField(choices=["content", "listed", "withheld"])
-    reason = serializers.CharField(required=False, help_text="Why listed or withheld.")
+    included = serializers.ChoiceField(
+        choices=["content", "listed", "omitted", "withheld"],
+        help_text="content: loaded whole; listed: named with its files, or only by name when the budget ran "
+                  "short; omitted: no room even for that (the text names it, or counts it, on one line).")
+    reason = serializers.CharField(required=False, help_text="Why listed, omitted or withheld.")
     parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`.")
 
 
@@ -399,8 +415,8 @@ class InstructionsApi(APIView):
         text = serializers.CharField(help_text="The startup block.")
         strategy = serializers.ChoiceField(choices=Agent.Strategy.values)
         token_budget = serializers.IntegerField()
-        tokens = serializers.IntegerField()
-        over_budget = serializers.BooleanField()
+        tokens = serializers.IntegerField(help_text="Tokens of `text`; never more than `token_budget`.")
+        over_budget = serializers.BooleanField(help_text="Always false: kept for clients that read it.")
         sources = InstructionSourceSerializer(many=True)
         rag_hint = serializers.CharField(allow_null=True, help_text="For rag agents: how to call rag_search.")
 

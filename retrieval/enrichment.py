@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils.crypto import salted_hmac
 
 from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.embedder import embedder_status, get_embedder
@@ -46,16 +48,24 @@ SURFACES = Trace.Surface.values
 @dataclass
 class Caller:
     """Who is asking, with the profile enrichment applies. People signed in to the
-    dashboard get the default profile over the catalogs they may see."""
+    dashboard get the default profile over the catalogs they may see.
+
+    `qualify`: the caller may read several catalogs, so every id Lectern writes for it
+    names its catalog (`@demo/caching`): one catalog's `caching` is not another's, and an
+    id hinted today must still select the same reference when a curator adds a
+    namesake elsewhere. Decided by the caller's scope, not by the `catalogs` a request
+    narrows it to, since the agent passes the ids back in other requests."""
 
     name: str
     catalogs: list[Catalog]
     agent: Agent | None
     profile: Agent  # the agent itself, or an unsaved Agent holding the default profile
+    qualify: bool = False
 
     @classmethod
     def of(cls, user: RequestUser, catalog_slugs: list[str] | None = None) -> Caller:
         catalogs = list(visible_catalogs(user).order_by("slug"))
+        qualify = len(catalogs) > 1
         if catalog_slugs:
             known = {c.slug: c for c in catalogs}
             missing = [slug for slug in catalog_slugs if slug not in known]
@@ -63,15 +73,24 @@ class Caller:
                 raise DomainError(f"no catalog {missing[0]!r}", code="not_found", status_code=404)
             catalogs = [known[slug] for slug in dict.fromkeys(catalog_slugs)]
         if not isinstance(user, Agent):
-            return cls(name=user.get_username(), catalogs=catalogs, agent=None, profile=Agent())
-        return cls(name=user.name, catalogs=catalogs, agent=user, profile=user)
+            return cls(name=user.get_username(), catalogs=catalogs, agent=None, profile=Agent(), qualify=qualify)
+        return cls(name=user.name, catalogs=catalogs, agent=user, profile=user, qualify=qualify)
+
+    def ref(self, card: SourceCard) -> str:
+        """The id this caller writes (`@ref`) and passes back to selectReferences."""
+        return f"{card.catalog}/{card.slug}" if self.qualify else card.slug
+
+
+# The passes, most specific reason first: a reference several passes found is hinted
+# for the first of them (an author's link says more than a shared tag or meaning).
+SPECIFICITY = ("mention", "path", "link", "tag", "semantic")
 
 
 @dataclass
 class Candidate:
     card: SourceCard
-    via: str  # mention | tag | semantic | path | link
-    matched: list[str] = field(default_factory=list)
+    ref: str  # Caller.ref(card)
+    reasons: dict[str, list[str]]  # every pass that found it -> what it matched there
     score: float | None = None
     action: str = "hint"  # expand | pin | hint | cut (over max_hints) | none (withheld expansion)
     parents: list[Parent] = field(default_factory=list)
@@ -90,12 +109,28 @@ class Candidate:
         return self.card.catalog_id, self.card.slug
 
     @property
+    def via(self) -> str:
+        """The most specific pass that found it: the one its hint names."""
+        return min(self.reasons, key=SPECIFICITY.index)
+
+    @property
+    def matched(self) -> list[str]:
+        return self.reasons[self.via]
+
+    def found_by(self, via: str, matched: list[str]) -> None:
+        """Another pass found it too: keep that pass's reason beside the others."""
+        known = self.reasons.setdefault(via, [])
+        known += [item for item in matched if item not in known]
+
+    @property
     def qualified_id(self) -> str:
         return f"{self.card.catalog}/{self.card.slug}"
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "name": self.card.name,
-                "matched": self.matched, "via": self.via,
+        data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "ref": self.ref,
+                "name": self.card.name, "matched": self.matched, "via": self.via,
+                "reasons": [{"via": via, "matched": self.reasons[via]}
+                            for via in sorted(self.reasons, key=SPECIFICITY.index)],
                 "score": None if self.score is None else round(self.score, 4), "injected": self.action,
                 "withheld": bool(self.decision and not self.decision.allowed),
                 "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note}
@@ -135,9 +170,9 @@ def _preselected(caller: Caller, indexes: list[CatalogIndex]) -> list[SourceCard
     return cards
 
 
-def reference_text(card: SourceCard, related: list[str] | None = None) -> formatting.ReferenceText:
+def reference_text(card: SourceCard, ref: str, related: list[str] | None = None) -> formatting.ReferenceText:
     paths = source_files(card)
-    return formatting.ReferenceText(source_id=card.slug, name=card.name, description=card.description, paths=paths,
+    return formatting.ReferenceText(source_id=ref, name=card.name, description=card.description, paths=paths,
                                     contents=contents_of(card, paths), related=related or [],
                                     base_dir=card.base_dir)
 
@@ -179,16 +214,30 @@ class _Passes:
         key = (card.catalog_id, card.slug)
         return card.mode == ReferenceSource.Mode.SELECTABLE and key not in self.excluded and key not in self.candidates
 
-    def mentions(self, text: str) -> None:
-        started, found = time.perf_counter(), []
+    def candidate(self, card: SourceCard, via: str, matched: list[str], **details: Any) -> Candidate:
+        candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={via: matched}, **details)
+        self.candidates[candidate.key] = candidate
+        return candidate
+
+    def mentions(self, text: str) -> list[Candidate]:
+        """`@id` and `@catalog/id` expand the one reference they name. A bare id that
+        several of the caller's catalogs hold names none of them for sure: each is
+        hinted with the id to write instead, and nothing is expanded or granted (these
+        hints are returned)."""
+        started, found, ambiguous = time.perf_counter(), [], []
         for ident in at_mentions(text):
-            for index in self.indexes:
-                slug = index.ids.get(ident)
-                if slug is not None and (index.catalog_id, slug) not in self.candidates:
-                    candidate = Candidate(card=index.cards[slug], via="mention", matched=[f"@{ident}"], action="expand")
-                    self.candidates[candidate.key] = candidate
-                    found.append(candidate)
-        self.step("mention", started, candidates=[c.as_dict() for c in found])
+            cards = cards_named(self.indexes, ident)
+            for card in cards:
+                if (card.catalog_id, card.slug) in self.candidates:
+                    continue
+                if len(cards) == 1:
+                    found.append(self.candidate(card, "mention", matched=[f"@{ident}"], action="expand"))
+                else:
+                    ref = self.caller.ref(card)
+                    ambiguous.append(self.candidate(card, "mention", matched=[f"@{ident}"],
+                                                    note=f"@{ident} is in several catalogs: write @{ref}"))
+        self.step("mention", started, candidates=[c.as_dict() for c in found + ambiguous])
+        return ambiguous
 
     def tags(self, text: str) -> list[Candidate]:
         """A long tool result can carry common tags held by hundreds of sources: the
@@ -202,10 +251,10 @@ class _Passes:
                 ids = carriers.setdefault(hit.tag, [])
                 for slug in index.key_slugs.get(hit.key, ()):
                     key = (index.catalog_id, slug)
-                    if (candidate := by_key.get(key)) is not None:
-                        candidate.matched.append(hit.tag)
+                    if (candidate := by_key.get(key) or self.candidates.get(key)) is not None:
+                        candidate.found_by("tag", [hit.tag])
                     elif self.eligible(card := index.cards[slug]):
-                        by_key[key] = Candidate(card=card, via="tag", matched=[hit.tag])
+                        by_key[key] = Candidate(card=card, ref=self.caller.ref(card), reasons={"tag": [hit.tag]})
                     else:
                         continue
                     ids.append(f"{index.slug}/{slug}")
@@ -240,7 +289,10 @@ class _Passes:
                     if (catalog_id, slug) in self.candidates:
                         self.candidates[(catalog_id, slug)].score = float(scores[row])
             pools.append((index, np.where(open_rows, scores, -np.inf)))
-        best = max((float(pool.max()) for _, pool in pools if len(pool)), default=-np.inf)
+        # The best match of any candidate, whichever pass found it first: a prompt whose
+        # best match its tags found must not let in hints far below that one.
+        best = max([float(pool.max()) for _, pool in pools if len(pool)]
+                   + [c.score for c in self.candidates.values() if c.score is not None], default=-np.inf)
         # Absolute floor, and close to the best: similarity levels drift with the
         # text's length and style, the gap to the best much less.
         threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)
@@ -252,16 +304,21 @@ class _Passes:
                 if pool[row] == -np.inf:
                     break
                 score = float(pool[row])
-                candidate = Candidate(card=index.cards[index.profile_slugs[row]], via="semantic", score=score)
+                card = index.cards[index.profile_slugs[row]]
+                candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={"semantic": []}, score=score)
                 (found if pool[row] >= threshold else below).append((score, candidate))
         found.sort(key=lambda pair: (-pair[0], pair[1].card.catalog, pair[1].card.slug))
         below.sort(key=lambda pair: -pair[0])
+        claimed = [c for c in self.candidates.values() if c.score is not None and c.score >= threshold]
+        for candidate in claimed:  # found by an earlier pass, and close in meaning too
+            candidate.found_by("semantic", [])
         for _, candidate in found:
             self.candidates[candidate.key] = candidate
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
                   floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
                   embedded_tokens=head_tokens, embedded_text=read_as, embed_ms=embed_ms,
-                  candidates={c.qualified_id: round(score, 4) for score, c in found},
+                  candidates={c.qualified_id: round(c.score or 0.0, 4)
+                              for c in [*claimed, *(candidate for _, candidate in found)]},
                   nearest_below_threshold={c.qualified_id: round(score, 4) for score, c in below[:3]})
         return [candidate for _, candidate in found]
 
@@ -272,8 +329,7 @@ class _Passes:
         pinned = None
         if hit is not None:
             card, path = hit
-            pinned = Candidate(card=card, via="path", matched=[path], action="pin")
-            self.candidates[pinned.key] = pinned
+            pinned = self.candidate(card, "path", matched=[path], action="pin")
         self.step("path", started, paths=looked_at[:20], candidates=[pinned.as_dict()] if pinned else [])
         return pinned
 
@@ -289,8 +345,10 @@ class _Passes:
     def links(self, roots: list[Candidate]) -> list[Candidate]:
         """References the expanded or pinned ones point at. The whole graph (depth
         <= 10, every parent) goes into the trace; only direct neighbours are hinted,
-        since in a well-linked catalog everything is a few hops from everything."""
-        started, found, graph = time.perf_counter(), [], []
+        since in a well-linked catalog everything is a few hops from everything. A
+        neighbour an earlier pass found keeps that reason and is hinted as linked; only
+        the new ones are returned (the others are ranked already)."""
+        started, found, claimed, graph = time.perf_counter(), [], [], []
         for index in self.indexes:
             cards = [c.card for c in roots if c.card.catalog_id == index.catalog_id]
             if not cards:
@@ -298,13 +356,17 @@ class _Passes:
             reached = discover(index, cards, agent=self.caller.agent)
             for slug, node in sorted(reached.items(), key=lambda item: (item[1].depth, item[0])):
                 graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
-                if node.depth == 1 and self.eligible(node.card):
-                    roots_pointing = [p for p in node.parents if p["source_id"] in {c.slug for c in cards}]
-                    candidate = Candidate(card=node.card, via="link", parents=node.parents,
-                                          matched=sorted({f"@{p['source_id']}" for p in roots_pointing}))
-                    self.candidates[candidate.key] = candidate
-                    found.append(candidate)
-        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found])
+                if node.depth != 1:
+                    continue
+                pointing = {p["source_id"] for p in node.parents}
+                matched = sorted(f"@{self.caller.ref(c)}" for c in cards if c.slug in pointing)
+                if (earlier := self.candidates.get((index.catalog_id, slug))) is not None:
+                    earlier.found_by("link", matched)  # its hint says who links to it
+                    earlier.parents = node.parents
+                    claimed.append(earlier)
+                elif self.eligible(node.card):
+                    found.append(self.candidate(node.card, "link", matched=matched, parents=node.parents))
+        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found + claimed])
         return found
 
 
@@ -334,11 +396,12 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
            paths: list[str] | None = None) -> EnrichResult:
     """Run every detection pass over `text` and return it enriched, with the trace."""
     started = time.perf_counter()
-    clean = formatting.strip_injections(text)
+    keys = _injection_keys()
+    clean = formatting.strip_injections(text, keys=keys)
     indexes = _indexes(caller)
     preselected = _preselected(caller, indexes)
     run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, _recorded_selections(caller)))
-    run.mentions(clean)
+    ambiguous = run.mentions(clean)
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
     if surface == Trace.Surface.TOOL_RESULT:
@@ -346,7 +409,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
         semantic = run.semantic(content_words(clean, head_tokens), head_tokens, read_as="content words")
     else:
         semantic = run.semantic(clean, settings.LECTERN_ENRICH_EMBED_TOKENS, read_as="as written")
-    tagged.sort(key=lambda c: (-len(c.matched), -(c.score or 0.0)))  # scores came from the semantic pass
+    tagged.sort(key=lambda c: (-len(c.reasons["tag"]), -(c.score or 0.0)))  # scores came from the semantic pass
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
     _decide(caller, roots)  # a withheld reference's content must not steer discovery either
@@ -354,7 +417,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
 
     ranked = tagged + semantic + linked
     run.rank(ranked)
-    surfaced = expanded + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
+    surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
     gate_started = time.perf_counter()
     _decide(caller, surfaced)
     run.step("governance", gate_started, decisions=[
@@ -364,16 +427,17 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     blocks = []
     allowed_expansions = [c for c in expanded if c.decided.allowed]
     for candidate in allowed_expansions:
-        related = sorted(slug for (cat, slug), c in run.candidates.items()
-                         if c.via == "link" and any(p["source_id"] == candidate.card.slug for p in c.parents))
-        blocks.append(formatting.expansion_block(reference_text(candidate.card, related)))
+        related = sorted(c.ref for c in run.candidates.values() if "link" in c.reasons
+                         and c.card.catalog_id == candidate.card.catalog_id
+                         and any(p["source_id"] == candidate.card.slug for p in c.parents))
+        blocks.append(formatting.expansion_block(reference_text(candidate.card, candidate.ref, related)))
     pinned_out = None
     if pinned is not None:
         pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
                       "path": pinned.matched[0], "withheld": not pinned.decided.allowed,
                       "reason": pinned.decided.reason, "context": None}
         if pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
-            context = formatting.reading_block(reference_text(pinned.card), pinned.matched[0])
+            context = formatting.reading_block(reference_text(pinned.card, pinned.ref), pinned.matched[0])
             pinned_out["context"] = context
             blocks.append(context)
     for candidate in expanded:
@@ -381,10 +445,10 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
             candidate.action = "none"
     hints = [c for c in ranked if c.action == "hint"]
     blocks.append(formatting.hint_block(
-        formatting.HintLine(source_id=c.card.slug, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
-                            withheld_reason="" if c.decided.allowed else c.decided.reason)
-        for c in expanded + hints if c.action != "expand"))
-    enriched = formatting.append_blocks(clean, blocks)
+        formatting.HintLine(source_id=c.ref, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
+                            withheld_reason="" if c.decided.allowed else c.decided.reason, note=c.note)
+        for c in expanded + ambiguous + hints if c.action != "expand"))
+    enriched = formatting.append_blocks(clean, blocks, key=keys[0])
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
 
     took_ms = (time.perf_counter() - started) * 1000
@@ -400,6 +464,14 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
         insert_trace(trace)
     return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
                         degraded=run.degraded)
+
+
+def _injection_keys() -> list[bytes]:
+    """The keys injections are signed with (the first) and recognised by: derived from
+    SECRET_KEY, then from each of SECRET_KEY_FALLBACKS, so that rotating the secret does
+    not turn the injections in conversations under way into the user's text."""
+    secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return [salted_hmac("lectern.injection", "key", secret=secret, algorithm="sha256").digest() for secret in secrets]
 
 
 def insert_trace(trace: Trace) -> None:
@@ -445,15 +517,21 @@ def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[di
             for c in cards]
 
 
+def cards_named(indexes: list[CatalogIndex], ident: str) -> list[SourceCard]:
+    """The references an id names in these catalogs: `source` in any of them, or
+    `catalog/source` (with or without `@`, in any case)."""
+    catalog, _, slug = ident.lstrip("@").lower().rpartition("/")
+    return [index.cards[index.ids[slug]] for index in indexes
+            if slug in index.ids and catalog in ("", index.slug.lower())]
+
+
 def _resolve_ids(indexes: list[CatalogIndex], ids: list[str]) -> tuple[list[SourceCard], list[str], list[str]]:
     """(cards, unknown ids, ambiguous ids). An id is `source` or `catalog/source`."""
     cards: list[SourceCard] = []
     unknown: list[str] = []
     ambiguous: list[str] = []
     for ident in ids:
-        catalog, _, slug = ident.lstrip("@").rpartition("/")
-        matches = [index.cards[index.ids[slug.lower()]] for index in indexes
-                   if slug.lower() in index.ids and catalog in ("", index.slug)]
+        matches = cards_named(indexes, ident)
         if not matches:
             unknown.append(ident)
         elif len(matches) > 1:
@@ -487,7 +565,7 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
         _grant(caller, allowed, Selection.Via.SELECT)
     selected = []
     for card in allowed:
-        reference = reference_text(card)
+        reference = reference_text(card, caller.ref(card))
         selected.append({"source_id": card.slug, "catalog": card.catalog, "name": card.name,
                          "description": card.description, "files": reference.paths, "contents": reference.contents,
                          "instructions": formatting.expansion_block(reference)})
@@ -614,41 +692,111 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
         loads = via == "auto" or caller.profile.strategy == Agent.Strategy.PRELOAD
         body = _source_body(card, caller.profile.token_budget) if loads else None
         if body is not None:
-            loaded[card.pk] = f"## @{card.slug}: {formatting.one_line(card.name)}\n\n{body}"
+            loaded[card.pk] = f"## @{caller.ref(card)}: {formatting.one_line(card.name)}\n\n{body}"
             report[card.pk] = {**item, "included": "content"}
         else:
             reason = "over the token budget" if loads else "rag strategy: read it with rag_search or its files"
             report[card.pk] = {**item, "included": "listed", "reason": reason}
     cards = {card.pk: card for card, _, _ in entries}
-    listings: dict[int, str] = {}  # each listing read once (files: a query and a glob)
-
-    def listing(pk: int) -> str:
-        if pk not in listings:
-            listings[pk] = formatting.expansion_block(reference_text(cards[pk]))
-        return listings[pk]
-
-    def assemble() -> str:
-        listed = [listing(pk) for pk, item in report.items() if item["included"] == "listed"]
-        sections = [header, *(loaded.values())]
-        if listed:
-            sections.append("## Further references (not loaded; select or search them when needed)\n\n"
-                            + "\n\n".join(listed))
-        if rag_hint:
-            sections.append("## Searching\n\n" + rag_hint)
-        return "\n\n".join(sections) + "\n"
-
-    # Whole sources or nothing: while the text is over budget, the last loaded source
-    # becomes a listing (every listed reference is still named, with its files).
-    text = assemble()
-    tokens = _count_tokens(text)
-    while tokens > caller.profile.token_budget and loaded:
-        pk = next(reversed(loaded))
-        del loaded[pk]
-        report[pk].update(included="listed", reason="over the token budget")
-        text = assemble()
-        tokens = _count_tokens(text)
-    for pk, section in loaded.items():
-        report[pk]["tokens"] = _count_tokens(section)
-    budget = caller.profile.token_budget
+    startup = _StartupText(header=header, sections=loaded, cards=cards, ref=caller.ref,
+                           forms={pk: "content" if pk in loaded else "full"
+                                  for pk, item in report.items() if item["included"] != "withheld"},
+                           searching=f"## Searching\n\n{rag_hint}" if rag_hint else None)
+    budget, meter = caller.profile.token_budget, _TokenMeter()
+    text, tokens = startup.fit(budget, meter)
+    for pk, form in startup.forms.items():
+        if form == "content":
+            report[pk]["tokens"] = meter.specials + meter.inner(loaded[pk])
+        elif report[pk]["included"] == "content" or form != "full":
+            report[pk].update(included="omitted" if form == "omitted" else "listed",
+                              reason=_SHORTENED.get(form, "over the token budget"))
     return {"text": text, "strategy": caller.profile.strategy, "token_budget": budget, "tokens": tokens,
             "over_budget": tokens > budget, "sources": list(report.values()), "rag_hint": rag_hint}
+
+
+_SHORTENED = {"brief": "over the token budget: listed without its files", "omitted": "over the token budget"}
+_FURTHER = "## Further references (not loaded; select or search them when needed)"
+
+
+class _TokenMeter:
+    """Token counts of the startup text's parts, each counted once. WordPiece never
+    makes a token across the blank lines that join the parts, so the parts' counts add
+    up to the whole's (less the [CLS] and [SEP] each count holds): the fitting steps
+    are estimated without tokenizing the whole text again each time."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.specials = _count_tokens("")
+
+    def inner(self, part: str) -> int:
+        if part not in self.counts:
+            self.counts[part] = _count_tokens(part) - self.specials
+        return self.counts[part]
+
+
+class _StartupText:
+    """The startup text's parts, and how each reference shows in it (`forms`, in entry
+    order): `content` (loaded whole), `full` (listed with its files), `brief` (listed by
+    name), `omitted` (named on one line). `shorten` takes one step toward a shorter
+    text: the last loaded source becomes a listing, then the last full listing loses its
+    files, then the last listing is left out; then the line naming those left out
+    becomes a count, then the rag_search section goes (the response still carries it)."""
+
+    def __init__(self, *, header: str, sections: dict[int, str], cards: dict[int, SourceCard],
+                 ref: Callable[[SourceCard], str], forms: dict[int, str], searching: str | None) -> None:
+        self.header, self.sections, self.cards, self.ref = header, sections, cards, ref
+        self.forms, self.searching = forms, searching
+        self.count_only = False  # the omitted ones as a count rather than by id
+        self.listings: dict[int, str] = {}  # each read once (files: a query and a glob)
+
+    def listing(self, pk: int) -> str:
+        if pk not in self.listings:
+            card = self.cards[pk]
+            self.listings[pk] = formatting.expansion_block(reference_text(card, self.ref(card)),
+                                                           status=formatting.LISTED)
+        return self.listings[pk]
+
+    def parts(self) -> list[str]:
+        parts = [self.header, *(self.sections[pk] for pk, form in self.forms.items() if form == "content")]
+        listed = [self.listing(pk) if form == "full" else
+                  formatting.brief_listing(self.ref(self.cards[pk]), self.cards[pk].name)
+                  for pk, form in self.forms.items() if form in ("full", "brief")]
+        omitted = [self.ref(self.cards[pk]) for pk, form in self.forms.items() if form == "omitted"]
+        if listed:
+            parts += [_FURTHER, *listed]
+        if omitted:
+            parts.append(formatting.omitted_line(omitted, count_only=self.count_only))
+        if self.searching:
+            parts.append(self.searching)
+        return parts
+
+    def text(self) -> str:
+        return "\n\n".join(self.parts()) + "\n"
+
+    def shorten(self) -> bool:
+        """One step shorter; False when there is nothing left to shorten."""
+        for form, shorter in (("content", "full"), ("full", "brief"), ("brief", "omitted")):
+            last = next((pk for pk in reversed(self.forms) if self.forms[pk] == form), None)
+            if last is not None:
+                self.forms[last] = shorter
+                return True
+        if "omitted" in self.forms.values() and not self.count_only:
+            self.count_only = True
+            return True
+        if self.searching:
+            self.searching = None
+            return True
+        return False
+
+    def fit(self, budget: int, meter: _TokenMeter) -> tuple[str, int]:
+        """The text within `budget` tokens as the response counts them, and its count:
+        estimated step by step from the parts' counts, then counted whole (and shortened
+        further should the whole count more)."""
+        while meter.specials + sum(map(meter.inner, self.parts())) > budget and self.shorten():
+            pass
+        text = self.text()
+        tokens = _count_tokens(text)
+        while tokens > budget and self.shorten():
+            text = self.text()
+            tokens = _count_tokens(text)
+        return text, tokens

@@ -7,8 +7,15 @@ import posixpath
 import re
 from urllib.parse import unquote
 
-# `@id` not glued to a word, an address or a path: "see @circuit-breaker", not "me@host".
-_AT_ID = re.compile(r"(?<![\w@./-])@([A-Za-z0-9][A-Za-z0-9_-]*)")
+# Bump when what `content_ids` finds changes: extractions stored under an older rule
+# are redone (retrieval.detection.source_mentions).
+EXTRACTION_RULES = 2
+# `@id` not glued to a word, an address or a path on either side: "see @circuit-breaker."
+# and "(@caching)", not "me@host", "@caching/redis-adapter", "@caching.cached(" or
+# "@caching.io". The guard after the id is the tag matcher's (retrieval/tagmatch.py): no
+# [\w/-], nor a "." followed by [\w/]; a period that ends a sentence is fine.
+# `@catalog/id` names the catalog too (an agent reading several catalogs is hinted so).
+_AT_ID = re.compile(r"(?<![\w@./-])@(?:([A-Za-z0-9_-]+)/)?([A-Za-z0-9][A-Za-z0-9_-]*)(?![\w/-])(?!\.[\w/])")
 # Bare ids worth following in content: compound tokens (with - or _), guarded like tags.
 _BARE_ID = re.compile(r"(?<![\w@./-])([A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+)(?![\w/-])(?!\.[\w/])")
 _INLINE_LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
@@ -22,12 +29,13 @@ MAX_PATHS = 200
 
 
 def at_mentions(text: str) -> list[str]:
-    """Distinct `@id` mentions in order of appearance, lowercased, trailing - and _ dropped."""
+    """Distinct `@id` and `@catalog/id` mentions in order of appearance, lowercased,
+    trailing - and _ dropped."""
     seen: dict[str, None] = {}
     for match in _AT_ID.finditer(text):
-        ident = match.group(1).rstrip("-_").lower()
+        catalog, ident = match.group(1), match.group(2).rstrip("-_").lower()
         if ident:
-            seen.setdefault(ident, None)
+            seen.setdefault(f"{catalog.lower()}/{ident}" if catalog else ident, None)
     return list(seen)
 
 

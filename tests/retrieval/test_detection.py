@@ -97,6 +97,10 @@ CASES = [
     Case("mention-two", "@circuit-breaker and @caching", mentions={"circuit-breaker", "caching"}),
     Case("mention-auto-source", "@python-style applies", mentions={"python-style"}),
     Case("mention-email-refused", "mail ops@circuit-breaker.io", mentions=set(), tags=set()),
+    Case("mention-package-path-refused", "npm i @caching/redis-adapter", mentions=set()),
+    Case("mention-dotted-call-refused", "@caching.cached(ttl=5)", mentions=set()),
+    Case("mention-domain-refused", "follow @caching.io", mentions=set()),
+    Case("mention-comma-and-parenthesis", "@caching, (@circuit-breaker)", mentions={"caching", "circuit-breaker"}),
     Case("mention-unknown", "@no-such-reference please", mentions=set()),
     Case("mention-withheld", "use @secrets-management", mentions=set(), withheld={"secrets-management"}),
     Case("mention-links", "@api-versioning", mentions={"api-versioning"},
@@ -208,3 +212,70 @@ def test_content_words_read_only_as_much_as_the_head_needs():
     text = "word " * 10_000
 
     assert content_words(text, 8).split() == ["word"] * (8 * CHARS_PER_HEAD_TOKEN // len("word "))
+
+
+@pytest.mark.django_db
+def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
+    from catalog.services import DocumentInput
+    from retrieval.detection import catalog_index, discover
+    from retrieval.models import SourceMentions
+    from tests.factories import import_documents
+
+    catalog = make_catalog("vendors")
+    import_documents(catalog=catalog, slug="caching", documents=[DocumentInput("caching.md", "Caching", "Cache.", 6)])
+    notes = import_documents(catalog=catalog, slug="vendor-notes", documents=[
+        DocumentInput("vendor.md", "Vendor", "Questions go to support at @caching.io, not to us.", 50)])
+    # what the first rules stored: "@caching.io" read as a mention of caching
+    SourceMentions.objects.create(source=notes, fingerprint=notes.fingerprint, ids=["caching"], links=[])
+
+    index = catalog_index(catalog)
+
+    assert discover(index, [index.cards["vendor-notes"]], agent=None) == {}
+    assert SourceMentions.objects.get(source=notes).ids == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("text", ["the circuit breaker opens on timeouts", "cache invalidation with redis"])
+def test_the_semantic_margin_is_measured_from_the_best_match_of_any_pass(demo, text):
+    # given a prompt whose best semantic match is a reference its tags found
+    agent = Agent.objects.get(name="demo-agent")
+
+    result = enrich(caller=Caller.of(agent), text=text, surface="prompt")
+
+    best = max(result.hints, key=lambda h: h["score"] or 0.0)
+    assert best["via"] == "tag"
+    floor = best["score"] - agent.semantic_margin
+    assert [h["source_id"] for h in result.hints if h["via"] == "semantic" and h["score"] < floor] == []
+    (step,) = [s for s in result.trace.steps if s["pass"] == "semantic"]
+    assert step["threshold"] >= floor - 1e-4  # both rounded to 4 places
+
+
+@pytest.mark.django_db
+def test_a_reference_found_by_several_passes_keeps_every_reason(make_catalog):
+    # given two references that link to each other and are about the same thing
+    from catalog.services import DocumentInput
+    from tests.factories import import_documents
+
+    catalog = make_catalog("cycles")
+    import_documents(catalog=catalog, slug="cyc-a", documents=[DocumentInput(
+        "cyc-a.md", "Retry budgets", "# Retry budgets\n\nA retry budget caps how many retries a client may send "
+        "with exponential backoff. See @cyc-b.", 120)])
+    import_documents(catalog=catalog, slug="cyc-b", documents=[DocumentInput(
+        "cyc-b.md", "Exponential backoff", "# Exponential backoff\n\nRetries back off exponentially with jitter, "
+        "within the client's retry budget. See @cyc-a.", 120)])
+    agent = Agent.objects.create(name="cycler", token_hash="x" * 64, token_hint="x")
+    agent.catalogs.set([catalog])
+
+    # when a prompt names one and means both
+    result = enrich(caller=Caller.of(agent), text="@cyc-a: what retry budget and exponential backoff should the "
+                    "client use?", surface="prompt")
+
+    # then the other is hinted as linked from the first, and every pass that found it is kept
+    (hint,) = [h for h in result.hints if h["source_id"] == "cyc-b"]
+    assert (hint["via"], hint["matched"], hint["injected"]) == ("link", ["@cyc-a"], "hint")
+    assert [reason["via"] for reason in hint["reasons"]] == ["link", "semantic"]
+    assert hint["score"] is not None
+    assert "- @cyc-b: cyc-b (linked from @cyc-a)" in result.text
+    steps = {s["pass"]: s for s in result.trace.steps}
+    assert "cycles/cyc-b" in steps["semantic"]["candidates"]
+    assert [c["source_id"] for c in steps["link"]["candidates"]] == ["cyc-b"]

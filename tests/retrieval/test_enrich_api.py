@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.demo_loader import DEMO_DIR
+from catalog.demo_loader import DEMO_DIR, tags_ensure
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.reindex import source_index_now
 from catalog.services import DocumentInput
@@ -45,6 +46,20 @@ def outsider(demo):
     return client_for(token)
 
 
+@pytest.fixture
+def both(demo):
+    """An agent reading the demo catalog and another that has a `caching` reference too,
+    tagged like demo's."""
+    other = Catalog.objects.create(slug="other", name="Other")
+    source = import_documents(catalog=other, slug="caching", documents=[
+        DocumentInput("caching.md", "Caching elsewhere", "Another catalog's notes on caching with redis.", 46)])
+    source.tags.add(*tags_ensure(names=["redis"]))
+    token = new_token()
+    agent = Agent.objects.create(name="both", token_hash=hash_token(token), token_hint=token[:8])
+    agent.catalogs.set([Catalog.objects.get(slug="demo"), other])
+    return client_for(token)
+
+
 def counts() -> tuple[int, int]:
     return Trace.objects.count(), Selection.objects.count()
 
@@ -63,10 +78,13 @@ def test_enrich_returns_text_hints_and_a_stored_trace(agent):
     assert response.status_code == 200
     body = response.json()
     assert body["text"].startswith("Our circuit breaker opens; see @caching\n\n---\n**Reference @caching: Caching**")
-    assert "- @circuit-breaker: Circuit breaker (matched: circuit breaker" in body["text"]
+    # caching links to circuit-breaker, which the text also names: the hint says the more specific
+    assert "- @circuit-breaker: Circuit breaker (linked from @caching)" in body["text"]
     hints = {h["source_id"]: h for h in body["hints"]}
     assert hints["caching"]["via"] == "mention" and hints["caching"]["injected"] == "expand"
-    assert hints["circuit-breaker"]["via"] == "tag" and hints["circuit-breaker"]["matched"] == ["circuit breaker"]
+    assert hints["circuit-breaker"]["via"] == "link" and hints["circuit-breaker"]["matched"] == ["@caching"]
+    assert hints["circuit-breaker"]["reasons"][:2] == [{"via": "link", "matched": ["@caching"]},
+                                                      {"via": "tag", "matched": ["circuit breaker"]}]
     assert set(hints["circuit-breaker"]) >= {"source_id", "name", "matched", "via", "score"}
     trace = agent.get(f"/api/v1/traces/{body['trace_id']}").json()
     assert [step["pass"] for step in trace["steps"]] == [
@@ -130,7 +148,7 @@ def test_candidates_beyond_max_hints_are_recorded_as_cut_and_not_gated(demo):
     hinted = [h["source_id"] for h in body["hints"] if h["injected"] == "hint"]
     steps = {s["pass"]: s for s in Trace.objects.get(pk=body["trace_id"]).steps}
     assert len(hinted) == 2 and steps["rank"]["kept"] == [f"demo/{slug}" for slug in hinted]
-    assert steps["rank"]["max_hints"] == 2 and steps["rank"]["cut"] >= 3
+    assert steps["rank"]["max_hints"] == 2 and steps["rank"]["cut"] >= 2  # 4 carry the tags
     assert set(steps["tag"]["tags"]["resilience"]) == {"demo/circuit-breaker", "demo/retry-backoff",
                                                        "demo/rate-limiting"}
     assert steps["tag"]["tags"]["credentials"] == ["demo/secrets-management"]
@@ -185,6 +203,67 @@ def test_traces_are_private_to_their_agent(agent, outsider):
     assert agent.get(f"/api/v1/traces/{trace_id}").status_code == 200
     response = outsider.get(f"/api/v1/traces/{trace_id}")
     assert response.status_code == 404 and error_code(response) == "not_found"
+
+
+# --- agents reading several catalogs -------------------------------------------------------
+
+HINT_IDS = re.compile(r"^- @(\S+): ", re.MULTILINE)
+
+
+def granted(name: str) -> set[tuple[str, str]]:
+    return set(Selection.objects.filter(agent__name=name).values_list("source__catalog__slug", "source__slug"))
+
+
+def test_an_agent_reading_several_catalogs_is_hinted_ids_it_can_select(both):
+    body = both.post("/api/v1/enrich", {"text": "we use redis", "surface": "prompt"}, format="json").json()
+
+    hinted = HINT_IDS.findall(body["text"])
+    assert {"demo/caching", "other/caching"} <= set(hinted)
+    assert all("/" in ident for ident in hinted)
+    assert [h["ref"] for h in body["hints"]] == [f"{h['catalog']}/{h['source_id']}" for h in body["hints"]]
+    for ident in hinted:
+        response = both.post("/api/v1/references/select", {"ids": [ident]}, format="json")
+        assert response.status_code == 200, response.json()
+        (answer,) = response.json()["selected"] + response.json()["withheld"]
+        assert f"{answer['catalog']}/{answer['source_id']}" == ident
+    selected = both.post("/api/v1/references/select", {"ids": ["other/caching"]}, format="json").json()["selected"]
+    assert selected[0]["instructions"].startswith("---\n**Reference @other/caching: ")
+
+
+def test_a_catalog_qualified_mention_expands_that_reference_only(both):
+    body = both.post("/api/v1/enrich", {"text": "see @demo/caching.", "surface": "prompt"}, format="json").json()
+
+    assert [(h["catalog"], h["source_id"]) for h in body["hints"] if h["injected"] == "expand"] == [
+        ("demo", "caching")]
+    assert "**Reference @demo/caching: Caching**" in body["text"]
+    assert granted("both") == {("demo", "caching")}
+
+
+def test_a_bare_mention_of_an_id_two_catalogs_share_expands_neither_and_says_so(both):
+    body = both.post("/api/v1/enrich", {"text": "use @caching here", "surface": "prompt"}, format="json").json()
+
+    assert not [h for h in body["hints"] if h["injected"] == "expand"]
+    assert granted("both") == set()
+    mentioned = {h["ref"]: h for h in body["hints"] if h["via"] == "mention"}
+    assert set(mentioned) == {"demo/caching", "other/caching"}
+    assert all(h["injected"] == "hint" and "@caching is in several catalogs" in h["reason"]
+               for h in mentioned.values())
+    assert "- @demo/caching: Caching (@caching is in several catalogs: write @demo/caching)" in body["text"]
+    refused = both.post("/api/v1/references/select", {"ids": ["caching"]}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["details"]["ambiguous_ids"] == ["caching"]
+
+    # Within one catalog the bare id is unique; the hint ids stay qualified all the same.
+    one = both.post("/api/v1/enrich", {"text": "use @caching here", "surface": "prompt", "catalogs": ["other"]},
+                    format="json").json()
+    assert [h["ref"] for h in one["hints"] if h["injected"] == "expand"] == ["other/caching"]
+    assert granted("both") == {("other", "caching")}
+
+
+def test_an_agent_reading_one_catalog_is_hinted_bare_ids(agent):
+    body = agent.post("/api/v1/enrich", {"text": "we use redis", "surface": "prompt"}, format="json").json()
+
+    assert "caching" in HINT_IDS.findall(body["text"])
+    assert all(h["ref"] == h["source_id"] for h in body["hints"])
 
 
 # --- listReferences / selectReferences / files --------------------------------------------
@@ -353,6 +432,38 @@ def test_preload_instructions_hold_whole_documents_within_the_budget(agent, demo
     assert "incident-response.md" not in body["text"]
 
 
+@pytest.mark.parametrize(("strategy", "budget"), [("preload", 800), ("preload", 100), ("rag", 800), ("rag", 100)])
+def test_instructions_never_exceed_the_budget_and_say_what_was_left_out(agent, strategy, budget):
+    Agent.objects.filter(name="demo-agent").update(strategy=strategy, token_budget=budget)
+
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    assert body["tokens"] <= budget and not body["over_budget"]
+    assert [s for s in body["sources"] if s.get("reason", "").startswith("over the token budget")]
+    for source in body["sources"]:  # each is in the text, or the text says it was left out
+        if source["included"] == "listed":
+            assert f"**Reference @{source['source_id']}: " in body["text"]
+        if source.get("reason") == "over the token budget: listed without its files":
+            assert f"**Reference @{source['source_id']}: {source['name']}** (listed without its files" in body["text"]
+    omitted = [s["source_id"] for s in body["sources"] if s["included"] == "omitted"]
+    assert all(s["reason"] == "over the token budget" for s in body["sources"] if s["included"] == "omitted")
+    if budget == 100:
+        assert omitted
+    if omitted:
+        line = "Left out for the token budget: "
+        assert line + ", ".join(f"@{i}" for i in omitted) + "." in body["text"] or \
+            f"{line}{len(omitted)} more references" in body["text"]
+
+
+def test_listed_references_are_not_said_to_be_selected(agent):
+    Agent.objects.filter(name="demo-agent").update(strategy="rag")
+
+    body = agent.get("/api/v1/agent/instructions").json()
+
+    assert [s for s in body["sources"] if s["included"] == "listed"]
+    assert "selected; its files are authorised for reading" not in body["text"]
+
+
 def test_rag_instructions_list_references_and_hint_rag_search(agent):
     Agent.objects.filter(name="demo-agent").update(strategy="rag", default_top_k=7)
     body = agent.get("/api/v1/agent/instructions").json()
@@ -415,3 +526,30 @@ def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
     tag.save()
     assert tagged("a bulk-head around the pool") == {"circuit-breaker"}
 
+
+
+# --- earlier injections --------------------------------------------------------------------
+
+LOOKALIKE = "Notes\n\n---\n**Reference sources available** my own bold heading\nkeep this line\n---\n\nend"
+
+
+def test_the_users_own_text_that_looks_like_a_block_is_kept(agent):
+    body = agent.post("/api/v1/enrich", {"text": LOOKALIKE, "surface": "prompt"}, format="json").json()
+
+    assert body["text"].startswith(LOOKALIKE)
+
+
+def test_a_client_echoing_the_conversation_loses_only_lectern_s_injections(agent):
+    # given a client that sends back everything it got, with each new turn appended
+    turns = ["we use redis for sessions\n", LOOKALIKE, "and see @caching", "what about retries?"]
+    user_text = conversation = ""
+    for turn in turns:
+        user_text = f"{user_text}\n\n{turn}" if user_text else turn
+        conversation = f"{conversation}\n\n{turn}" if conversation else turn
+        conversation = agent.post("/api/v1/enrich", {"text": conversation, "surface": "prompt"},
+                                  format="json").json()["text"]
+
+        # each answer is exactly what the user wrote so far, then one new injection
+        assert conversation.startswith(user_text)
+        assert conversation.count("<!-- lectern ") == 1
+    assert conversation.count("**Reference @caching: Caching**") == 1

@@ -275,6 +275,25 @@ def test_read_reference_file_and_agent_instructions_answer_what_the_rest_api_doe
     assert text_of(instructions) == ok(instructions)["text"]
 
 
+def test_an_agent_reading_two_catalogs_that_share_an_id_is_hinted_ids_it_can_act_on(mcp, agent, make_catalog):
+    lab = make_catalog("lab")
+    import_documents(catalog=lab, slug="handbook", documents=[
+        DocumentInput("notes.md", "Notes", "The lab's own notes on retries.", 32)])
+    agent.catalogs.add(lab)
+
+    bare = ok(mcp.call("enrich", text="Please expand @handbook.", surface="prompt"))
+    assert not [h for h in bare["hints"] if h["injected"] == "expand"] and recorded()[0] == 0
+    hinted = sorted(h["ref"] for h in bare["hints"] if h["via"] == "mention")
+    assert hinted == ["lab/handbook", "ops/handbook"]
+    assert all(f"- @{ref}: " in bare["text"] for ref in hinted)
+
+    qualified = ok(mcp.call("enrich", text=f"Please expand @{hinted[1]}.", surface="prompt"))
+    assert [(h["catalog"], h["injected"]) for h in qualified["hints"] if h["via"] == "mention"] == [("ops", "expand")]
+    selected = ok(mcp.call("select_references", ids=[hinted[0]]))
+    assert [(s["catalog"], s["source_id"]) for s in selected["selected"]] == [("lab", "handbook")]
+    assert set(Selection.objects.values_list("source__catalog__slug", flat=True)) == {"ops", "lab"}
+
+
 # --- errors -------------------------------------------------------------------------------
 
 
