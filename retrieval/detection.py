@@ -377,6 +377,13 @@ def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
     return targets
 
 
+def _own_id(index: CatalogIndex, ident: str) -> str:
+    """A mention as this catalog's id: `@caching` and `@<this catalog>/caching` alike;
+    `@<another catalog>/caching` names none of this catalog's ("" matches no id)."""
+    catalog, _, slug = ident.rpartition("/")
+    return slug if catalog in ("", index.slug) else ""
+
+
 def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Requester | None,
              max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
     """Breadth-first over id mentions and markdown links in the roots' content, at
@@ -399,8 +406,8 @@ def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Requester |
         mentions = source_mentions(level)
         for card in level:
             ids, links = mentions.get(card.pk, (set(), set()))
-            edges = [(index.ids[ident], "mention", f"@{ident}") for ident in sorted(ids)
-                     if ident in index.ids and index.ids[ident] != card.slug]
+            edges = [(index.ids[key], "mention", f"@{ident}") for ident in sorted(ids)
+                     if (key := _own_id(index, ident)) in index.ids and index.ids[key] != card.slug]
             edges += [(slug, "link", link) for link, slug in sorted(_link_targets(index, links).items())
                       if slug != card.slug]
             for slug, via, evidence in edges:

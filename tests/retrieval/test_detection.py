@@ -235,6 +235,26 @@ def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
 
 
 @pytest.mark.django_db
+def test_a_catalog_qualified_mention_in_content_is_followed_within_its_catalog_only(make_catalog):
+    from catalog.services import DocumentInput
+    from retrieval.detection import catalog_index, discover
+    from tests.factories import import_documents
+
+    catalog, other = make_catalog("vendors"), make_catalog("lab")
+    for c in (catalog, other):
+        import_documents(catalog=c, slug="caching", documents=[DocumentInput("caching.md", "Caching", "Cache.", 6)])
+        import_documents(catalog=c, slug="queues", documents=[DocumentInput("queues.md", "Queues", "Queue.", 6)])
+    import_documents(catalog=catalog, slug="notes", documents=[
+        DocumentInput("notes.md", "Notes", "See @vendors/caching first, and @lab/queues for the lab's.", 60)])
+
+    index = catalog_index(catalog)
+    reached = discover(index, [index.cards["notes"]], agent=None)
+
+    assert sorted(reached) == ["caching"]
+    assert [p["evidence"] for p in reached["caching"].parents] == ["@vendors/caching"]
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("text", ["the circuit breaker opens on timeouts", "cache invalidation with redis"])
 def test_the_semantic_margin_is_measured_from_the_best_match_of_any_pass(demo, text):
     # given a prompt whose best semantic match is a reference its tags found
