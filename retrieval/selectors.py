@@ -9,6 +9,7 @@ chunk_search() runs:
   2. vector: embed the query, HNSW k-NN with ef_search >= the depth asked for (at most
      pgvector's 1000; the iterative scan returns more rows when more are asked for)
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
+     (fusion and tie-break take only BM25 hits with a positive score: seed 004)
   4. hydrate the top_k with content and the component scores each hit lacks
 """
 
@@ -352,7 +353,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
     passes = 0
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
         rows, passes = bm25_search(catalog=catalog, query=query, limit=depth)
-        if mode == "hybrid":  # a zero score (idf 0: a term in half the chunks) is no evidence
+        if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence (seed 004)
             rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     # vector is None only where an unavailable model turned the mode to bm25

@@ -167,6 +167,29 @@ def test_convex_weights_decide_which_component_leads(client, ops_token):
     assert order({"bm25": 0, "vector": 1}) == [h["document_id"] for h in semantic]
 
 
+def test_bm25_tiebreak_returns_only_hits_with_lexical_evidence(client, ops_token):
+    # given: "failures" is in 2 of the 4 chunks, so its idf is ln(2.5 / 2.5) = 0, and
+    # "jitter" only in retries.md: circuit-breaker.md holds a query term yet scores 0
+    query = "failures jitter"
+    lexical = search(client, ops_token, catalog="ops", query=query, mode="bm25", top_k=10).json()["results"]
+    assert {h["document_id"]: h["scores"]["bm25"] for h in lexical}.get("circuit-breaker.md") == 0
+
+    # when
+    response = search(client, ops_token, catalog="ops", query=query, mode="bm25_tiebreak", top_k=10)
+
+    # then: seed 004 keeps only documents with a non-zero BM25 score
+    results = response.json()["results"]
+    assert [h["document_id"] for h in results] == ["retries.md"]
+    assert all(h["scores"]["bm25"] > 0 for h in results)
+
+
+def test_bm25_tiebreak_answers_nothing_when_no_term_is_evidence(client, ops_token):
+    response = search(client, ops_token, catalog="ops", query="failures", mode="bm25_tiebreak")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["results"] == []
+
+
 @pytest.fixture
 def multi_chunk_token(make_catalog, agent_token):
     """A catalog whose documents span several chunks each."""
