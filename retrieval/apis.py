@@ -17,8 +17,11 @@ from config.api_errors import DomainError
 from config.api_schema import errors
 from config.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
+from retrieval.models import Agent
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
 
+# top_k when a person's session searches without one (an agent gets its default_top_k).
+SESSION_TOP_K = 10
 _WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
 
 
@@ -63,7 +66,10 @@ class SearchApi(APIView):
     class InputSerializer(serializers.Serializer[None]):
         catalog = StrictSlugField(max_length=64)
         query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS)
-        top_k = StrictIntegerField(min_value=1, max_value=1000, default=10)
+        top_k = StrictIntegerField(
+            min_value=1, max_value=1000, required=False,
+            help_text="Hits to return; default: the calling agent's `default_top_k` (`create_agent --top-k`), "
+                      f"{SESSION_TOP_K} for a person's session.")
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
         normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
@@ -101,9 +107,15 @@ class SearchApi(APIView):
         return Response(search_response(request_user(request), data.validated_data))
 
 
+def default_top_k(caller: RequestUser) -> int:
+    """How many hits a search without top_k returns: an agent's own default (its
+    instructions may promise that many), else SESSION_TOP_K."""
+    return caller.default_top_k if isinstance(caller, Agent) else SESSION_TOP_K
+
+
 def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The search endpoint's body for validated `params` (REST and the MCP tool)."""
-    params = dict(params)
+    params = {"top_k": default_top_k(caller), **params}
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     query = params.pop("query")
     try:

@@ -7,9 +7,11 @@ and a plain user (session). Every refused request leaves the index and agents un
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from catalog.models import Catalog, Chunk, Document, Term
@@ -188,6 +190,21 @@ def test_bm25_tiebreak_answers_nothing_when_no_term_is_evidence(client, ops_toke
 
     assert response.status_code == 200, response.content
     assert response.json()["results"] == []
+
+
+def test_without_top_k_an_agent_gets_its_own_default_top_k(client, indexed_catalog):
+    # given: an agent whose instructions promise "up to 3 results"
+    out = StringIO()
+    call_command("create_agent", "--name", "terse", "--catalogs", "ops", "--top-k", "3", stdout=out)
+    token = out.getvalue().strip()
+
+    # when: it searches without top_k, in a mode that ranks every one of the 4 chunks
+    default = search(client, token, catalog="ops", query="failures", mode="vector")
+    asked = search(client, token, catalog="ops", query="failures", mode="vector", top_k=4)
+
+    # then: the profile's default applies (MCP's rag_search applies the same one)
+    assert len(default.json()["results"]) == 3
+    assert len(asked.json()["results"]) == 4
 
 
 @pytest.fixture
