@@ -65,7 +65,11 @@ class SearchApi(APIView):
 
     class InputSerializer(serializers.Serializer[None]):
         catalog = StrictSlugField(max_length=64)
-        query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS)
+        query = StrictCharField(
+            max_length=settings.LECTERN_MAX_ENRICH_CHARS,
+            help_text="What to look for: a question, or a whole passage (a tool result, an argument) to find its "
+                      "counterpart. BM25 scores every term; the embedding model reads the head (see "
+                      "`query_truncated`).")
         top_k = StrictIntegerField(
             min_value=1, max_value=1000, required=False,
             help_text="Hits to return; default: the calling agent's `default_top_k` (`create_agent --top-k`), "
@@ -89,6 +93,14 @@ class SearchApi(APIView):
         mode = serializers.ChoiceField(choices=MODES, help_text="The mode that ran: bm25 when degraded.")
         took_ms = serializers.FloatField()
         degraded = serializers.CharField(allow_null=True, help_text="Why search fell back to lexical-only, if it did.")
+        query_truncated = serializers.BooleanField(
+            help_text="True when the query is longer than the embedding model reads: the vector side used only its "
+                      "first `vector_query_chars` characters. BM25 always scores every term of the query.")
+        vector_query_chars = serializers.IntegerField(
+            min_value=0, allow_null=True,
+            help_text="How many leading characters (code points, surrounding whitespace removed) of the query the "
+                      "embedding model read: all of them unless `query_truncated`. Null when no vector was computed "
+                      "(mode bm25, or degraded).")
 
     @extend_schema(
         request=InputSerializer, operation_id="rag_search",
@@ -125,7 +137,8 @@ def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, An
                           status_code=409) from None
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-                                       "degraded": result.degraded}).data
+                                       "degraded": result.degraded, "query_truncated": result.query_truncated,
+                                       "vector_query_chars": result.vector_query_chars}).data
 
 
 class CatalogListApi(APIView):

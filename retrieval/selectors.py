@@ -1,12 +1,14 @@
 """Search over a catalog's chunks: exact BM25 in Postgres, pgvector HNSW, and fusion.
 
 chunk_search() runs:
-  1. lexical: analyse the query, weight its terms (retrieval.bm25), then sum in SQL
+  1. lexical: analyse the whole query, weight its distinct terms by idf and repeats
+     (retrieval.bm25), then sum in SQL
      each chunk's parts from the term-major postings (catalog_termposting), merged in
      chunk order; a term whose postings dwarf the others' (common, near-zero idf) is
      not walked but probed by key for the chunks that could still reach the top
      (MaxScore), with a full walk as the fallback when its bound is too high
-  2. vector: embed the query, HNSW k-NN with ef_search >= the depth asked for (at most
+  2. vector: embed the query as the model reads it (a long passage's head: the
+     result says how much), HNSW k-NN with ef_search >= the depth asked for (at most
      pgvector's 1000; the iterative scan returns more rows when more are asked for)
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
      (fusion and tie-break take only BM25 hits with a positive score: seed 004)
@@ -57,6 +59,10 @@ class SearchResult:
     took_ms: float
     degraded: str | None = None
     bm25_passes: int = 0
+    # How many leading characters of the query the embedding model read (None: no
+    # vector was computed); fewer than the query's when it is longer than the model reads.
+    vector_query_chars: int | None = None
+    query_truncated: bool = False
 
 
 # --- lexical ----------------------------------------------------------------------------
@@ -247,11 +253,14 @@ def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> di
 HNSW_EF_SEARCH_MAX = 1000
 
 
-def embed_query(query: str) -> str:
+def embed_query(query: str) -> tuple[str, int]:
+    """The query's vector as the model reads it (its first max_tokens tokens: a long
+    passage's head) and how many leading characters of the query that is."""
     embedder = get_embedder()
     if embedder is None:
         raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
-    return vector_literal(embedder.embed([query])[0])
+    vector, read = embedder.embed_head(query)
+    return vector_literal(vector), read
 
 
 def vector_search(*, catalog: Catalog, vector: str, limit: int) -> list[Row]:
@@ -336,10 +345,10 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
     """Search `catalog`; see the module docstring for the steps."""
     started = time.perf_counter()
     mode, degraded = options.mode, None
-    vector = None
+    vector, vector_chars = None, None
     if mode != "bm25":
         try:
-            vector = embed_query(query)
+            vector, vector_chars = embed_query(query)
         except SearchUnavailable as exc:
             if mode == "vector":
                 raise
@@ -367,7 +376,8 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
     fused = _fuse(lists, options)[: options.top_k]
     hits = _hydrate(catalog, query, vector, fused, lists, options.dedup)
     took = (time.perf_counter() - started) * 1000
-    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes)
+    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes,
+                        vector_chars, vector_chars is not None and vector_chars < len(query))
 
 
 def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple[int, float]],
