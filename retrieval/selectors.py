@@ -112,13 +112,28 @@ def _scaled_weight(term: bm25.QueryTerm) -> float:
     return term.weight * (settings.LECTERN_BM25_K1 + 1) * SCALE  # times a power of two: exact
 
 
+# Up to this many terms, a walk merges one index range per term (a plan node each);
+# beyond it (a pasted passage: hundreds of terms), one scan joins the postings to the
+# term array and sums in a hash table, whose plan does not grow with the terms.
+MERGED_TERMS_MAX = 32
+
+
 def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str = "TRUE") -> str:
     """(chunk_id, scaled score) over `terms` for every chunk holding one of them (none
     unless `where`, a condition on no column, holds).
 
     Each term's postings are one range of the (term_id, chunk_id) key, so they come in
-    chunk order; merging them keeps that order and the sum needs no hash table.
+    chunk order; merging them keeps that order and the sum needs no hash table. Many
+    terms are summed by one join instead (MERGED_TERMS_MAX); the scores are the same,
+    parts being whole numbers.
     """
+    if len(terms) > MERGED_TERMS_MAX:
+        params[f"{name}_ids"] = [t.term_id for t in terms]
+        params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
+        joined = (f"SELECT p.chunk_id, {_part('q.w')} AS part "
+                  f"FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w) "
+                  "JOIN catalog_termposting p ON p.term_id = q.term_id")
+        return f"SELECT chunk_id, sum(part) AS score FROM ({joined}) m WHERE {where} GROUP BY chunk_id"
     ranges = []
     for i, term in enumerate(terms):
         params[f"{name}{i}"], params[f"{name}w{i}"] = term.term_id, _scaled_weight(term)
@@ -176,10 +191,12 @@ def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25
     """
     params = _score_params(catalog)
     params["limit"] = limit
-    walked = [t for t in terms if t not in probed]
+    skipped = {t.term_id for t in probed}  # sets: a passage brings hundreds of terms
+    walked = [t for t in terms if t.term_id not in skipped]
     seeds = _seed_terms(walked, limit)
+    seeded = {t.term_id for t in seeds}
     best_seeds = f"({_walk_sql(seeds, params, 's')} ORDER BY score DESC LIMIT %(limit)s)"
-    completed = _probe_sql([t for t in terms if t not in seeds], params, best_seeds, "o")
+    completed = _probe_sql([t for t in terms if t.term_id not in seeded], params, best_seeds, "o")
     params["high"] = (sum(t.upper_bound for t in probed) + 1e-6) * SCALE  # slack for rounding
     # Walks nothing when the threshold is too low to skip the probed terms (a second
     # pass walks every term then).
@@ -215,17 +232,21 @@ def _top_rows(scored: str, params: Params, *, threshold: str = "") -> tuple[list
 
 
 def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row], int]:
-    """Exact BM25 top `limit` (rank_bm25's scores and order), and the SQL passes taken.
+    """Exact BM25 top `limit` (rank_bm25's scores and order), and the SQL passes taken."""
+    return _bm25_top(catalog, _bm25_terms(catalog, query), limit)
+
+
+def _bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int) -> tuple[list[Row], int]:
+    """bm25_search over a query's terms.
 
     Terms whose postings dwarf the others' (bm25.terms_to_probe) are probed for the
     walked terms' candidates instead of walked; when their bounds turn out too high
     for the threshold found, a second pass walks every term.
     """
-    terms = _bm25_terms(catalog, query)
     if not terms:
         return [], 0
     probed = bm25.terms_to_probe(terms, ratio=PROBE_RATIO)
-    if probed and sum(t.df for t in terms if t not in probed) >= limit:  # else no threshold to bound by
+    if probed and sum(t.df for t in terms) - sum(t.df for t in probed) >= limit:  # else no threshold to bound by
         rows, threshold = _bm25_probe(catalog, terms, probed, limit)
         if bm25.can_skip(probed, threshold):
             return rows, 1
@@ -235,8 +256,11 @@ def bm25_search(*, catalog: Catalog, query: str, limit: int) -> tuple[list[Row],
 
 def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:
     """BM25 scores of the given chunks that hold a query term (the others score 0)."""
-    terms = _bm25_terms(catalog, query) if chunk_pks else []
-    if not terms:
+    return _bm25_scores(catalog, _bm25_terms(catalog, query) if chunk_pks else [], chunk_pks)
+
+
+def _bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:
+    if not terms or not chunk_pks:
         return {}
     params = _score_params(catalog)
     params["chunks"] = chunk_pks
@@ -360,8 +384,9 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
     depth *= 3 if options.dedup else 1  # chunks per distinct document, roughly
     lists: dict[str, list[Row]] = {}
     passes = 0
+    terms = _bm25_terms(catalog, query)  # once: a pasted passage takes milliseconds to analyse
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        rows, passes = bm25_search(catalog=catalog, query=query, limit=depth)
+        rows, passes = _bm25_top(catalog, terms, depth)
         if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence (seed 004)
             rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
@@ -374,13 +399,13 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions) -> Sea
         lists["vector"] = sorted(((pk, doc, sims[pk]) for pk, doc, _ in lists["bm25"] if pk in sims),
                                  key=lambda row: -row[2])
     fused = _fuse(lists, options)[: options.top_k]
-    hits = _hydrate(catalog, query, vector, fused, lists, options.dedup)
+    hits = _hydrate(catalog, terms, vector, fused, lists, options.dedup)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes,
                         vector_chars, vector_chars is not None and vector_chars < len(query))
 
 
-def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple[int, float]],
+def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, fused: list[tuple[int, float]],
              lists: dict[str, list[Row]], dedup: bool) -> list[Hit]:
     """Hits for the fused keys, with both component scores and ranks.
 
@@ -394,7 +419,7 @@ def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple
         shown.update({_key(row, dedup): row[0] for row in lists.get(name, [])})
     keys = [key for key, _ in fused]
     missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
-    extra = {"bm25": bm25_scores_for(catalog=catalog, query=query, chunk_pks=missing["bm25"]),
+    extra = {"bm25": _bm25_scores(catalog, terms, missing["bm25"]),
              "vector": vector_scores_for(vector=vector, chunk_pks=missing["vector"]) if vector else {}}
     with connection.cursor() as cursor:
         cursor.execute(
