@@ -215,13 +215,16 @@ class SourceFilesApi(APIView):
     @extend_schema(parameters=[PathSerializer], operation_id="delete_upload_file",
                    responses={202: OutputSerializer, **errors({
                        400: "`invalid_input`: `path` is missing or too long.", **CURATOR_ERRORS,
-                       404: "`not_found`: no such catalog, source or file for this caller."})})
+                       404: "`not_found`: no such catalog, source or file for this caller.",
+                       409: "`wrong_source_kind`: the source is not an upload source."})})
     def delete(self, request: Request, slug: str, source: str) -> Response:
         query = self.PathSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         path = query.validated_data["path"]
         target = _curated_source(request, slug, source)
-        if not upload_delete(source=target, path=path):
+        with _source_errors_as_409():
+            deleted = upload_delete(source=target, path=path)
+        if not deleted:
             raise Http404(f"Source {source!r} has no file {path!r}.")
         return self._queued_response(request, target, path)
 

@@ -1,6 +1,6 @@
 """Sentence-aware chunking with byte offsets (seed 003), pure Python.
 
-Text is cut into segments at sentence ends and line breaks; whole segments are packed
+Text is cut into segments at sentence ends (Latin and CJK) and line breaks; whole segments are packed
 into chunks of at most `size` characters, and each next chunk rewinds by up to `overlap`
 characters to a segment boundary. A segment longer than `size` is split raw, preferring
 whitespace. Every chunk is an exact slice of the input, so `byte_offset` locates it in
@@ -14,7 +14,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+# A sentence ends at . ! ? followed by closing quotes or brackets and whitespace; or at
+# a CJK end (。！？, halfwidth ｡, fullwidth ．), where no space follows, after the last
+# of a run of them (！？) and its closing brackets (。」); or at line breaks.
+_CJK_ENDS = "。！？｡．"
+_CJK_CLOSERS = "」』）］｝〕〗〙】〉》”’\"')\\]"
+_BOUNDARY = re.compile(rf"(?<=[.!?])[\"')\]]*\s+|(?<=[{_CJK_ENDS}])(?![{_CJK_ENDS}])[{_CJK_CLOSERS}]*\s*|\n+")
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,12 @@ import importlib.util
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
 DIMENSIONS = 384
@@ -148,24 +152,45 @@ class Embedder:
             out[idx] = self._embed_batch([texts[i] for i in idx], max_tokens)
         return out
 
-    def _encode_heads(self, texts: list[str], max_tokens: int) -> list[list[int]]:
-        """[CLS] + each text's first tokens + [SEP], at most `max_tokens` ids. Only a
-        prefix of the text is tokenized (a 4 KB tool result costs 2 ms to tokenize
-        whole); a prefix that comes out short is retried with the whole text."""
+    def embed_head(self, text: str) -> tuple[np.ndarray, int]:
+        """`text`'s 384-d unit vector as the model reads it, its first `max_tokens` tokens
+        (a long text's head), and how many of its characters those tokens cover:
+        len(text) unless some were left out (a search reports it)."""
+        ((encoding, whole),) = self._head_encodings([text], self.max_tokens)
+        ids = _cut(encoding.ids, self.max_tokens)
+        if whole and not encoding.overflowing and len(ids) == len(encoding.ids):
+            read = len(text)
+        else:  # the end of the last token kept, [CLS] and [SEP] aside
+            read = max((end for _, end in encoding.offsets[1 : len(ids) - 1]), default=0)
+        return self._run([ids])[0], read
+
+    def _head_encodings(self, texts: list[str], max_tokens: int) -> list[tuple[Encoding, bool]]:
+        """Each text's encoding, of at least its first `max_tokens` tokens, and whether
+        the whole text was encoded. Only a prefix of the text is tokenized (a 4 KB tool
+        result costs 2 ms to tokenize whole); a prefix that comes out short is retried
+        with the whole text."""
         cut = max_tokens * _CHARS_PER_TOKEN_BOUND
-        heads = [e.ids for e in self._tokenizer.encode_batch([word_prefix(t, cut) for t in texts])]
-        short = [i for i, ids in enumerate(heads) if len(texts[i]) > cut and len(ids) < max_tokens]
+        prefixes = [word_prefix(t, cut) for t in texts]
+        heads = [(e, prefix == text) for e, prefix, text in
+                 zip(self._tokenizer.encode_batch(prefixes), prefixes, texts, strict=True)]
+        short = [i for i, (e, whole) in enumerate(heads) if not whole and len(e.ids) < max_tokens]
         for i, encoding in zip(short, self._tokenizer.encode_batch([texts[i] for i in short]), strict=True):
-            heads[i] = encoding.ids
-        return [e if len(e) <= max_tokens else e[: max_tokens - 1] + e[-1:] for e in heads]
+            heads[i] = (encoding, True)
+        return heads
+
+    def _encode_heads(self, texts: list[str], max_tokens: int) -> list[list[int]]:
+        """[CLS] + each text's first tokens + [SEP], at most `max_tokens` ids."""
+        return [_cut(e.ids, max_tokens) for e, _ in self._head_encodings(texts, max_tokens)]
 
     def _embed_batch(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
         if max_tokens is None:
-            encodings = [e.ids for e in self._tokenizer.encode_batch(texts)]
-        else:
-            encodings = self._encode_heads(texts, max_tokens)
+            return self._run([e.ids for e in self._tokenizer.encode_batch(texts)])
+        return self._run(self._encode_heads(texts, max_tokens))
+
+    def _run(self, encodings: list[list[int]]) -> np.ndarray:
+        """Unit vectors of token id sequences, padded to the longest, mean-pooled."""
         width = max(len(e) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, encoding in enumerate(encodings):
             ids[row, : len(encoding)] = encoding
@@ -178,6 +203,11 @@ class Embedder:
         # numpy's stubs type this arithmetic as Any
         unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return unit
+
+
+def _cut(ids: list[int], max_tokens: int) -> list[int]:
+    """The first `max_tokens` ids, the last ([SEP]) kept."""
+    return ids if len(ids) <= max_tokens else ids[: max_tokens - 1] + ids[-1:]
 
 
 _embedder: Embedder | None = None

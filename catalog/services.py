@@ -639,6 +639,9 @@ def upload_put(*, source: ReferenceSource, path: str, title: str, text: str) -> 
 
 
 def upload_delete(*, source: ReferenceSource, path: str) -> bool:
+    """Remove one file of an upload source; False when it has no such file."""
+    if source.kind != ReferenceSource.Kind.UPLOAD:
+        raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources have files to delete")
     return UploadedFile.objects.filter(source=source, path=path).delete()[0] > 0
 
 

@@ -218,11 +218,12 @@ LECTERN_RRF_K = env_int("LECTERN_RRF_K", 60, minimum=1)
 LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
 # Minutes between scheduled scans that reindex sources whose fingerprint moved.
 LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
-LECTERN_MAX_QUERY_CHARS = env_int("LECTERN_MAX_QUERY_CHARS", 4000, minimum=16)
-# Enrichment: the longest text (prompt or tool result) accepted, and how many model
-# tokens of a prompt / of a tool result's content words the semantic pass embeds (a
-# long text is matched by its head; MiniLM costs ~0.2 ms a token on two cores:
-# `manage.py bench_enrich` measures each head length's latency and recall).
+# The longest text accepted: a prompt or tool result to enrich, or a search query (an
+# agent may search with a whole passage: BM25 scores every term, the model reads the
+# head). Enrichment: how many model tokens of a prompt / of a tool result's content
+# words the semantic pass embeds (a long text is matched by its head; MiniLM costs
+# ~0.2 ms a token on two cores: `manage.py bench_enrich` measures each head length's
+# latency and recall).
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)

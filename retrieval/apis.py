@@ -20,6 +20,8 @@ from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, vi
 from retrieval.models import Agent
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
 
+# top_k when a person's session searches without one (an agent gets its default_top_k).
+SESSION_TOP_K = 10
 _WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
 
 
@@ -76,8 +78,15 @@ class SearchApi(APIView):
 
     class InputSerializer(serializers.Serializer[None]):
         catalog = StrictSlugField(max_length=64)
-        query = StrictCharField(max_length=settings.LECTERN_MAX_QUERY_CHARS)
-        top_k = StrictIntegerField(min_value=1, max_value=1000, default=10)
+        query = StrictCharField(
+            max_length=settings.LECTERN_MAX_ENRICH_CHARS,
+            help_text="What to look for: a question, or a whole passage (a tool result, an argument) to find its "
+                      "counterpart. BM25 scores every term; the embedding model reads the head (see "
+                      "`query_truncated`).")
+        top_k = StrictIntegerField(
+            min_value=1, max_value=1000, required=False,
+            help_text="Hits to return; default: the calling agent's `default_top_k` (`create_agent --top-k`), "
+                      f"{SESSION_TOP_K} for a person's session.")
         mode = serializers.ChoiceField(choices=MODES, default="hybrid")
         fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
         normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
@@ -103,6 +112,14 @@ class SearchApi(APIView):
                       "(bm25, hybrid, bm25_tiebreak) or, with vectors (vector, hybrid), is at least as similar "
                       "to the query as the least similar hit returned (any, when fewer than top_k were found). "
                       "Never any content.")
+        query_truncated = serializers.BooleanField(
+            help_text="True when the query is longer than the embedding model reads: the vector side used only its "
+                      "first `vector_query_chars` characters. BM25 always scores every term of the query.")
+        vector_query_chars = serializers.IntegerField(
+            min_value=0, allow_null=True,
+            help_text="How many leading characters (code points, surrounding whitespace removed) of the query the "
+                      "embedding model read: all of them unless `query_truncated`. Null when no vector was computed "
+                      "(mode bm25, or degraded).")
 
     @extend_schema(
         request=InputSerializer, operation_id="rag_search",
@@ -121,9 +138,15 @@ class SearchApi(APIView):
         return Response(search_response(request_user(request), data.validated_data))
 
 
+def default_top_k(caller: RequestUser) -> int:
+    """How many hits a search without top_k returns: an agent's own default (its
+    instructions may promise that many), else SESSION_TOP_K."""
+    return caller.default_top_k if isinstance(caller, Agent) else SESSION_TOP_K
+
+
 def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The search endpoint's body for validated `params` (REST and the MCP tool)."""
-    params = dict(params)
+    params = {"top_k": default_top_k(caller), **params}
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     query = params.pop("query")
     agent = caller if isinstance(caller, Agent) else None  # a person: the gate's rule for people
@@ -136,7 +159,9 @@ def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, An
     withheld = {"count": sum(entry.count for entry in result.withheld),
                 "sources": [entry.__dict__ for entry in result.withheld]}
     return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-                                       "degraded": result.degraded, "withheld": withheld}).data
+                                       "degraded": result.degraded, "withheld": withheld,
+                                       "query_truncated": result.query_truncated,
+                                       "vector_query_chars": result.vector_query_chars}).data
 
 
 class CatalogListApi(APIView):

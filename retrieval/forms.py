@@ -1,17 +1,20 @@
 from typing import Any, cast
 
 from django import forms
-from django.conf import settings
 from django.db.models import QuerySet
 
 from catalog.models import Catalog
 from retrieval.selectors import MODES
 
+PAGE_QUERY_CHARS = 2000
+
 
 class SearchForm(forms.Form):
     catalog: forms.ModelChoiceField[Catalog] = forms.ModelChoiceField(queryset=None, to_field_name="slug",
                                                                       empty_label=None)
-    query = forms.CharField(max_length=settings.LECTERN_MAX_QUERY_CHARS, strip=True)
+    # The page searches by GET: gunicorn refuses a request line over 4094 bytes (the API
+    # takes LECTERN_MAX_ENRICH_CHARS).
+    query = forms.CharField(max_length=PAGE_QUERY_CHARS, strip=True)
     mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial="hybrid")
     top_k = forms.IntegerField(min_value=1, max_value=100, initial=10)
     dedup = forms.BooleanField(required=False)

@@ -258,8 +258,8 @@ def withheld_note(withheld: dict[str, Any]) -> str:
 
 
 def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
-    """top_k defaults to the agent's default_top_k; catalog to its only catalog."""
-    arguments = {"top_k": agent.default_top_k, **arguments}
+    """catalog defaults to the agent's only catalog (top_k to its default_top_k, in
+    search_response, as for REST)."""
     if "catalog" not in arguments:
         slugs = list(visible_catalogs(agent).order_by("slug").values_list("slug", flat=True))
         if len(slugs) != 1:

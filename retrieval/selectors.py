@@ -1,14 +1,17 @@
 """Search over a catalog's chunks: exact BM25 in Postgres, pgvector HNSW, and fusion.
 
 chunk_search() runs:
-  1. lexical: analyse the query, weight its terms (retrieval.bm25), then sum in SQL
+  1. lexical: analyse the whole query, weight its distinct terms by idf and repeats
+     (retrieval.bm25), then sum in SQL
      each chunk's parts from the term-major postings (catalog_termposting), merged in
      chunk order; a term whose postings dwarf the others' (common, near-zero idf) is
      not walked but probed by key for the chunks that could still reach the top
      (MaxScore), with a full walk as the fallback when its bound is too high
-  2. vector: embed the query, HNSW k-NN with ef_search >= the depth asked for (at most
+  2. vector: embed the query as the model reads it (a long passage's head: the
+     result says how much), HNSW k-NN with ef_search >= the depth asked for (at most
      pgvector's 1000; the iterative scan returns more rows when more are asked for)
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
+     (fusion and tie-break take only BM25 hits with a positive score: seed 004)
   4. hydrate the top_k with content and the component scores each hit lacks
   5. count the withheld chunks that match the query, per source
 
@@ -74,6 +77,10 @@ class SearchResult:
     degraded: str | None = None
     bm25_passes: int = 0
     withheld: list[WithheldHits] = field(default_factory=list)
+    # How many leading characters of the query the embedding model read (None: no
+    # vector was computed); fewer than the query's when it is longer than the model reads.
+    vector_query_chars: int | None = None
+    query_truncated: bool = False
 
 
 # --- lexical ----------------------------------------------------------------------------
@@ -134,6 +141,12 @@ def _allowed_sql(params: Params, withheld: Collection[int]) -> str:
     return "NOT EXISTS (SELECT FROM catalog_chunk c WHERE c.id = g.chunk_id AND c.source_id = ANY(%(withheld)s))"
 
 
+# Up to this many terms, a walk merges one index range per term (a plan node each);
+# beyond it (a pasted passage: hundreds of terms), one scan joins the postings to the
+# term array and sums in a hash table, whose plan does not grow with the terms.
+MERGED_TERMS_MAX = 32
+
+
 def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str = "TRUE", having: str = "",
               allowed: str = "") -> str:
     """(chunk_id, scaled score) over `terms` for every chunk holding one of them whose
@@ -141,16 +154,25 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str
     `where`, a condition on no column, holds).
 
     Each term's postings are one range of the (term_id, chunk_id) key, so they come in
-    chunk order; merging them keeps that order and the sum needs no hash table. Withheld
-    chunks are dropped after the sum, one test per chunk rather than per posting.
+    chunk order; merging them keeps that order and the sum needs no hash table. Many
+    terms are summed by one join instead (MERGED_TERMS_MAX); the scores are the same,
+    parts being whole numbers. Withheld chunks are dropped after the sum, one test per
+    chunk rather than per posting.
     """
-    ranges = []
-    for i, term in enumerate(terms):
-        params[f"{name}{i}"], params[f"{name}w{i}"] = term.term_id, _scaled_weight(term)
-        ranges.append(f"(SELECT p.chunk_id, {_part(f'%({name}w{i})s::float8')} AS part "
-                      f"FROM catalog_termposting p WHERE p.term_id = %({name}{i})s ORDER BY p.chunk_id)")
-    merged = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
-    grouped = f"SELECT chunk_id, sum(part) AS score FROM ({merged}) m WHERE {where} GROUP BY chunk_id"
+    if len(terms) > MERGED_TERMS_MAX:
+        params[f"{name}_ids"] = [t.term_id for t in terms]
+        params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
+        parts = (f"SELECT p.chunk_id, {_part('q.w')} AS part "
+                 f"FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w) "
+                 "JOIN catalog_termposting p ON p.term_id = q.term_id")
+    else:
+        ranges = []
+        for i, term in enumerate(terms):
+            params[f"{name}{i}"], params[f"{name}w{i}"] = term.term_id, _scaled_weight(term)
+            ranges.append(f"(SELECT p.chunk_id, {_part(f'%({name}w{i})s::float8')} AS part "
+                          f"FROM catalog_termposting p WHERE p.term_id = %({name}{i})s ORDER BY p.chunk_id)")
+        parts = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
+    grouped = f"SELECT chunk_id, sum(part) AS score FROM ({parts}) m WHERE {where} GROUP BY chunk_id"
     grouped += f" HAVING {having}" if having else ""
     return f"SELECT * FROM ({grouped}) g WHERE {allowed}" if allowed else grouped
 
@@ -205,10 +227,12 @@ def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25
     params = _score_params(catalog)
     params["limit"] = limit
     allowed = _allowed_sql(params, withheld)
-    walked = [t for t in terms if t not in probed]
+    skipped = {t.term_id for t in probed}  # sets: a passage brings hundreds of terms
+    walked = [t for t in terms if t.term_id not in skipped]
     seeds = _seed_terms(walked, limit)
+    seeded = {t.term_id for t in seeds}
     best_seeds = f"({_walk_sql(seeds, params, 's', allowed=allowed)} ORDER BY score DESC LIMIT %(limit)s)"
-    completed = _probe_sql([t for t in terms if t not in seeds], params, best_seeds, "o")
+    completed = _probe_sql([t for t in terms if t.term_id not in seeded], params, best_seeds, "o")
     params["high"] = (sum(t.upper_bound for t in probed) + 1e-6) * SCALE  # slack for rounding
     # Walks nothing when the threshold is too low to skip the probed terms (a second
     # pass walks every term then).
@@ -247,17 +271,22 @@ def bm25_search(*, catalog: Catalog, query: str, limit: int,
                 withheld: Collection[int] = ()) -> tuple[list[Row], int]:
     """Exact BM25 top `limit` (rank_bm25's scores and order) of the chunks outside the
     `withheld` sources, and the SQL passes taken. Statistics (N, df, lengths) stay the
-    catalog's: leaving a source out does not change anyone else's scores.
+    catalog's: leaving a source out does not change anyone else's scores."""
+    return _bm25_top(catalog, _bm25_terms(catalog, query), limit, withheld)
+
+
+def _bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
+              withheld: Collection[int] = ()) -> tuple[list[Row], int]:
+    """bm25_search over a query's terms.
 
     Terms whose postings dwarf the others' (bm25.terms_to_probe) are probed for the
     walked terms' candidates instead of walked; when their bounds turn out too high
     for the threshold found, a second pass walks every term.
     """
-    terms = _bm25_terms(catalog, query)
     if not terms:
         return [], 0
     probed = bm25.terms_to_probe(terms, ratio=PROBE_RATIO)
-    if probed and sum(t.df for t in terms if t not in probed) >= limit:  # else no threshold to bound by
+    if probed and sum(t.df for t in terms) - sum(t.df for t in probed) >= limit:  # else no threshold to bound by
         rows, threshold = _bm25_probe(catalog, terms, probed, limit, withheld)
         if bm25.can_skip(probed, threshold):
             return rows, 1
@@ -267,8 +296,11 @@ def bm25_search(*, catalog: Catalog, query: str, limit: int,
 
 def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:
     """BM25 scores of the given chunks that hold a query term (the others score 0)."""
-    terms = _bm25_terms(catalog, query) if chunk_pks else []
-    if not terms:
+    return _bm25_scores(catalog, _bm25_terms(catalog, query) if chunk_pks else [], chunk_pks)
+
+
+def _bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:
+    if not terms or not chunk_pks:
         return {}
     params = _score_params(catalog)
     params["chunks"] = chunk_pks
@@ -285,11 +317,14 @@ def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> di
 HNSW_EF_SEARCH_MAX = 1000
 
 
-def embed_query(query: str) -> str:
+def embed_query(query: str) -> tuple[str, int]:
+    """The query's vector as the model reads it (its first max_tokens tokens: a long
+    passage's head) and how many leading characters of the query that is."""
     embedder = get_embedder()
     if embedder is None:
         raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
-    return vector_literal(embedder.embed([query])[0])
+    vector, read = embedder.embed_head(query)
+    return vector_literal(vector), read
 
 
 def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = ()) -> list[Row]:
@@ -379,10 +414,10 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     started = time.perf_counter()
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     mode, degraded = options.mode, None
-    vector = None
+    vector, vector_chars = None, None
     if mode != "bm25":
         try:
-            vector = embed_query(query)
+            vector, vector_chars = embed_query(query)
         except SearchUnavailable as exc:
             if mode == "vector":
                 raise
@@ -394,9 +429,10 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     depth *= 3 if options.dedup else 1  # chunks per distinct document, roughly
     lists: dict[str, list[Row]] = {}
     passes = 0
+    terms = _bm25_terms(catalog, query)  # once: a pasted passage takes milliseconds to analyse
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        rows, passes = bm25_search(catalog=catalog, query=query, limit=depth, withheld=withheld)
-        if mode == "hybrid":  # a zero score (idf 0: a term in half the chunks) is no evidence
+        rows, passes = _bm25_top(catalog, terms, depth, withheld)
+        if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence (seed 004)
             rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     # vector is None only where an unavailable model turned the mode to bm25
@@ -409,13 +445,14 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
         lists["vector"] = sorted(((pk, doc, sims[pk]) for pk, doc, _ in lists["bm25"] if pk in sims),
                                  key=lambda row: -row[2])
     fused = _fuse(lists, options)[: options.top_k]
-    hits = _hydrate(catalog, query, vector, fused, lists, options.dedup)
+    hits = _hydrate(catalog, terms, vector, fused, lists, options.dedup)
     report: list[WithheldHits] = []
     if withheld:
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
-        report = _withheld_hits(catalog, query, withheld, lexical="bm25" in lists, vector=vector, similar=similar)
+        report = _withheld_hits(withheld, terms if "bm25" in lists else [], vector=vector, similar=similar)
     took = (time.perf_counter() - started) * 1000
-    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report)
+    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
+                        vector_chars, vector_chars is not None and vector_chars < len(query))
 
 
 def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
@@ -428,14 +465,13 @@ def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
     return min(similarities) if similarities else None
 
 
-def _withheld_hits(catalog: Catalog, query: str, withheld: dict[int, InjectionDecision], *, lexical: bool,
+def _withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.QueryTerm], *,
                    similar: float | None, vector: str | None = None) -> list[WithheldHits]:
-    """Per withheld source, its chunks that match the query: holding a query term (the
-    chunks BM25 ranks) when `lexical`; at least `similar` to the query by cosine when
-    given. One statement over those sources' chunks only, whatever the catalog's size."""
+    """Per withheld source, its chunks that match the query: holding one of the query's
+    `terms` (the chunks BM25 ranks; none when BM25 did not run); at least `similar` to
+    the query by cosine when given. One statement over those sources' chunks only, whatever the catalog's size."""
     params: Params = {"withheld": sorted(withheld)}
     matches = []
-    terms = _bm25_terms(catalog, query) if lexical else []
     if terms:
         params["terms"] = [term.term_id for term in terms]
         matches.append("EXISTS (SELECT FROM catalog_termposting p WHERE p.term_id = ANY(%(terms)s) "
@@ -458,7 +494,7 @@ def _withheld_hits(catalog: Catalog, query: str, withheld: dict[int, InjectionDe
             for pk, slug, count in rows]
 
 
-def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple[int, float]],
+def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, fused: list[tuple[int, float]],
              lists: dict[str, list[Row]], dedup: bool) -> list[Hit]:
     """Hits for the fused keys, with both component scores and ranks.
 
@@ -472,7 +508,7 @@ def _hydrate(catalog: Catalog, query: str, vector: str | None, fused: list[tuple
         shown.update({_key(row, dedup): row[0] for row in lists.get(name, [])})
     keys = [key for key, _ in fused]
     missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
-    extra = {"bm25": bm25_scores_for(catalog=catalog, query=query, chunk_pks=missing["bm25"]),
+    extra = {"bm25": _bm25_scores(catalog, terms, missing["bm25"]),
              "vector": vector_scores_for(vector=vector, chunk_pks=missing["vector"]) if vector else {}}
     with connection.cursor() as cursor:
         cursor.execute(

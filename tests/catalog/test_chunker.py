@@ -14,7 +14,7 @@ WORDS = st.text(alphabet=LETTERS, min_size=1, max_size=8)
 # Arbitrary text: words, sentence ends, closing quotes, several kinds of whitespace;
 # and text padded with runs of blanks (tables, aligned columns), where raw windows
 # start inside whitespace.
-ARBITRARY = st.text(alphabet=LETTERS + " \n\t.!?\"')", max_size=600)
+ARBITRARY = st.text(alphabet=LETTERS + " \n\t.!?\"')。！？｡．」", max_size=600)
 PADDED = st.lists(st.tuples(st.text(alphabet=LETTERS, min_size=1, max_size=6), st.text(" \t", min_size=1, max_size=16)),
                   max_size=40).map(lambda parts: "".join(word + blank for word, blank in parts))
 TEXTS = st.one_of(ARBITRARY, PADDED)
@@ -130,6 +130,31 @@ def test_closing_quotes_and_brackets_stay_with_their_sentence():
     chunks = chunk_text(text, size=21, overlap=0)
 
     assert [c.content for c in chunks] == ['He said "stop."', "(Then he left.)", "Next one starts here."]
+
+
+def test_cjk_sentence_ends_are_boundaries_without_a_space_after_them():
+    # given: Japanese sentences, each ending in 。！ or ？ with no space before the next
+    text = "今日は晴れです。明日は雨が降るでしょう！本当ですか？はい。"
+
+    chunks = chunk_text(text, size=12, overlap=0)
+
+    # then: chunks end at sentence ends (before, 12-character windows cut mid-sentence)
+    assert [c.content for c in chunks] == ["今日は晴れです。", "明日は雨が降るでしょう！", "本当ですか？はい。"]
+    assert [c.byte_offset for c in chunks] == [0, 8 * 3, 20 * 3]  # three UTF-8 bytes per character
+    assert_exact_slices(text, chunks)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("中文句子结束了。下一个句子开始？", ["中文句子结束了。", "下一个句子开始？"]),
+    ("「止まれ。」次の文です。", ["「止まれ。」", "次の文です。"]),  # the closing bracket stays with its sentence
+    ("半角句点｡全角ピリオド．最後！？", ["半角句点｡", "全角ピリオド．", "最後！？"]),  # a run of ends is one end
+    ("日本語の文。 Then English. 😀 また日本語。", ["日本語の文。", "Then English.", "😀 また日本語。"]),
+])
+def test_each_cjk_sentence_end_and_its_closers_end_a_chunk(text, expected):
+    chunks = chunk_text(text, size=max(map(len, expected)) + 2, overlap=0)  # no two sentences fit
+
+    assert [c.content for c in chunks] == expected
+    assert_exact_slices(text, chunks)
 
 
 def test_line_breaks_are_boundaries_too():

@@ -118,3 +118,25 @@ def test_without_a_model_indexing_and_search_degrade_to_lexical_only(no_model, m
     assert vector.status_code == 409
     assert vector.json()["error"]["code"] == "embeddings_unavailable"
     assert status.json()["embeddings"]["mode"] == "lexical-only"
+
+
+@pytest.mark.parametrize("text", [
+    "how should we handle transient failures?",
+    "The circuit breaker opens after repeated failures. " * 60,
+    "ünïcödé wörds and émojis 🙂 " * 120,
+    "x" * 3000 + " then words",
+])
+def test_embed_head_says_how_much_of_the_text_the_model_read(text):
+    embedder = get_embedder()
+    assert embedder is not None
+
+    vector, read = embedder.embed_head(text)
+
+    # then: the vector is the text's as the model reads it, and exactly the first `read`
+    # characters give it (read whole: nothing of them left out)
+    assert np.allclose(vector, embedder.embed([text])[0], atol=1e-5)
+    fits = embedder.count_tokens([text])[0] <= embedder.max_tokens
+    assert (read == len(text)) == fits
+    head_vector, head_read = embedder.embed_head(text[:read])
+    assert head_read == read
+    assert np.allclose(head_vector, vector, atol=1e-5)

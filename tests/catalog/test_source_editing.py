@@ -153,3 +153,20 @@ def test_file_text_keeps_its_surrounding_whitespace(uploads, curator):
 
     assert UploadedFile.objects.get(source=uploads, path="q3").text == "  Indented.\n"
 
+
+
+@pytest.mark.parametrize("kind", ["glob", "inline"])
+def test_deleting_a_file_of_a_source_that_is_not_an_upload_is_a_409(make_catalog, curator, kind):
+    # given: a glob source (files read from disk) and an inline one: neither has upload files
+    catalog = make_catalog("handbook")
+    source = ReferenceSource.objects.create(catalog=catalog, slug="guides", name="Guides", kind=kind,
+                                            location="guides/*.md" if kind == "glob" else "",
+                                            content="Inline text." if kind == "inline" else "")
+    before = uploads_state(source)
+
+    response = curator(catalog).delete("/api/v1/catalogs/handbook/sources/guides/files?path=retries.md")
+
+    # then: as documented, 409 wrong_source_kind (not 404, as if the file were merely missing)
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["code"] == "wrong_source_kind"
+    assert uploads_state(source) == before
