@@ -330,7 +330,9 @@ def embed_query(query: str) -> tuple[str, int]:
 def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = ()) -> list[Row]:
     """HNSW k-NN by cosine over the chunks outside the `withheld` sources; score =
     cosine similarity. ef_search is raised towards `limit`, up to what pgvector
-    accepts; the iterative scan finds the rest, past the rows the filters drop."""
+    accepts; the iterative scan finds the rest, past the rows the filters drop. When
+    the scan still returns fewer than `limit` rows of a catalog that holds more, the
+    catalog's chunks are ranked exactly (a small catalog beside large ones)."""
     ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(), connection.cursor() as cursor:
@@ -341,15 +343,21 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
         # refuses when it loads is dropped with a mere warning.
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
                        "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
-        cursor.execute(
-            f"""
+        sql = f"""
             SELECT id, document_id, 1 - (embedding <=> %(vector)s::vector) FROM catalog_chunk
             WHERE catalog_id = %(catalog)s AND embedding IS NOT NULL {allowed}
             ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
-            """,
-            {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)},
-        )
+            """
+        params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
+        cursor.execute(sql, params)
         rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+        if len(rows) < limit and len(rows) < catalog.chunk_count:
+            # The scan stopped short (hnsw.max_scan_tuples: every catalog shares the
+            # index, so a small catalog's rows may lie beyond what it visits): rank the
+            # catalog's chunks exactly instead, by its catalog_id index, never the HNSW one.
+            cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
+            cursor.execute(sql, params)
+            rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 

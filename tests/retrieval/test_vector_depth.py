@@ -108,3 +108,40 @@ def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalo
             ef_search = cursor.fetchone()[0]
 
     assert int(ef_search) == HNSW_EF_SEARCH_MAX
+
+
+def test_a_small_catalog_the_shared_index_scan_stops_short_of_is_ranked_exactly(make_catalog):
+    # given: a large catalog whose chunks are all nearer the query than a small one's,
+    # in the index every catalog shares, and a scan that may visit few tuples past its
+    # first ef_search (pgvector's hnsw.max_scan_tuples; 20,000 by default, which a large
+    # enough neighbour exhausts the same way)
+    query = random_unit_vectors(1, seed=11)[0]
+    big = make_catalog("big", chunk_size=60, chunk_overlap=0)
+    two_chunk_documents(big, 1000)
+    small = make_catalog("small", chunk_size=60, chunk_overlap=0)
+    source = ReferenceSource.objects.create(catalog=small, slug="far", name="Far", kind="upload", location="far")
+    text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
+    documents = [DocumentInput(f"far-{i:03d}.md", f"Far {i}", text, len(text)) for i in range(150)]
+    prepared = prepare_chunks(small, documents, embedder=None)
+    far = -query + 0.3 * random_unit_vectors(len(prepared), seed=12)
+    source_replace_rows(source, Collected(documents), prepared, far / np.linalg.norm(far, axis=1, keepdims=True))
+    small.refresh_from_db()
+    vectors = dict(Chunk.objects.filter(catalog=small).values_list("pk", "embedding"))
+    exact = sorted(vectors, key=lambda pk: -float(np.dot(vectors[pk], query)))[:100]
+    literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT '[0]'::vector, set_config('hnsw.max_scan_tuples', '1', false)")
+        cursor.execute("SET enable_seqscan = off; SET enable_sort = off")  # the plan walks the HNSW index
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:  # the scan alone stops short
+            cursor.execute("SET LOCAL hnsw.ef_search = 100; SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute("SELECT count(*) FROM (SELECT id FROM catalog_chunk WHERE catalog_id = %s "
+                           "ORDER BY embedding <=> %s::vector LIMIT 100) x", [small.pk, literal])
+            assert cursor.fetchone()[0] < 100
+
+        rows = vector_search(catalog=small, vector=literal, limit=100)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET hnsw.max_scan_tuples; RESET enable_seqscan; RESET enable_sort")
+
+    assert [pk for pk, _, _ in rows] == exact
