@@ -348,7 +348,7 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             WHERE catalog_id = %(catalog)s AND embedding IS NOT NULL {allowed}
             ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
             """
-        params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
+        params: Params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
         cursor.execute(sql, params)
         rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
         if len(rows) < limit and len(rows) < catalog.chunk_count:

@@ -127,7 +127,7 @@ def test_a_small_catalog_the_shared_index_scan_stops_short_of_is_ranked_exactly(
     source_replace_rows(source, Collected(documents), prepared, far / np.linalg.norm(far, axis=1, keepdims=True))
     small.refresh_from_db()
     vectors = dict(Chunk.objects.filter(catalog=small).values_list("pk", "embedding"))
-    exact = sorted(vectors, key=lambda pk: -float(np.dot(vectors[pk], query)))[:100]
+    exact = sorted(vectors, key=lambda pk: -float(np.dot(np.asarray(vectors[pk]), query)))[:100]
     literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
     with connection.cursor() as cursor:
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.max_scan_tuples', '1', false)")
