@@ -162,9 +162,12 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str
     if len(terms) > MERGED_TERMS_MAX:
         params[f"{name}_ids"] = [t.term_id for t in terms]
         params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
+        # One index range per term, looked up in a nested loop (OFFSET 0 keeps the
+        # planner from flattening it into a join that may scan every catalog's postings)
         parts = (f"SELECT p.chunk_id, {_part('q.w')} AS part "
                  f"FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w) "
-                 "JOIN catalog_termposting p ON p.term_id = q.term_id")
+                 "CROSS JOIN LATERAL (SELECT chunk_id, tf, dl FROM catalog_termposting t WHERE t.term_id = q.term_id "
+                 "OFFSET 0) p")
     else:
         ranges = []
         for i, term in enumerate(terms):
