@@ -357,9 +357,10 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
         if len(rows) < limit and len(rows) < catalog.chunk_count:
             # The scan stopped short (hnsw.max_scan_tuples: every catalog shares the
             # index, so a small catalog's rows may lie beyond what it visits): rank the
-            # catalog's chunks exactly instead, by its catalog_id index, never the HNSW one.
-            cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
-            cursor.execute(sql, params)
+            # catalog's chunks exactly instead. "+ 0" is an order the HNSW index cannot
+            # serve, whatever the planner's settings: the catalog's rows are sorted.
+            cursor.execute(sql.replace("ORDER BY embedding <=> %(vector)s::vector",
+                                       "ORDER BY (embedding <=> %(vector)s::vector) + 0"), params)
             rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 
