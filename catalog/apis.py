@@ -14,13 +14,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.errors import DomainError
+from api.fields import StrictCharField
+from api.schema import errors
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
-from config.api_errors import DomainError
-from config.api_schema import errors
-from config.fields import StrictCharField
 from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from retrieval.models import Agent
 

@@ -1,8 +1,7 @@
-"""One JSON error shape for the whole API: {"error": {"code", "message", "details"}}.
-
-DRF's exception handler shapes what views raise; what no view handled (a bug, the
-database down, an unmatched URL, a layer outside DRF) is noted here and answered by
-config.middleware.ApiErrorMiddleware, the outermost layer."""
+"""What no view handled (a bug, the database down, an unmatched URL, a layer outside
+DRF), noted here and answered by config.middleware.ApiErrorMiddleware, the outermost
+layer, in the one JSON error shape (api.errors, where DRF's exception handler shapes
+what views raise)."""
 
 from __future__ import annotations
 
@@ -13,59 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
-from rest_framework import exceptions
-from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
+from api.errors import error_body
 from config.log_filters import NOTED
 
 logger = logging.getLogger(__name__)
-
-_CODES = {
-    exceptions.ParseError: "malformed_request",
-    exceptions.ValidationError: "invalid_input",
-    exceptions.AuthenticationFailed: "unauthenticated",
-    exceptions.NotAuthenticated: "unauthenticated",
-    exceptions.PermissionDenied: "forbidden",
-    exceptions.NotFound: "not_found",
-    exceptions.MethodNotAllowed: "method_not_allowed",
-    exceptions.UnsupportedMediaType: "unsupported_media_type",
-    exceptions.NotAcceptable: "not_acceptable",
-    exceptions.Throttled: "rate_limited",
-}
-
-
-class DomainError(exceptions.APIException):
-    """A caller error raised by a service, with its own code and status."""
-
-    def __init__(self, message: str, *, code: str, status_code: int = 400, details: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.status_code = status_code
-        self.error_code = code
-        self.details = details or {}
-
-
-def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
-
-
-def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound(str(exc) or "Not found.")
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        return None  # not a caller's error: note_uncaught() and ApiErrorMiddleware answer it
-    if isinstance(exc, DomainError):
-        body = error_body(exc.error_code, str(exc.detail), exc.details)
-    elif isinstance(exc, exceptions.ValidationError):
-        body = error_body("invalid_input", "The request is not valid; see details.", {"fields": exc.detail})
-    else:
-        code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
-        body = error_body(code, str(getattr(exc, "detail", exc)))
-    return Response(body, status=response.status_code, headers={
-        k: v for k, v in response.items() if k in ("WWW-Authenticate", "Allow", "Retry-After")
-    })
 
 
 def json_error(code: str, message: str, status_code: int, details: dict[str, Any] | None = None) -> JsonResponse:

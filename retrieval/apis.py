@@ -11,11 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.errors import DomainError
+from api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
+from api.schema import errors
 from catalog.embedder import embedder_status
 from catalog.models import Catalog
-from config.api_errors import DomainError
-from config.api_schema import errors
-from config.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from retrieval.models import Agent
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search

@@ -23,9 +23,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.fields import StrictCharField, StrictRegexField, StrictSlugField
+from api.schema import errors
 from catalog.models import ReferenceSource
-from config.api_schema import errors
-from config.fields import StrictCharField, StrictRegexField, StrictSlugField
 from retrieval import enrichment
 from retrieval.auth import RequestUser, request_user
 from retrieval.formatting import CONTENT_KINDS

@@ -20,11 +20,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils.crypto import salted_hmac
 
+from api.errors import DomainError
 from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import Catalog, Document, ReferenceSource
 from catalog.services import SourceChanged, SourceError, glob_file_read
-from config.api_errors import DomainError
 from retrieval import formatting
 from retrieval.auth import RequestUser, visible_catalogs
 from retrieval.detection import (

@@ -44,9 +44,9 @@ from rest_framework.exceptions import APIException
 from rest_framework.fields import empty
 from rest_framework.utils.encoders import JSONEncoder
 
+from api.errors import exception_handler
+from api.fields import StrictSlugField
 from catalog.embedder import get_embedder
-from config.api_errors import exception_handler
-from config.fields import StrictSlugField
 from retrieval import enrichment
 from retrieval.apis import SearchApi, search_response
 from retrieval.auth import agent_for_token_hash, visible_catalogs
