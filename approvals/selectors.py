@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from catalog.models import ReferenceSource
+from catalog.models import Agent, ReferenceSource
 
 
 class Governed(Protocol):
@@ -25,13 +25,6 @@ class Governed(Protocol):
     def requires_approval(self) -> bool: ...
     @property
     def fingerprint(self) -> str: ...
-
-
-class Requester(Protocol):
-    """An agent asking (retrieval.models.Agent: approvals sits below retrieval)."""
-
-    @property
-    def pk(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -49,12 +42,12 @@ MISSING = InjectionDecision(allowed=False, state="missing",
                             reason="requires approval; no reviewer has approved it for this agent")
 
 
-def injection_decisions(*, agent: Requester | None, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
+def injection_decisions(*, agent: Agent | None, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
     """Decision per source pk for `agent` (an Agent, or None for a signed-in person)."""
     return {source.pk: MISSING if source.requires_approval else NOT_REQUIRED for source in sources}
 
 
-def withheld_sources(*, agent: Requester | None, catalog_ids: Iterable[int]) -> dict[int, InjectionDecision]:
+def withheld_sources(*, agent: Agent | None, catalog_ids: Iterable[int]) -> dict[int, InjectionDecision]:
     """The sources of these catalogs that may not reach `agent` (None: a signed-in
     person), each with the gate's decision: what search leaves out of its SQL before
     ranking. Only sources that require approval are asked about; the decision is

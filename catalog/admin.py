@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.db.models import ForeignKey
 from django.http import HttpRequest
 
-from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
+from catalog.models import Agent, Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
 from catalog.services import upload_put
 
 
@@ -83,3 +83,23 @@ class UploadedFileAdmin(admin.ModelAdmin[UploadedFile]):
     def save_model(self, request: HttpRequest, obj: UploadedFile, form: forms.ModelForm[UploadedFile],
                    change: bool) -> None:
         upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin[Agent]):
+    """Tokens are created with `manage.py create_agent` (shown once); here the scope,
+    the profile and the active flag are edited."""
+
+    list_display = ["name", "token_hint", "strategy", "token_budget", "is_active", "created_at", "last_used_at"]
+    list_filter = ["strategy", "is_active", "is_curator"]
+    filter_horizontal = ["catalogs", "preselected"]
+    readonly_fields = ["token_hint", "created_at", "last_used_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "token_hint", "is_active", "is_curator", "catalogs", "created_at",
+                           "last_used_at"]}),
+        ("Profile", {"fields": ["strategy", "preselected", "token_budget", "default_top_k"]}),
+        ("Detection", {"fields": ["semantic_threshold", "semantic_margin", "max_hints"]}),
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

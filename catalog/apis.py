@@ -17,20 +17,15 @@ from rest_framework.views import APIView
 from api.errors import DomainError
 from api.fields import StrictCharField
 from api.schema import errors
-from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
+from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.reindex import index_run_request
 from catalog.services import SourceError, inline_set, upload_delete, upload_put
-from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
-from retrieval.models import Agent
 
 
 def _require_curator(caller: RequestUser) -> None:
-    if isinstance(caller, Agent):
-        allowed = caller.is_curator
-    else:
-        allowed = caller.is_staff or caller.groups.filter(name="curator").exists()
-    if not allowed:
+    if not is_curator(caller):
         raise PermissionDenied("Reindexing needs a curator token or a curator's session.")
 
 

@@ -9,7 +9,7 @@ class CatalogConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from catalog import signals
+        from catalog import schema, signals  # noqa: F401  schema registers the bearer scheme with drf-spectacular
         from catalog.tasks import ensure_scan_schedule, recover_on_worker_start
 
         signals.connect()

@@ -3,11 +3,14 @@
 demo_load() is idempotent, so `make run` can call it on every start:
   1. create or update the "demo" catalog, its tags and one glob source per sources.json entry
   2. index each source whose files changed since it was last indexed (by fingerprint),
-     each as an IndexRun under the source's lock, then embed the sources' detection profiles
+     each as an IndexRun under the source's lock
   3. create the superuser "admin" with a random password unless that user exists, or
      replace the fixed password earlier versions gave it (the password is returned to
      be shown once; only its hash is stored)
   4. issue a fresh token for the agent "demo-agent", scoped to the demo catalog
+
+Catalog content only: `manage.py load_demo` (retrieval) then embeds the sources'
+detection profiles, so the first enrich request does not pay for them.
 """
 
 from __future__ import annotations
@@ -21,13 +24,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from catalog.agents import agent_token_rotate
 from catalog.embedder import get_embedder
-from catalog.models import Catalog, IndexRun, ReferenceSource, Tag
+from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.reindex import source_index_now
 from catalog.services import Progress, SourceError, source_collect, source_roots
-from retrieval.detection import catalog_index
-from retrieval.models import Agent, hash_token, new_token
-from retrieval.tagmatch import tag_key
+from catalog.tags import tags_ensure
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_CATALOG = {"slug": "demo", "name": "Engineering handbook",
@@ -62,9 +64,8 @@ def demo_load(*, sources_file: Path = DEMO_DIR / "sources.json", progress: Progr
                 raise SourceError(f"demo source {source.slug}: run {run.pk} {run.status}: {run.error}")
             report.indexed[source.slug] = run
     catalog.refresh_from_db()
-    catalog_index(catalog)  # embed the sources' profiles now, not in the first enrich request
     report.admin_password = demo_admin_ensure()
-    report.token = agent_token_rotate(name=AGENT_NAME, catalogs=[catalog])
+    _, report.token = agent_token_rotate(name=AGENT_NAME, catalogs=[catalog], is_active=True)
     return report
 
 
@@ -74,15 +75,6 @@ def demo_catalog_upsert() -> Catalog:
     catalog.full_clean()
     catalog.save()
     return catalog
-
-
-def tags_ensure(*, names: list[str]) -> list[Tag]:
-    """One Tag per distinct key; an existing tag keeps the spelling it was created with."""
-    tags = {}
-    for name in names:
-        tag, _ = Tag.objects.get_or_create(key=tag_key(name), defaults={"name": name.strip()})
-        tags[tag.key] = tag
-    return list(tags.values())
 
 
 def _demo_location(location: str) -> str:
@@ -135,16 +127,3 @@ def demo_admin_ensure() -> str | None:
         admin.save(update_fields=["password"])
         return password
     return None
-
-
-@transaction.atomic
-def agent_token_rotate(*, name: str, catalogs: list[Catalog]) -> str:
-    """Issue a new token for agent `name` (created if missing), scoped to `catalogs`.
-    Only the hash is stored, so the token can be shown once and never again."""
-    token = new_token()
-    agent = Agent.objects.select_for_update().filter(name=name).first() or Agent(name=name)
-    agent.token_hash, agent.token_hint, agent.is_active = hash_token(token), token[:8], True
-    agent.full_clean()
-    agent.save()
-    agent.catalogs.set(catalogs)
-    return token

@@ -1,4 +1,5 @@
-"""Catalogs of reference sources, their documents, chunks, embeddings and postings."""
+"""Catalogs of reference sources, their documents, chunks, embeddings and postings, and
+the agents that read them (which catalogs each may read, and its profile)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
 from catalog.embedder import DEFAULT_MODEL_ID, DIMENSIONS
-from retrieval.tagmatch import tag_key  # the one definition of a tag's identity (pure)
+from catalog.tag_keys import tag_key
 
 
 class Catalog(models.Model):
@@ -307,3 +308,61 @@ class IndexRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.source_id} ({self.status})"
+
+
+class Agent(models.Model):
+    """An API caller and its profile (seed 003): which catalogs it may read, which
+    references it starts with, how they reach it (preloaded into its instructions or
+    searched with rag_search), and the thresholds detection uses for it.
+
+    It lives on the ground floor because every layer asks who may read what: the
+    catalog's curator API, the approvals gate and every retrieval path. Its table keeps
+    the name it had when it lived in retrieval (catalog migration 0010)."""
+
+    class Strategy(models.TextChoices):
+        PRELOAD = "preload", "preload (content in the startup instructions, within the budget)"
+        RAG = "rag", "rag (startup instructions list references; content via rag_search)"
+
+    name = models.CharField(max_length=100, unique=True)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    token_hint = models.CharField(max_length=12, editable=False, help_text="First characters, to tell tokens apart.")
+    catalogs = models.ManyToManyField(Catalog, related_name="agents", blank=True)
+    is_active = models.BooleanField(default=True)
+    is_curator = models.BooleanField(default=False, help_text="May trigger reindexing of its catalogs.")
+    strategy = models.CharField(max_length=8, choices=Strategy.choices, default=Strategy.PRELOAD)
+    preselected = models.ManyToManyField(
+        ReferenceSource, related_name="preselected_by", blank=True,
+        help_text="References pinned for this agent, beside those whose mode is preselected.",
+    )
+    token_budget = models.PositiveIntegerField(
+        default=12_000, validators=[MinValueValidator(100), MaxValueValidator(1_000_000)],
+        help_text="Tokens the startup instructions may use.",
+    )
+    default_top_k = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Results per rag_search call when the caller gives no top_k.",
+    )
+    semantic_threshold = models.FloatField(
+        default=0.30, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Lowest cosine similarity between a text and a source's profile for a semantic hint.",
+    )
+    semantic_margin = models.FloatField(
+        default=0.10, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="A semantic hint must also score within this much of the best semantic match.",
+    )
+    max_hints = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(50)],
+        help_text="Most references hinted per enriched text.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "retrieval_agent"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    # DRF's IsAuthenticated asks the request's user this.
+    is_authenticated = True

@@ -152,7 +152,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("LECTERN_MAX_BODY_BYTES", 1_048_576, minim
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "retrieval.auth.AgentTokenAuthentication",
+        "catalog.auth.AgentTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

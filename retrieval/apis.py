@@ -14,10 +14,9 @@ from rest_framework.views import APIView
 from api.errors import DomainError
 from api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
 from api.schema import errors
+from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from catalog.embedder import embedder_status
-from catalog.models import Catalog
-from retrieval.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
-from retrieval.models import Agent
+from catalog.models import Agent, Catalog
 from retrieval.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
 
 # top_k when a person's session searches without one (an agent gets its default_top_k).

@@ -25,15 +25,16 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from approvals.selectors import Requester, injection_decisions
+from approvals.selectors import injection_decisions
 from catalog.analysis import STOP_WORDS
 from catalog.embedder import Embedder, get_embedder, word_prefix
-from catalog.models import Catalog, Document, ReferenceSource
+from catalog.models import Agent, Catalog, Document, ReferenceSource
 from catalog.services import SourceError, embed_texts, glob_listing, root_and_pattern, source_roots, text_sha256
+from catalog.tag_keys import tag_key
 from retrieval.formatting import CONTENT_KINDS
 from retrieval.mentions import EXTRACTION_RULES, content_ids, markdown_links
 from retrieval.models import SourceMentions, SourceProfile
-from retrieval.tagmatch import TagMatcher, tag_key
+from retrieval.tagmatch import TagMatcher
 
 log = logging.getLogger(__name__)
 
@@ -384,7 +385,7 @@ def _own_id(index: CatalogIndex, ident: str) -> str:
     return slug if catalog in ("", index.slug) else ""
 
 
-def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Requester | None,
+def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Agent | None,
              max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
     """Breadth-first over id mentions and markdown links in the roots' content, at
     most `max_depth` hops. Returns every source reached (roots excluded), each with

@@ -25,11 +25,11 @@ from rest_framework.views import APIView
 
 from api.fields import StrictCharField, StrictRegexField, StrictSlugField
 from api.schema import errors
-from catalog.models import ReferenceSource
+from catalog.auth import RequestUser, request_user
+from catalog.models import Agent, ReferenceSource
 from retrieval import enrichment
-from retrieval.auth import RequestUser, request_user
 from retrieval.formatting import CONTENT_KINDS
-from retrieval.models import Agent, Trace
+from retrieval.models import Trace
 
 VIAS = ["mention", "tag", "semantic", "path", "link"]
 INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."

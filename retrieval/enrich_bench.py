@@ -23,10 +23,11 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from catalog.demo_loader import agent_token_rotate, tags_ensure
+from catalog.agents import agent_token_rotate
 from catalog.embedder import get_embedder
 from catalog.models import Catalog, ReferenceSource
 from catalog.services import source_index
+from catalog.tags import tags_ensure
 from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
 from retrieval.detection import catalog_index, content_words
 from retrieval.models import Trace
@@ -173,7 +174,7 @@ def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, to
     machine is shared and noisy), every figure the median over rounds. Each head
     length comes with the semantic recall it buys."""
     catalog = enrich_catalog_ensure(sources=sources, dataset=dataset, log=log)
-    token = agent_token_rotate(name=AGENT, catalogs=[catalog])
+    _, token = agent_token_rotate(name=AGENT, catalogs=[catalog], is_active=True)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     started = time.perf_counter()

@@ -22,11 +22,12 @@ from django.utils.crypto import salted_hmac
 
 from api.errors import DomainError
 from approvals.selectors import InjectionDecision, injection_decisions
+from catalog.auth import RequestUser, visible_catalogs
 from catalog.embedder import embedder_status, get_embedder
-from catalog.models import Catalog, Document, ReferenceSource
+from catalog.models import Agent, Catalog, Document, ReferenceSource
 from catalog.services import SourceChanged, SourceError, glob_file_read
+from catalog.tag_keys import tag_key
 from retrieval import formatting
-from retrieval.auth import RequestUser, visible_catalogs
 from retrieval.detection import (
     CatalogIndex,
     Parent,
@@ -39,8 +40,7 @@ from retrieval.detection import (
     source_files,
 )
 from retrieval.mentions import at_mentions, path_candidates
-from retrieval.models import Agent, Selection, Trace
-from retrieval.tagmatch import tag_key
+from retrieval.models import Selection, Trace
 
 SURFACES = Trace.Surface.values
 

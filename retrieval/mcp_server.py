@@ -40,16 +40,18 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from rest_framework import serializers
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, AuthenticationFailed
 from rest_framework.fields import empty
 from rest_framework.utils.encoders import JSONEncoder
 
 from api.errors import exception_handler
 from api.fields import StrictSlugField
+from catalog.agents import hash_token
+from catalog.auth import agent_for_token_hash, visible_catalogs
 from catalog.embedder import get_embedder
+from catalog.models import Agent
 from retrieval import enrichment
 from retrieval.apis import SearchApi, search_response
-from retrieval.auth import agent_for_token_hash, visible_catalogs
 from retrieval.enrich_apis import (
     EnrichApi,
     ReferenceFileApi,
@@ -60,7 +62,6 @@ from retrieval.enrich_apis import (
     reference_file_response,
     references_response,
 )
-from retrieval.models import Agent, hash_token
 
 logger = logging.getLogger(__name__)
 
@@ -92,10 +93,10 @@ def read_token(token_file: str | None) -> str:
 
 
 def authenticate(token: str) -> Agent:
-    agent = Agent.objects.filter(token_hash=hash_token(token), is_active=True).first()
-    if agent is None:
-        raise StartupError("the agent token is unknown or revoked")
-    return agent
+    try:
+        return agent_for_token_hash(hash_token(token))
+    except AuthenticationFailed:
+        raise StartupError("the agent token is unknown or revoked") from None
 
 
 @contextmanager

@@ -1,26 +1,18 @@
-"""OpenAPI extensions (drf-spectacular): agent bearer tokens, and the rules that
-request validation enforces across fields, so a request the schema calls valid is one
-the API accepts."""
+"""OpenAPI extensions (drf-spectacular): the rules that request validation enforces
+across fields, so a request the schema calls valid is one the API accepts (the agent
+bearer scheme is described in catalog.schema)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension
 
 from retrieval.enrich_apis import ReferenceSelectApi
 
 if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
     from drf_spectacular.utils import Direction
-
-
-class AgentTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "retrieval.auth.AgentTokenAuthentication"
-    name = "agentToken"
-
-    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
-        return {"type": "http", "scheme": "bearer", "description": "An agent token from manage.py create_agent."}
 
 
 class SelectReferencesRequest(OpenApiSerializerExtension):

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection, transaction
 
-from approvals.selectors import InjectionDecision, Requester, withheld_sources
+from approvals.selectors import InjectionDecision, withheld_sources
 from catalog import analysis
 from catalog.embedder import embedder_status, get_embedder, vector_literal
-from catalog.models import Catalog
+from catalog.models import Agent, Catalog
 from retrieval import bm25, fusion
 
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
@@ -420,7 +420,7 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
 
 
 def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
-                 agent: Requester | None = None) -> SearchResult:
+                 agent: Agent | None = None) -> SearchResult:
     """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
     see the module docstring for the steps."""
     started = time.perf_counter()

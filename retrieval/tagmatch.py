@@ -22,7 +22,7 @@ Tags may hold other characters (`c++`, `node.js`, `.net`, `c#`, `ci/cd`): they m
 literally, under the same guards. Case is folded with str.lower() on both sides (the
 text through `fold`, which keeps every character at its offset).
 
-A tag's identity is its key (`tag_key`): several spellings of one key are one tag. For
+A tag's identity is its key (`catalog.tag_keys.tag_key`): several spellings of one key are one tag. For
 each key that occurs, a search reports one hit, its first occurrence; overlapping tags
 are each reported ("circuit breaker" is a hit for "circuit breaker" and for "breaker").
 
@@ -47,7 +47,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress
 
-_TAG_SEPARATORS = re.compile(r"[\s_\-]+")
+from catalog.tag_keys import tag_key
+
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: a word of a tag, a token of a text
 _SPLIT_WORDS = re.compile(r"([^\W_]+)").split
 _SPLIT_ASCII_WORDS = re.compile(r"([a-z0-9]+)").split  # the same on lowercased ASCII text, faster
@@ -59,11 +60,6 @@ _GUARD_AFTER = r"(?![\w/-])(?!\.[\w/])"
 _COMPLETE, _EXTENDS = 1, 2  # flags of an n-gram: a key; a proper prefix of a longer key
 
 TagPattern = tuple[str, str, re.Pattern[str]]  # (tag as curated, key, regex)
-
-
-def tag_key(name: str) -> str:
-    """Case and separator-insensitive identity: 'Circuit Breaker' == 'circuit_breaker'."""
-    return _TAG_SEPARATORS.sub("-", name.strip().lower()).strip("-")
 
 
 def fold(text: str) -> str:

@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from catalog.auth import visible_catalogs
 from catalog.embedder import embedder_status
-from retrieval.auth import visible_catalogs
 from retrieval.forms import SearchForm
 from retrieval.selectors import SearchOptions, SearchUnavailable, chunk_search
 

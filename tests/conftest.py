@@ -9,8 +9,7 @@ import pytest
 
 from catalog.models import Catalog
 from catalog.services import DocumentInput
-from retrieval.models import Agent, hash_token, new_token
-from tests.factories import import_documents
+from tests.factories import agent_with_token, import_documents
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
@@ -47,9 +46,7 @@ def agent_token(db):
     """make(name, catalogs) -> bearer token of a new agent scoped to those catalogs."""
 
     def make(name: str, catalogs: list[Catalog]) -> str:
-        token = new_token()
-        agent = Agent.objects.create(name=name, token_hash=hash_token(token), token_hint=token[:8])
-        agent.catalogs.set(catalogs)
+        _, token = agent_with_token(name=name, catalogs=catalogs)
         return token
 
     return make
@@ -58,17 +55,21 @@ def agent_token(db):
 @pytest.fixture(scope="module")
 def demo(django_db_setup, django_db_blocker):
     """The shipped demo catalog (13 references) with the demo agent's token, loaded
-    once per module inside a transaction rolled back when the module is done; each
-    test runs in a savepoint inside it, so tests still cannot see each other."""
+    once per module inside a transaction rolled back when the module is done, its
+    detection profiles embedded as `manage.py load_demo` does; each test runs in a
+    savepoint inside it, so tests still cannot see each other."""
     from django.db import transaction
 
     from catalog.demo_loader import demo_load
+    from retrieval.detection import catalog_index
 
     with django_db_blocker.unblock():
         outer = transaction.atomic()
         outer.__enter__()
         try:
-            yield demo_load()
+            report = demo_load()
+            catalog_index(report.catalog)
+            yield report
         finally:
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)

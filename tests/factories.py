@@ -1,8 +1,13 @@
-"""Builders shared by the tests: catalog content written through the product's own write path."""
+"""Builders shared by the tests: catalog content and agents written through the product's
+own services (the write path, catalog.agents)."""
 
 from __future__ import annotations
 
-from catalog.models import Catalog, IndexRun, ReferenceSource
+from collections.abc import Iterable
+from typing import Any
+
+from catalog.agents import HINT_CHARS, agent_create, hash_token
+from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.reindex import source_import
 from catalog.services import DocumentInput
 
@@ -12,3 +17,15 @@ def import_documents(*, catalog: Catalog, slug: str, documents: list[DocumentInp
     run = source_import(catalog=catalog, slug=slug, documents=documents, trigger=IndexRun.Trigger.COMMAND)
     assert run.status == IndexRun.Status.SUCCEEDED, run.error
     return run.source
+
+
+def agent_with_token(*, name: str, catalogs: Iterable[Catalog] = (), token: str | None = None,
+                     **profile: Any) -> tuple[Agent, str]:
+    """An agent made by catalog.agents.agent_create, and its token. `token`: the one it
+    must hold instead, for a test that hands a token to a server before the agent exists."""
+    agent, issued = agent_create(name=name, catalogs=catalogs, **profile)
+    if token is None:
+        return agent, issued
+    Agent.objects.filter(pk=agent.pk).update(token_hash=hash_token(token), token_hint=token[:HINT_CHARS])
+    agent.refresh_from_db()
+    return agent, token

@@ -24,11 +24,11 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.openapi.checks import RejectedPositiveData
 from werkzeug.test import Client
 
-from catalog.models import ReferenceSource
+from catalog.agents import new_token
+from catalog.models import Agent, ReferenceSource
 from catalog.reindex import index_run_execute
 from catalog.services import DocumentInput
-from retrieval.models import Agent, hash_token, new_token
-from tests.factories import import_documents
+from tests.factories import agent_with_token, import_documents
 
 READER_TOKEN, CURATOR_TOKEN = new_token(), new_token()
 CURATOR_OPERATIONS = ["reindex_catalog", "set_inline_content", "put_upload_file", "delete_upload_file"]
@@ -107,9 +107,7 @@ def world(demo, django_db_blocker):
             DocumentInput("q1", "Refunds", "Refunds are paid within five days.", 34)])
         for name, token, curator in (("contract-reader", READER_TOKEN, False),
                                      ("contract-curator", CURATOR_TOKEN, True)):
-            agent = Agent.objects.create(name=name, token_hash=hash_token(token), token_hint=token[:8],
-                                         is_curator=curator)
-            agent.catalogs.set([catalog])
+            agent_with_token(name=name, catalogs=[catalog], token=token, is_curator=curator)
     return demo
 
 

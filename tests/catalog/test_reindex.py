@@ -26,9 +26,9 @@ from catalog.reindex import (
 )
 from catalog.services import source_index
 from catalog.tasks import SCAN_SCHEDULE
-from retrieval.models import Agent, hash_token, new_token
 from retrieval.selectors import bm25_search
 from tests.catalog.checks import term_postings_mismatches
+from tests.factories import agent_with_token
 
 WORDS = ("retry backoff jitter circuit breaker cache ttl invalidate token secret rotate log json metric "
          "trace span queue worker lock lease shard replica index vector search rank fusion chunk "
@@ -248,9 +248,7 @@ def test_the_scan_schedule_follows_the_setting(db):
 
 
 def token_for(name: str, catalogs: list[Catalog], *, curator: bool) -> str:
-    token = new_token()
-    agent = Agent.objects.create(name=name, token_hash=hash_token(token), token_hint=token[:8], is_curator=curator)
-    agent.catalogs.set(catalogs)
+    _, token = agent_with_token(name=name, catalogs=catalogs, is_curator=curator)
     return token
 
 

@@ -54,10 +54,10 @@ from catalog.services import (
     text_sha256,
     uploads_replace,
 )
-from retrieval.models import Agent, hash_token
 from retrieval.selectors import SearchOptions, bm25_search, chunk_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.config.servers import child_env
+from tests.factories import agent_with_token
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 FIRST = "firstgen"  # in every first-generation chunk (its document's title is the heading)
@@ -670,8 +670,7 @@ def test_an_edit_during_a_run_is_indexed_by_the_run_the_api_hands_back(tree, chi
     source = first.source
     uploads_replace(source=source, documents=documents)  # three more for a worker to index
     barrier.hold(catalog, documents[3:])
-    curator = Agent.objects.create(name="curator", token_hash=hash_token("lct_edit"), is_curator=True)
-    curator.catalogs.set([catalog])
+    agent_with_token(name="curator", catalogs=[catalog], token="lct_edit", is_curator=True)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION="Bearer lct_edit")
     monkeypatch.setattr(Conf, "SYNC", False)  # the API enqueues for a real worker, as in production

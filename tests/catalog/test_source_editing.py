@@ -6,20 +6,16 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, UploadedFile
+from catalog.models import Agent, Catalog, Chunk, IndexRun, ReferenceSource, UploadedFile
 from catalog.reindex import sources_scan
 from catalog.services import DocumentInput, source_fingerprint
-from retrieval.models import Agent, hash_token, new_token
-from tests.factories import import_documents
+from tests.factories import agent_with_token, import_documents
 
 
 @pytest.fixture
 def curator(db):
     def make(catalog: Catalog, *, is_curator: bool = True) -> APIClient:
-        token = new_token()
-        agent = Agent.objects.create(name=f"agent-{Agent.objects.count()}", token_hash=hash_token(token),
-                                     token_hint=token[:8], is_curator=is_curator)
-        agent.catalogs.set([catalog])
+        _, token = agent_with_token(name=f"agent-{Agent.objects.count()}", catalogs=[catalog], is_curator=is_curator)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         return client

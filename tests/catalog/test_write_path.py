@@ -13,11 +13,11 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from rest_framework.test import APIClient
 
+from catalog.agents import hash_token
 from catalog.analysis import analyze
-from catalog.models import Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermPosting
+from catalog.models import Agent, Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermPosting
 from catalog.services import SourceError, glob_resolve, source_index
 from retrieval import bm25
-from retrieval.models import Agent, hash_token
 from retrieval.selectors import bm25_search
 from tests.catalog.checks import term_postings_mismatches
 

@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 from catalog.models import IndexRun, ReferenceSource, UploadedFile
 from catalog.services import DocumentInput
 from config.parsers import MAX_DEPTH, json_refusal
-from retrieval.models import Agent, Selection, Trace, hash_token, new_token
-from tests.factories import import_documents
+from retrieval.models import Selection, Trace
+from tests.factories import agent_with_token, import_documents
 
 
 @pytest.fixture
@@ -26,10 +26,7 @@ def curator(make_catalog) -> APIClient:
     import_documents(catalog=catalog, slug="faq", documents=[
         DocumentInput("refunds.md", "Refunds", "Refunds are paid within five days.", 34)])
     ReferenceSource.objects.create(catalog=catalog, slug="memo", name="Memo", kind="inline", content="Memo text.")
-    token = new_token()
-    agent = Agent.objects.create(name="kb-curator", token_hash=hash_token(token), token_hint=token[:8],
-                                 is_curator=True)
-    agent.catalogs.set([catalog])
+    _, token = agent_with_token(name="kb-curator", catalogs=[catalog], is_curator=True)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client

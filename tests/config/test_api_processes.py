@@ -36,11 +36,10 @@ from config.api_errors import RETRY_AFTER_S
 BASE_DIR = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
 PROBE_SETUP = """
+from catalog.agents import agent_create
 from catalog.models import Catalog
-from retrieval.models import Agent, hash_token, new_token
 catalog = Catalog.objects.create(slug="probe", name="Probe")
-token = new_token()
-Agent.objects.create(name="probe", token_hash=hash_token(token), token_hint=token[:8]).catalogs.set([catalog])
+_, token = agent_create(name="probe", catalogs=[catalog])
 print(token)
 """
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from catalog.demo_loader import DEMO_DIR
+from catalog.models import Agent
 from retrieval.enrichment import Caller, enrich
-from retrieval.models import Agent
+from tests.factories import agent_with_token
 
 
 @dataclass
@@ -283,8 +284,7 @@ def test_a_reference_found_by_several_passes_keeps_every_reason(make_catalog):
     import_documents(catalog=catalog, slug="cyc-b", documents=[DocumentInput(
         "cyc-b.md", "Exponential backoff", "# Exponential backoff\n\nRetries back off exponentially with jitter, "
         "within the client's retry budget. See @cyc-a.", 120)])
-    agent = Agent.objects.create(name="cycler", token_hash="x" * 64, token_hint="x")
-    agent.catalogs.set([catalog])
+    agent, _ = agent_with_token(name="cycler", catalogs=[catalog])
 
     # when a prompt names one and means both
     result = enrich(caller=Caller.of(agent), text="@cyc-a: what retry budget and exponential backoff should the "

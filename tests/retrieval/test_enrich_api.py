@@ -13,12 +13,13 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.demo_loader import DEMO_DIR, tags_ensure
-from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.demo_loader import DEMO_DIR
+from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.reindex import source_index_now
 from catalog.services import DocumentInput
-from retrieval.models import Agent, Selection, Trace, hash_token, new_token
-from tests.factories import import_documents
+from catalog.tags import tags_ensure
+from retrieval.models import Selection, Trace
+from tests.factories import agent_with_token, import_documents
 
 pytestmark = pytest.mark.django_db
 
@@ -40,8 +41,7 @@ def outsider(demo):
     other = Catalog.objects.create(slug="other", name="Other")
     import_documents(catalog=other, slug="circuit-breaker", documents=[
         DocumentInput("cb.md", "Breakers elsewhere", "A different catalog's circuit breaker notes.", 44)])
-    token = new_token()
-    agent = Agent.objects.create(name="outsider", token_hash=hash_token(token), token_hint=token[:8])
+    agent, token = agent_with_token(name="outsider")
     agent.catalogs.set([other])
     return client_for(token)
 
@@ -54,8 +54,7 @@ def both(demo):
     source = import_documents(catalog=other, slug="caching", documents=[
         DocumentInput("caching.md", "Caching elsewhere", "Another catalog's notes on caching with redis.", 46)])
     source.tags.add(*tags_ensure(names=["redis"]))
-    token = new_token()
-    agent = Agent.objects.create(name="both", token_hash=hash_token(token), token_hint=token[:8])
+    agent, token = agent_with_token(name="both")
     agent.catalogs.set([Catalog.objects.get(slug="demo"), other])
     return client_for(token)
 
@@ -138,8 +137,7 @@ def test_a_tool_result_without_words_skips_only_the_semantic_pass(agent):
 
 
 def test_candidates_beyond_max_hints_are_recorded_as_cut_and_not_gated(demo):
-    token = new_token()
-    narrow = Agent.objects.create(name="narrow", token_hash=hash_token(token), token_hint=token[:8], max_hints=2)
+    narrow, token = agent_with_token(name="narrow", max_hints=2)
     narrow.catalogs.set(Catalog.objects.filter(slug="demo"))
 
     body = client_for(token).post("/api/v1/enrich", {
@@ -506,7 +504,7 @@ def test_create_agent_sets_the_profile(demo):
 
 
 def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
-    from catalog.demo_loader import tags_ensure
+    from catalog.tags import tags_ensure
     from retrieval.detection import catalog_index
 
     catalog = Catalog.objects.get(slug="demo")

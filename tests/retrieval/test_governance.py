@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.models import Catalog, Chunk, ReferenceSource
+from catalog.models import Agent, Catalog, Chunk, ReferenceSource
 from catalog.services import DocumentInput
-from retrieval.models import Agent, Trace
+from retrieval.models import Trace
 from tests.factories import import_documents
 
 pytestmark = pytest.mark.django_db

@@ -27,11 +27,12 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
-from catalog.models import ReferenceSource
+from catalog.agents import hash_token, new_token
+from catalog.models import Agent, ReferenceSource
 from catalog.services import DocumentInput
-from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+from retrieval.models import Selection, Trace
 from tests.config.servers import child_env
-from tests.factories import import_documents
+from tests.factories import agent_with_token, import_documents
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TOKEN = new_token()
@@ -105,8 +106,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture
 def agent(indexed_catalog) -> Agent:
-    agent = Agent.objects.create(name="mcp-agent", token_hash=hash_token(TOKEN), token_hint=TOKEN[:8])
-    agent.catalogs.set([indexed_catalog])
+    agent, _ = agent_with_token(name="mcp-agent", catalogs=[indexed_catalog], token=TOKEN)
     return agent
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.models import new_token
+from catalog.agents import new_token
 from tests.config.servers import child_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]

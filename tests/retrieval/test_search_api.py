@@ -14,11 +14,10 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from catalog.models import Catalog, Chunk, Document, Term
+from catalog.models import Agent, Catalog, Chunk, Document, Term
 from catalog.services import DocumentInput
 from retrieval import fusion
-from retrieval.models import Agent, hash_token, new_token
-from tests.factories import import_documents
+from tests.factories import agent_with_token, import_documents
 
 URL = "/api/v1/search"
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
@@ -324,8 +323,7 @@ def test_bad_token_is_401_and_changes_nothing(client, ops_token, header):
 
 
 def test_revoked_token_is_401_and_changes_nothing(client, indexed_catalog):
-    token = new_token()
-    agent = Agent.objects.create(name="revoked", token_hash=hash_token(token), token_hint=token[:8], is_active=False)
+    agent, token = agent_with_token(name="revoked", is_active=False)
     agent.catalogs.set([indexed_catalog])
     before = index_state(), agents_state()
 

@@ -16,10 +16,11 @@ from django.utils import timezone
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
-from catalog.models import ReferenceSource
-from retrieval.models import Agent, Selection, Trace, hash_token, new_token
+from catalog.models import Agent, ReferenceSource
+from retrieval.models import Selection, Trace
 from retrieval.services import trace_retention_cutoff, traces_purge
 from retrieval.tasks import PURGE_SCHEDULE, ensure_purge_schedule, purge_traces
+from tests.factories import agent_with_token
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def test_a_trace_just_outside_the_window_goes_and_one_just_inside_stays(settings
 
 
 def test_the_purge_goes_batch_by_batch_and_selections_keep_their_grant(indexed_catalog):
-    agent = Agent.objects.create(name="granted", token_hash=hash_token(new_token()))
+    agent, _ = agent_with_token(name="granted")
     old = [trace_made_at(NOW - timedelta(days=40, minutes=i), f"old {i}", agent) for i in range(5)]
     source = ReferenceSource.objects.get(catalog=indexed_catalog)
     selection = Selection.objects.create(agent=agent, source=source, via="mention", trace=old[0])

@@ -7,12 +7,13 @@ import pytest
 from django.db import connection
 
 from retrieval.enrichment import insert_trace
-from retrieval.models import Agent, Trace, hash_token, new_token
+from retrieval.models import Trace
+from tests.factories import agent_with_token
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_trace_stored_in_one_statement_reads_back_whole():
-    agent = Agent.objects.create(name="tracer", token_hash=hash_token(new_token()))
+    agent, _ = agent_with_token(name="tracer")
     trace = Trace(agent=agent, caller="tracer", surface="tool_result", text="ünïcode 'quotes' %s {}",
                   steps=[{"pass": "tag", "ms": 0.5, "tags": {"circuit breaker": ["demo/circuit-breaker"]}}],
                   hints=[{"source_id": "circuit-breaker", "score": None}], degraded="lexical-only", took_ms=1.25)

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from catalog.demo_loader import agent_token_rotate
+from catalog.agents import agent_token_rotate
 from catalog.models import Catalog
 from config.connections_bench import Server, ServerFailed, backends, search_load, wait_until
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         found = Catalog.objects.filter(slug=catalog).first()
         if found is None:
             raise CommandError(f"no catalog {catalog!r} (make demo loads 'demo')")
-        token = agent_token_rotate(name=AGENT, catalogs=[found])
+        _, token = agent_token_rotate(name=AGENT, catalogs=[found], is_active=True)
         running = Server(server, env={"DEBUG": "1"} if "runserver" in server else {})
         try:
             running.start()

@@ -1,4 +1,6 @@
-"""Bearer-token authentication for agents, and catalog scoping for every caller."""
+"""Who may read what: bearer-token authentication for agents, catalog scoping for every
+caller, and the curator rule. Every layer asks these: the catalog's curator API, the
+search and enrichment APIs, the MCP server and the dashboard."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from catalog.models import Catalog
-from retrieval.models import Agent, hash_token
+from catalog.agents import hash_token
+from catalog.models import Agent, Catalog
 
 # request.user: an agent (by its bearer token) or a person (by session), anonymous on
 # pages that do not require sign-in.
@@ -65,11 +67,22 @@ def _touch(agent: Agent) -> None:
         Agent.objects.filter(pk=agent.pk).update(last_used_at=now)
 
 
+CURATOR_GROUP = "curator"
+
+
+def is_curator(caller: RequestUser) -> bool:
+    """An agent marked curator (it may reindex its catalogs), or a person who is staff
+    or in the curator group (who may also see every catalog)."""
+    if isinstance(caller, Agent):
+        return caller.is_curator
+    return caller.is_staff or caller.groups.filter(name=CURATOR_GROUP).exists()
+
+
 def visible_catalogs(caller: RequestUser) -> QuerySet[Catalog]:
     """Catalogs an agent is scoped to; staff and curators see every catalog."""
     if isinstance(caller, Agent):
         return Catalog.objects.filter(agents=caller)
-    if caller.is_staff or caller.groups.filter(name="curator").exists():
+    if is_curator(caller):
         return Catalog.objects.all()
     return Catalog.objects.none()
 
@@ -81,3 +94,4 @@ def get_catalog_for_caller(caller: RequestUser, slug: str) -> Catalog:
     if catalog is None:
         raise Http404(f"No catalog {slug!r}.")
     return catalog
+

@@ -6,6 +6,7 @@ from catalog.demo_loader import ADMIN_USERNAME, AGENT_NAME, demo_load
 from catalog.models import ReferenceSource
 from catalog.progress import ProgressBar, command_logging
 from catalog.services import SourceError
+from retrieval.detection import catalog_index
 
 CURL = ("curl -s -X POST http://127.0.0.1:8000/api/v1/search -H \"Authorization: Bearer $TOKEN\" "
         "-H 'Content-Type: application/json' "
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         finally:
             progress.close()
         catalog = report.catalog
+        catalog_index(catalog)  # embed the sources' detection profiles now, not in the first enrich request
         self.stdout.write(f"Catalog {catalog.slug} ({catalog.name}): {catalog.sources.count()} sources, "
                           f"{catalog.chunk_count} chunks")
         for slug, run in report.indexed.items():

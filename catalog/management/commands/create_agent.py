@@ -2,10 +2,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-from catalog.models import Catalog, ReferenceSource
-from retrieval.models import Agent, hash_token, new_token
+from catalog.agents import agent_token_rotate
+from catalog.models import Agent, Catalog, ReferenceSource
 
 
 class Command(BaseCommand):
@@ -31,25 +30,16 @@ class Command(BaseCommand):
         if not slugs or missing:
             raise CommandError(f"unknown catalogs: {', '.join(missing) or '(none given)'}")
         preselected = [_reference(ident.strip(), found) for ident in preselect.split(",") if ident.strip()]
-        existing = Agent.objects.filter(name=name).first()
+        existing = Agent.objects.filter(name=name).exists()
         if existing and not rotate:
             raise CommandError(f"agent {name!r} exists; pass --rotate to issue a new token")
-        token = new_token()
-        agent = existing or Agent(name=name)
-        agent.token_hash, agent.token_hint = hash_token(token), token[:8]
-        agent.is_curator = curator
-        for field, value in (("strategy", strategy), ("token_budget", budget), ("default_top_k", top_k)):
-            if value is not None:
-                setattr(agent, field, value)
-        try:
-            agent.full_clean(exclude=["token_hash", "token_hint"])
+        given = {field: value for field, value in (("strategy", strategy), ("token_budget", budget),
+                                                   ("default_top_k", top_k)) if value is not None}
+        try:  # an existing agent keeps its pinned references unless --preselect names others
+            _, token = agent_token_rotate(name=name, catalogs=found, is_curator=curator, **given,
+                                          preselected=preselected if preselect or not existing else None)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
-        with transaction.atomic():
-            agent.save()
-            agent.catalogs.set(found)
-            if preselect or not existing:
-                agent.preselected.set(preselected)
         self.stdout.write(token)
 
 
