@@ -59,11 +59,12 @@ chromium:
 test: setup chromium
 	$(VENV)/bin/pytest
 
-# The OpenAPI check builds the schema without a database: the URL only keeps settings
-# from starting the embedded Postgres.
+# lint-imports checks the layers contract in pyproject.toml. The OpenAPI check builds the
+# schema without a database: the URL only keeps settings from starting the embedded Postgres.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	DATABASE_URL=postgres://schema-check.invalid/none $(MANAGE) spectacular --validate --fail-on-warn --file /dev/null
 
 NFCORPUS ?= ../shared/datasets/nfcorpus
