@@ -6,7 +6,7 @@ from django.db.models import ForeignKey
 from django.http import HttpRequest
 
 from catalog.models import Agent, Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
-from catalog.services import upload_put
+from catalog.sources.editing import upload_put
 
 
 @admin.register(Catalog)

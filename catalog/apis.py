@@ -18,10 +18,11 @@ from api.errors import DomainError
 from api.fields import StrictCharField
 from api.schema import errors
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
+from catalog.indexing.runs import index_run_request
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
-from catalog.paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
-from catalog.reindex import index_run_request
-from catalog.services import SourceError, inline_set, upload_delete, upload_put
+from catalog.sources.editing import inline_set, upload_delete, upload_put
+from catalog.sources.errors import SourceError
+from catalog.sources.upload_paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 
 
 def _require_curator(caller: RequestUser) -> None:
@@ -171,7 +172,7 @@ class SourceContentApi(APIView):
                       "description": "Relative and normalised: see docs/api.md."})
 class UploadPathField(StrictCharField):
     """An upload file's path as the schema publishes it: validate_path() checks the
-    same rule (catalog.paths), with a message saying which part failed."""
+    same rule (catalog.sources.upload_paths), with a message saying which part failed."""
 
 
 class SourceFilesApi(APIView):

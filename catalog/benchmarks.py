@@ -18,9 +18,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from catalog.indexing.runs import source_index_now
 from catalog.models import Catalog, IndexRun, ReferenceSource
-from catalog.reindex import source_index_now
-from catalog.services import source_fingerprint
+from catalog.sources.documents import source_fingerprint
 
 WORDS = ("retry backoff jitter circuit breaker cache invalidation token secret rotation logging json metric "
          "trace span queue worker lock lease shard replica index vector search ranking fusion chunk budget "

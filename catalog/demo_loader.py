@@ -26,9 +26,12 @@ from django.db import transaction
 
 from catalog.agents import agent_token_rotate
 from catalog.embedder import get_embedder
+from catalog.indexing.runs import source_index_now
 from catalog.models import Catalog, IndexRun, ReferenceSource
-from catalog.reindex import source_index_now
-from catalog.services import Progress, SourceError, source_collect, source_roots
+from catalog.progress import Progress
+from catalog.sources.documents import source_collect
+from catalog.sources.errors import SourceError
+from catalog.sources.globs import source_roots
 from catalog.tags import tags_ensure
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"

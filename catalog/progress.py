@@ -1,17 +1,21 @@
-"""What commands show: a progress bar (count, rate and ETA on stderr, tqdm), and the
+"""Progress: the callback the write path reports stages through (Progress), and what
+commands show with it: a progress bar (count, rate and ETA on stderr, tqdm), and the
 product's log lines only when asked for with -v 2."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Never
 
 from tqdm import tqdm
 
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
 
 class ProgressBar:
-    """Callable as a services.Progress(stage, done, total); one bar per stage."""
+    """A Progress(stage, done, total); one bar per stage."""
 
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled

@@ -1,4 +1,4 @@
-"""django-q2 tasks: thin wrappers over catalog.reindex."""
+"""django-q2 tasks: thin wrappers over catalog.indexing.runs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError
 
-from catalog.reindex import index_run_execute, runs_recover, sources_scan
+from catalog.indexing.runs import index_run_execute, runs_recover, sources_scan
 
 logger = logging.getLogger(__name__)
 

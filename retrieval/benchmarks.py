@@ -35,16 +35,13 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from catalog.embedder import default_model_files, get_embedder
+from catalog.indexing.chunks import prepare_chunks
+from catalog.indexing.runs import source_import
+from catalog.indexing.writes import source_replace_rows
 from catalog.models import Catalog, Chunk, EmbeddingCache, IndexRun, ReferenceSource
-from catalog.reindex import source_import
-from catalog.services import (
-    Collected,
-    DocumentInput,
-    parse_beir_jsonl,
-    prepare_chunks,
-    source_replace_rows,
-    text_sha256,
-)
+from catalog.sources.beir import parse_beir_jsonl
+from catalog.sources.documents import Collected, DocumentInput
+from catalog.sources.fingerprints import text_sha256
 from retrieval.evaluation import read_qrels, read_queries
 from retrieval.metrics import percentile
 from retrieval.selectors import SearchOptions, chunk_search, embed_query

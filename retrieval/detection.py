@@ -28,8 +28,11 @@ from django.db import connection
 from approvals.selectors import injection_decisions
 from catalog.analysis import STOP_WORDS
 from catalog.embedder import Embedder, get_embedder, word_prefix
+from catalog.indexing.embedding_cache import embed_texts
 from catalog.models import Agent, Catalog, Document, ReferenceSource
-from catalog.services import SourceError, embed_texts, glob_listing, root_and_pattern, source_roots, text_sha256
+from catalog.sources.errors import SourceError
+from catalog.sources.fingerprints import text_sha256
+from catalog.sources.globs import glob_listing, root_and_pattern, source_roots
 from catalog.tag_keys import tag_key
 from retrieval.formatting import CONTENT_KINDS
 from retrieval.mentions import EXTRACTION_RULES, content_ids, markdown_links

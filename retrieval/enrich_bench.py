@@ -25,8 +25,8 @@ from rest_framework.test import APIClient
 
 from catalog.agents import agent_token_rotate
 from catalog.embedder import get_embedder
+from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, ReferenceSource
-from catalog.services import source_index
 from catalog.tags import tags_ensure
 from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
 from retrieval.detection import catalog_index, content_words

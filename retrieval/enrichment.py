@@ -25,7 +25,8 @@ from approvals.selectors import InjectionDecision, injection_decisions
 from catalog.auth import RequestUser, visible_catalogs
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import Agent, Catalog, Document, ReferenceSource
-from catalog.services import SourceChanged, SourceError, glob_file_read
+from catalog.sources.errors import SourceError
+from catalog.sources.globs import SourceChanged, glob_file_read
 from catalog.tag_keys import tag_key
 from retrieval import formatting
 from retrieval.detection import (

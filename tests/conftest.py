@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from catalog.models import Catalog
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from tests.factories import agent_with_token, import_documents
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

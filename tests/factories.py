@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from catalog.agents import HINT_CHARS, agent_create, hash_token
+from catalog.indexing.runs import source_import
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
-from catalog.reindex import source_import
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 
 
 def import_documents(*, catalog: Catalog, slug: str, documents: list[DocumentInput]) -> ReferenceSource:

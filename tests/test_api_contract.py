@@ -25,9 +25,9 @@ from schemathesis.openapi.checks import RejectedPositiveData
 from werkzeug.test import Client
 
 from catalog.agents import new_token
+from catalog.indexing.runs import index_run_execute
 from catalog.models import Agent, ReferenceSource
-from catalog.reindex import index_run_execute
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from tests.factories import agent_with_token, import_documents
 
 READER_TOKEN, CURATOR_TOKEN = new_token(), new_token()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog.chunker import Chunk, chunk_text, fit_to_model
+from catalog.indexing.chunker import Chunk, chunk_text, fit_to_model
 
 # Letters of 1 to 4 UTF-8 bytes, so byte offsets and character offsets differ.
 LETTERS = "abcxyzéöß日本語😀"

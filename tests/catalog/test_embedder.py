@@ -17,7 +17,7 @@ from catalog.embedder import (
     verify,
 )
 from catalog.models import ReferenceSource
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from tests.factories import import_documents
 
 

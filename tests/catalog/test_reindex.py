@@ -14,8 +14,7 @@ from django.db import connections
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
-from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
-from catalog.reindex import (
+from catalog.indexing.runs import (
     LOCK_NAMESPACE,
     _RunProgress,
     index_run_execute,
@@ -24,7 +23,8 @@ from catalog.reindex import (
     source_index_now,
     sources_scan,
 )
-from catalog.services import source_index
+from catalog.indexing.source_index import source_index
+from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
 from catalog.tasks import SCAN_SCHEDULE
 from retrieval.selectors import bm25_search
 from tests.catalog.checks import term_postings_mismatches

@@ -42,18 +42,15 @@ from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from catalog.embedder import get_embedder, vector_literal
+from catalog.indexing.chunks import prepare_chunks
+from catalog.indexing.embedding_cache import EMBED_GROUP
+from catalog.indexing.runs import LOCK_NAMESPACE, index_run_create, index_run_execute, source_import, sources_scan
+from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term
-from catalog.reindex import LOCK_NAMESPACE, index_run_create, index_run_execute, source_import, sources_scan
-from catalog.services import (
-    EMBED_GROUP,
-    DocumentInput,
-    parse_beir_jsonl,
-    prepare_chunks,
-    source_fingerprint,
-    source_index,
-    text_sha256,
-    uploads_replace,
-)
+from catalog.sources.beir import parse_beir_jsonl
+from catalog.sources.documents import DocumentInput, source_fingerprint
+from catalog.sources.editing import uploads_replace
+from catalog.sources.fingerprints import text_sha256
 from retrieval.selectors import SearchOptions, bm25_search, chunk_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.config.servers import child_env

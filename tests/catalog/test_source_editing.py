@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from catalog.indexing.runs import sources_scan
 from catalog.models import Agent, Catalog, Chunk, IndexRun, ReferenceSource, UploadedFile
-from catalog.reindex import sources_scan
-from catalog.services import DocumentInput, source_fingerprint
+from catalog.sources.documents import DocumentInput, source_fingerprint
 from tests.factories import agent_with_token, import_documents
 
 
@@ -60,7 +60,7 @@ def test_deleting_an_upload_file_removes_its_document(uploads, curator, django_c
 
 
 def test_an_upload_edit_moves_the_fingerprint_the_scan_watches(uploads):
-    from catalog.services import upload_put
+    from catalog.sources.editing import upload_put
 
     upload_put(source=uploads, path="q3", title="Returns", text="Returns are free.")
 
@@ -120,7 +120,7 @@ def test_an_upload_path_that_is_not_relative_normalised_and_printable_is_a_400(u
 
 
 def test_the_service_refuses_such_a_path_too(uploads):
-    from catalog.services import upload_put
+    from catalog.sources.editing import upload_put
 
     with pytest.raises(ValueError, match="relative"):
         upload_put(source=uploads, path="/etc/shadow", title="", text="x")

@@ -15,8 +15,10 @@ from rest_framework.test import APIClient
 
 from catalog.agents import hash_token
 from catalog.analysis import analyze
+from catalog.indexing.source_index import source_index
 from catalog.models import Agent, Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermPosting
-from catalog.services import SourceError, glob_resolve, source_index
+from catalog.sources.errors import SourceError
+from catalog.sources.globs import glob_resolve
 from retrieval import bm25
 from retrieval.selectors import bm25_search
 from tests.catalog.checks import term_postings_mismatches

@@ -13,7 +13,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from catalog.models import IndexRun, ReferenceSource, UploadedFile
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from config.parsers import MAX_DEPTH, json_refusal
 from retrieval.models import Selection, Trace
 from tests.factories import agent_with_token, import_documents

@@ -8,7 +8,7 @@ from django.db import connection
 
 from catalog.embedder import vector_literal
 from catalog.models import Catalog, Chunk, Postings, TermPosting
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from retrieval.benchmarks import (
     HNSW_INDEX,
     LatencyReport,

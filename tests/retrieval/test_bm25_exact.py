@@ -16,7 +16,7 @@ from rank_bm25 import BM25Okapi
 
 from catalog.analysis import analyze
 from catalog.models import Catalog, Chunk, Term
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from retrieval import bm25, selectors
 from retrieval.selectors import bm25_scores_for, bm25_search
 from tests.factories import import_documents

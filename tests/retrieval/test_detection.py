@@ -217,7 +217,7 @@ def test_content_words_read_only_as_much_as_the_head_needs():
 
 @pytest.mark.django_db
 def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
-    from catalog.services import DocumentInput
+    from catalog.sources.documents import DocumentInput
     from retrieval.detection import catalog_index, discover
     from retrieval.models import SourceMentions
     from tests.factories import import_documents
@@ -237,7 +237,7 @@ def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
 
 @pytest.mark.django_db
 def test_a_catalog_qualified_mention_in_content_is_followed_within_its_catalog_only(make_catalog):
-    from catalog.services import DocumentInput
+    from catalog.sources.documents import DocumentInput
     from retrieval.detection import catalog_index, discover
     from tests.factories import import_documents
 
@@ -274,7 +274,7 @@ def test_the_semantic_margin_is_measured_from_the_best_match_of_any_pass(demo, t
 @pytest.mark.django_db
 def test_a_reference_found_by_several_passes_keeps_every_reason(make_catalog):
     # given two references that link to each other and are about the same thing
-    from catalog.services import DocumentInput
+    from catalog.sources.documents import DocumentInput
     from tests.factories import import_documents
 
     catalog = make_catalog("cycles")

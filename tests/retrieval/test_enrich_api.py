@@ -14,9 +14,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.demo_loader import DEMO_DIR
+from catalog.indexing.runs import source_index_now
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
-from catalog.reindex import source_index_now
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from catalog.tags import tags_ensure
 from retrieval.models import Selection, Trace
 from tests.factories import agent_with_token, import_documents

@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.models import Agent, Catalog, Chunk, ReferenceSource
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from retrieval.models import Trace
 from tests.factories import import_documents
 

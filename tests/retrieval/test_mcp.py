@@ -29,7 +29,7 @@ from rest_framework.test import APIClient
 
 from catalog.agents import hash_token, new_token
 from catalog.models import Agent, ReferenceSource
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from retrieval.models import Selection, Trace
 from tests.config.servers import child_env
 from tests.factories import agent_with_token, import_documents

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from catalog.models import Agent, Catalog, Chunk, Document, Term
-from catalog.services import DocumentInput
+from catalog.sources.documents import DocumentInput
 from retrieval import fusion
 from tests.factories import agent_with_token, import_documents
 

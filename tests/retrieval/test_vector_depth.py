@@ -13,8 +13,10 @@ import pytest
 from django.db import connection, transaction
 from rest_framework.test import APIClient
 
+from catalog.indexing.chunks import prepare_chunks
+from catalog.indexing.writes import source_replace_rows
 from catalog.models import Chunk, ReferenceSource
-from catalog.services import Collected, DocumentInput, prepare_chunks, source_replace_rows
+from catalog.sources.documents import Collected, DocumentInput
 from retrieval.selectors import HNSW_EF_SEARCH_MAX, vector_search
 
 URL = "/api/v1/search"

@@ -4,10 +4,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.text import slugify
 
+from catalog.indexing.runs import source_import
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.progress import ProgressBar, command_logging
-from catalog.reindex import source_import
-from catalog.services import SourceError, parse_beir_jsonl
+from catalog.sources.beir import parse_beir_jsonl
+from catalog.sources.errors import SourceError
 
 
 class Command(BaseCommand):

@@ -2,9 +2,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.indexing.runs import source_index_now
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.progress import ProgressBar, command_logging
-from catalog.reindex import source_index_now
 
 
 class Command(BaseCommand):

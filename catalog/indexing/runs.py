@@ -9,7 +9,7 @@ index_run_execute() is what a worker (or a command, in its own process) does:
      waiting while another worker holds it
   2. fail any other run still marked running (its worker died: we hold the lock it held)
      and claim this one with a conditional update; a run already finished is left alone
-  3. run catalog.services.source_index, reporting stage and progress on the run
+  3. run catalog.indexing.source_index, reporting stage and progress on the run
   4. record counts and timings, or the error; the source's rows are switched in one
      transaction by source_index, so a failure or a kill leaves the old generation
 
@@ -32,16 +32,12 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.utils import timezone
 
+from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, IndexRun, ReferenceSource
-from catalog.services import (
-    DocumentInput,
-    Progress,
-    SourceError,
-    source_fingerprint,
-    source_index,
-    upload_source_ensure,
-    uploads_replace,
-)
+from catalog.progress import Progress
+from catalog.sources.documents import DocumentInput, source_fingerprint
+from catalog.sources.editing import upload_source_ensure, uploads_replace
+from catalog.sources.errors import SourceError
 
 logger = logging.getLogger(__name__)
 

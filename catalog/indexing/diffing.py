@@ -22,7 +22,7 @@ class StoredDocument:
 
 
 class FreshDocument(Protocol):
-    """A document as a source holds it now (catalog.services.DocumentInput)."""
+    """A document as a source holds it now (catalog.sources.documents.DocumentInput)."""
 
     path: str
     sha256: str

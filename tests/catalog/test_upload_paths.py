@@ -1,5 +1,5 @@
 """What an upload source's file path may be: relative, normalised, printable, sane
-length (catalog.paths; pure, no database)."""
+length (catalog.sources.upload_paths; pure, no database)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from catalog.paths import MAX_PATH_CHARS, MAX_SEGMENT_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
+from catalog.sources.upload_paths import MAX_PATH_CHARS, MAX_SEGMENT_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 
 
 @pytest.mark.parametrize("path", [
