@@ -170,7 +170,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Several choice sets share a field name ("mode"): each gets its own enum component.
     "ENUM_NAME_OVERRIDES": {
-        "SearchModeEnum": "retrieval.selectors.MODES",
+        "SearchModeEnum": "retrieval.search.selectors.MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
         "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'

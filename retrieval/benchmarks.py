@@ -42,9 +42,9 @@ from catalog.models import Catalog, Chunk, EmbeddingCache, IndexRun, ReferenceSo
 from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import Collected, DocumentInput
 from catalog.sources.fingerprints import text_sha256
-from retrieval.evaluation import read_qrels, read_queries
-from retrieval.metrics import percentile
-from retrieval.selectors import SearchOptions, chunk_search, embed_query
+from retrieval.evaluation.beir import read_qrels, read_queries
+from retrieval.evaluation.metrics import percentile
+from retrieval.search.selectors import SearchOptions, chunk_search, embed_query
 
 Log = Callable[[str], None]
 

@@ -27,8 +27,11 @@ from api.fields import StrictCharField, StrictRegexField, StrictSlugField
 from api.schema import errors
 from catalog.auth import RequestUser, request_user
 from catalog.models import Agent, ReferenceSource
-from retrieval import enrichment
-from retrieval.formatting import CONTENT_KINDS
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.formatting import CONTENT_KINDS
+from retrieval.enrichment.instructions import agent_instructions
+from retrieval.enrichment.pipeline import SURFACES, enrich
+from retrieval.enrichment.references import list_references, read_reference_file, select_references
 from retrieval.models import Trace
 
 VIAS = ["mention", "tag", "semantic", "path", "link"]
@@ -105,7 +108,7 @@ class EnrichApi(APIView):
 
     class InputSerializer(serializers.Serializer[None]):
         text = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False)
-        surface = serializers.ChoiceField(choices=enrichment.SURFACES)
+        surface = serializers.ChoiceField(choices=SURFACES)
         catalogs = _catalogs_field()
         selected = serializers.ListField(child=_id_field(), max_length=500, required=False,
                                          help_text="References already selected in this conversation: not "
@@ -137,8 +140,8 @@ class EnrichApi(APIView):
 
 def enrich_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The enrich endpoint's body for validated `params` (REST and the MCP tool)."""
-    caller = enrichment.Caller.of(user, params.get("catalogs"))
-    result = enrichment.enrich(caller=caller, text=params["text"], surface=params["surface"],
+    caller = Caller.of(user, params.get("catalogs"))
+    result = enrich(caller=caller, text=params["text"], surface=params["surface"],
                                selected=params.get("selected"), paths=params.get("paths"))
     return EnrichApi.OutputSerializer({
         "text": result.text, "hints": result.hints, "pinned_reference": result.pinned_reference,
@@ -185,8 +188,8 @@ class ReferenceListApi(APIView):
 
 
 def references_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    caller = enrichment.Caller.of(user, [params["catalog"]] if params.get("catalog") else None)
-    references = enrichment.list_references(caller=caller, tag=params["tag"], text=params["q"])
+    caller = Caller.of(user, [params["catalog"]] if params.get("catalog") else None)
+    references = list_references(caller=caller, tag=params["tag"], text=params["q"])
     return ReferenceListApi.OutputSerializer({"references": references, "count": len(references)}).data
 
 
@@ -240,8 +243,8 @@ class ReferenceSelectApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
-        caller = enrichment.Caller.of(request_user(request), params.get("catalogs"))
-        selection = enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"])
+        caller = Caller.of(request_user(request), params.get("catalogs"))
+        selection = select_references(caller=caller, ids=params["ids"], tags=params["tags"])
         return Response(self.OutputSerializer(selection).data)
 
 
@@ -281,8 +284,8 @@ class ReferenceFileApi(APIView):
 
 def reference_file_response(user: RequestUser, *, catalog: str, source_id: str, path: str) -> dict[str, Any]:
     """The file endpoint's body (REST and the MCP tool)."""
-    caller = enrichment.Caller.of(user, [catalog])
-    found = enrichment.read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
+    caller = Caller.of(user, [catalog])
+    found = read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
     return ReferenceFileApi.OutputSerializer({"source_id": source_id, "catalog": catalog, **found.__dict__}).data
 
 
@@ -427,5 +430,5 @@ class InstructionsApi(APIView):
 
 def instructions_response(user: RequestUser) -> dict[str, Any]:
     """The instructions endpoint's body (REST and the MCP tool)."""
-    instructions = enrichment.agent_instructions(caller=enrichment.Caller.of(user))
+    instructions = agent_instructions(caller=Caller.of(user))
     return InstructionsApi.OutputSerializer(instructions).data

@@ -29,7 +29,7 @@ from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, ReferenceSource
 from catalog.tags import tags_ensure
 from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
-from retrieval.detection import catalog_index, content_words
+from retrieval.enrichment.detection import catalog_index, content_words
 from retrieval.models import Trace
 
 Log = Callable[[str], None]

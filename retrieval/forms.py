@@ -4,7 +4,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from catalog.models import Catalog
-from retrieval.selectors import MODES
+from retrieval.search.selectors import MODES
 
 PAGE_QUERY_CHARS = 2000
 

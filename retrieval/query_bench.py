@@ -31,9 +31,9 @@ from django.conf import settings
 
 from catalog.embedder import word_prefix
 from catalog.models import Catalog
-from retrieval import selectors
-from retrieval.metrics import percentile
-from retrieval.selectors import SearchOptions, chunk_search, embed_query
+from retrieval.evaluation.metrics import percentile
+from retrieval.search import selectors
+from retrieval.search.selectors import SearchOptions, chunk_search, embed_query
 
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
 

@@ -1,10 +1,10 @@
-"""django-q2 tasks: thin wrappers over retrieval.services."""
+"""django-q2 tasks: thin wrappers over retrieval.enrichment.traces."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from retrieval.services import trace_retention_cutoff, traces_purge
+from retrieval.enrichment.traces import trace_retention_cutoff, traces_purge
 
 PURGE_SCHEDULE = "lectern-purge-traces"
 

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from catalog.auth import visible_catalogs
 from catalog.embedder import embedder_status
 from retrieval.forms import SearchForm
-from retrieval.selectors import SearchOptions, SearchUnavailable, chunk_search
+from retrieval.search.selectors import SearchOptions, SearchUnavailable, chunk_search
 
 
 @login_required

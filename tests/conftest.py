@@ -61,7 +61,7 @@ def demo(django_db_setup, django_db_blocker):
     from django.db import transaction
 
     from catalog.demo_loader import demo_load
-    from retrieval.detection import catalog_index
+    from retrieval.enrichment.detection import catalog_index
 
     with django_db_blocker.unblock():
         outer = transaction.atomic()

@@ -19,8 +19,8 @@ from catalog.indexing.source_index import source_index
 from catalog.models import Agent, Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermPosting
 from catalog.sources.errors import SourceError
 from catalog.sources.globs import glob_resolve
-from retrieval import bm25
-from retrieval.selectors import bm25_search
+from retrieval.search import bm25
+from retrieval.search.selectors import bm25_search
 from tests.catalog.checks import term_postings_mismatches
 
 

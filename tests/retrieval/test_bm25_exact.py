@@ -17,8 +17,8 @@ from rank_bm25 import BM25Okapi
 from catalog.analysis import analyze
 from catalog.models import Catalog, Chunk, Term
 from catalog.sources.documents import DocumentInput
-from retrieval import bm25, selectors
-from retrieval.selectors import bm25_scores_for, bm25_search
+from retrieval.search import bm25, selectors
+from retrieval.search.selectors import bm25_scores_for, bm25_search
 from tests.factories import import_documents
 
 K1, B = 1.2, 0.75
@@ -301,7 +301,7 @@ def test_chunks_with_equal_scores_tie_exactly_and_rank_by_id(bm25_catalog):
     assert [pk for pk, _, _ in rows] == sorted(pk for pk, _, _ in rows)
 
 
-# --- retrieval.bm25, pure -----------------------------------------------------------------
+# --- retrieval.search.bm25, pure----------------------------------------------------------
 
 SMALL_CORPUS = [
     ["cat", "dog", "cat"], ["cat", "fish"], ["cat", "bird", "dog"], ["cat"], ["owl", "dog", "dog", "dog"],

@@ -20,7 +20,8 @@ import pytest
 
 from catalog.demo_loader import DEMO_DIR
 from catalog.models import Agent
-from retrieval.enrichment import Caller, enrich
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.pipeline import enrich
 from tests.factories import agent_with_token
 
 
@@ -189,7 +190,7 @@ def test_table_is_large_enough():
     ("see service-template/README.md.", ["service-template/README.md"]),
 ])
 def test_path_candidates(text, paths):
-    from retrieval.mentions import path_candidates
+    from retrieval.enrichment.mentions import path_candidates
 
     assert path_candidates(text) == paths
 
@@ -202,13 +203,13 @@ def test_path_candidates(text, paths):
     ("", ""),
 ])
 def test_tool_results_are_embedded_as_content_words(text, words):
-    from retrieval.detection import content_words
+    from retrieval.enrichment.detection import content_words
 
     assert content_words(text, 64) == words
 
 
 def test_content_words_read_only_as_much_as_the_head_needs():
-    from retrieval.detection import CHARS_PER_HEAD_TOKEN, content_words
+    from retrieval.enrichment.detection import CHARS_PER_HEAD_TOKEN, content_words
 
     text = "word " * 10_000
 
@@ -218,7 +219,7 @@ def test_content_words_read_only_as_much_as_the_head_needs():
 @pytest.mark.django_db
 def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
     from catalog.sources.documents import DocumentInput
-    from retrieval.detection import catalog_index, discover
+    from retrieval.enrichment.detection import catalog_index, discover
     from retrieval.models import SourceMentions
     from tests.factories import import_documents
 
@@ -238,7 +239,7 @@ def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
 @pytest.mark.django_db
 def test_a_catalog_qualified_mention_in_content_is_followed_within_its_catalog_only(make_catalog):
     from catalog.sources.documents import DocumentInput
-    from retrieval.detection import catalog_index, discover
+    from retrieval.enrichment.detection import catalog_index, discover
     from tests.factories import import_documents
 
     catalog, other = make_catalog("vendors"), make_catalog("lab")

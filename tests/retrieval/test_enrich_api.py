@@ -505,7 +505,7 @@ def test_create_agent_sets_the_profile(demo):
 
 def test_the_catalog_matcher_is_cached_until_tags_change(agent, demo):
     from catalog.tags import tags_ensure
-    from retrieval.detection import catalog_index
+    from retrieval.enrichment.detection import catalog_index
 
     catalog = Catalog.objects.get(slug="demo")
     first = catalog_index(catalog)

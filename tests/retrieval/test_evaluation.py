@@ -7,7 +7,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from retrieval.evaluation import EvaluationInputError, read_qrels, read_queries, score_run, without_self_hits
+from retrieval.evaluation.beir import EvaluationInputError, read_qrels, read_queries, score_run, without_self_hits
 from tests.conftest import DATASETS
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from retrieval.formatting import append_blocks, strip_injections
+from retrieval.enrichment.formatting import append_blocks, strip_injections
 
 KEY, OLD_KEY = b"k" * 32, b"o" * 32
 HINTS = ("---\n**Reference sources available** — use `selectReferences` with IDs or tags to select:\n\n"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from retrieval.fusion import convex, dedup, minmax, rrf, tiebreak, zscore
+from retrieval.search.fusion import convex, dedup, minmax, rrf, tiebreak, zscore
 
 BM25 = [("a", 10.0), ("b", 6.0), ("c", 2.0)]
 VECTOR = [("b", 0.9), ("d", 0.5), ("a", 0.3)]

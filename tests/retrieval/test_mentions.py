@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from retrieval.mentions import at_mentions
-from retrieval.tagmatch import fold, tag_pattern
+from retrieval.enrichment.mentions import at_mentions
+from retrieval.enrichment.tagmatch import fold, tag_pattern
 
 
 @pytest.mark.parametrize("text", [

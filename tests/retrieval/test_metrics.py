@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from retrieval.metrics import dcg, mrr_at, ndcg_at, percentile, recall_at
+from retrieval.evaluation.metrics import dcg, mrr_at, ndcg_at, percentile, recall_at
 
 QRELS = {"d1": 3, "d2": 2, "d3": 1, "d4": 0}
 

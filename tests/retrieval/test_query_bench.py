@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from retrieval import selectors
 from retrieval.query_bench import MODES, corpus_passages, query_benchmark
+from retrieval.search import selectors
 
 DOCUMENTS = {  # the ops catalog's documents (tests/conftest.py), as a BEIR corpus
     "circuit-breaker.md": "A circuit breaker stops calls to a failing dependency. After repeated failures it opens; "

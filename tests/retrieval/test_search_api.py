@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import Agent, Catalog, Chunk, Document, Term
 from catalog.sources.documents import DocumentInput
-from retrieval import fusion
+from retrieval.search import fusion
 from tests.factories import agent_with_token, import_documents
 
 URL = "/api/v1/search"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from catalog.tag_keys import tag_key
 from retrieval.detection_bench import detection_benchmark, synthetic_tags, synthetic_text
-from retrieval.tagmatch import TagHit, TagMatcher, fold, regex_loop_find
+from retrieval.enrichment.tagmatch import TagHit, TagMatcher, fold, regex_loop_find
 
 RESILIENCE = ["circuit breaker", "resilience", "java", "util", "lib"]
 IRREGULAR = ["C++", "C#", ".NET", "Node.js", "CI/CD", "ASP.NET Core"]

@@ -17,8 +17,8 @@ from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from catalog.models import Agent, ReferenceSource
+from retrieval.enrichment.traces import trace_retention_cutoff, traces_purge
 from retrieval.models import Selection, Trace
-from retrieval.services import trace_retention_cutoff, traces_purge
 from retrieval.tasks import PURGE_SCHEDULE, ensure_purge_schedule, purge_traces
 from tests.factories import agent_with_token
 

@@ -6,8 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog
-from retrieval.evaluation import EvaluationInputError, ModeReport, read_qrels, read_queries, score_run
-from retrieval.selectors import MODES, SearchOptions, SearchUnavailable, chunk_search
+from retrieval.evaluation.beir import EvaluationInputError, ModeReport, read_qrels, read_queries, score_run
+from retrieval.search.selectors import MODES, SearchOptions, SearchUnavailable, chunk_search
 
 
 class Command(BaseCommand):

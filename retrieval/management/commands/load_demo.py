@@ -6,7 +6,7 @@ from catalog.demo_loader import ADMIN_USERNAME, AGENT_NAME, demo_load
 from catalog.models import ReferenceSource
 from catalog.progress import ProgressBar, command_logging
 from catalog.sources.errors import SourceError
-from retrieval.detection import catalog_index
+from retrieval.enrichment.detection import catalog_index
 
 CURL = ("curl -s -X POST http://127.0.0.1:8000/api/v1/search -H \"Authorization: Bearer $TOKEN\" "
         "-H 'Content-Type: application/json' "

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval import mcp_server
+from retrieval.mcp import server as mcp_server
 
 
 class UnechoingParser(CommandParser):

@@ -8,7 +8,7 @@ import re
 from urllib.parse import unquote
 
 # Bump when what `content_ids` finds changes: extractions stored under an older rule
-# are redone (retrieval.detection.source_mentions).
+# are redone (retrieval.enrichment.detection.source_mentions).
 EXTRACTION_RULES = 2
 # `@id` not glued to a word, an address or a path on either side: "see @circuit-breaker."
 # and "(@caching)", not "me@host", "@caching/redis-adapter", "@caching.cached(" or

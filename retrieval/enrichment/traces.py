@@ -1,16 +1,34 @@
-"""Writes of the retrieval app beside the enrichment pipeline: trace retention."""
+"""Storing enrichment traces: one statement per trace as enrichment makes it, and their
+retention (purged in batches past LECTERN_TRACE_RETENTION_DAYS)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from retrieval.models import Trace
 
 PURGE_BATCH = 1000
+
+
+def insert_trace(trace: Trace) -> None:
+    """Store a new trace in one statement, one round trip (the ORM's create inside a
+    transaction took four). Alone, in autocommit, a trace is a diagnostic record whose
+    commit does not wait for the WAL flush: a crash may lose the last few traces, never
+    corrupt anything. Inside a transaction (a grant rides along) the commit stays durable."""
+    fields = Trace._meta.concrete_fields
+    # a concrete field is one with a column (the stubs type Field.column as optional)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # type: ignore[arg-type]
+    values = [f.get_db_prep_save(f.pre_save(trace, add=True), connection) for f in fields]
+    commit = "off" if connection.get_autocommit() else "on"
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH durability AS (SELECT set_config('synchronous_commit', %s, true)) "
+                       f"INSERT INTO {Trace._meta.db_table} ({columns}) "
+                       f"SELECT {', '.join(['%s'] * len(fields))} FROM durability", [commit, *values])
+    trace._state.adding, trace._state.db = False, connection.alias
 
 
 def trace_retention_cutoff(*, now: datetime | None = None) -> datetime | None:

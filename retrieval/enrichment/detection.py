@@ -34,10 +34,10 @@ from catalog.sources.errors import SourceError
 from catalog.sources.fingerprints import text_sha256
 from catalog.sources.globs import glob_listing, root_and_pattern, source_roots
 from catalog.tag_keys import tag_key
-from retrieval.formatting import CONTENT_KINDS
-from retrieval.mentions import EXTRACTION_RULES, content_ids, markdown_links
+from retrieval.enrichment.formatting import CONTENT_KINDS
+from retrieval.enrichment.mentions import EXTRACTION_RULES, content_ids, markdown_links
+from retrieval.enrichment.tagmatch import TagMatcher
 from retrieval.models import SourceMentions, SourceProfile
-from retrieval.tagmatch import TagMatcher
 
 log = logging.getLogger(__name__)
 

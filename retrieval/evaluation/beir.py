@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from retrieval import metrics
+from retrieval.evaluation import metrics
 
 
 class EvaluationInputError(Exception):

@@ -50,7 +50,6 @@ from catalog.agents import hash_token
 from catalog.auth import agent_for_token_hash, visible_catalogs
 from catalog.embedder import get_embedder
 from catalog.models import Agent
-from retrieval import enrichment
 from retrieval.apis import SearchApi, search_response
 from retrieval.enrich_apis import (
     EnrichApi,
@@ -62,6 +61,8 @@ from retrieval.enrich_apis import (
     reference_file_response,
     references_response,
 )
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.references import select_references
 
 logger = logging.getLogger(__name__)
 
@@ -286,8 +287,8 @@ def _list_references(agent: Agent, params: dict[str, Any]) -> types.CallToolResu
 
 
 def _select_references(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:
-    caller = enrichment.Caller.of(agent, params.get("catalogs"))
-    return _json_result(enrichment.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
+    caller = Caller.of(agent, params.get("catalogs"))
+    return _json_result(select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
 
 
 def _enrich(agent: Agent, params: dict[str, Any]) -> types.CallToolResult:

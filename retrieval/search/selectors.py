@@ -2,7 +2,7 @@
 
 chunk_search() runs:
   1. lexical: analyse the whole query, weight its distinct terms by idf and repeats
-     (retrieval.bm25), then sum in SQL
+     (retrieval.search.bm25), then sum in SQL
      each chunk's parts from the term-major postings (catalog_termposting), merged in
      chunk order; a term whose postings dwarf the others' (common, near-zero idf) is
      not walked but probed by key for the chunks that could still reach the top
@@ -33,7 +33,7 @@ from approvals.selectors import InjectionDecision, withheld_sources
 from catalog import analysis
 from catalog.embedder import embedder_status, get_embedder, vector_literal
 from catalog.models import Agent, Catalog
-from retrieval import bm25, fusion
+from retrieval.search import bm25, fusion
 
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
 FUSIONS = ("rrf", "convex")

@@ -1,0 +1,391 @@
+"""Enrichment (seed 000): the passes that run over every prompt and tool result. Every
+injection passes `approvals.selectors.injection_decisions`; every enrichment is stored
+as a Trace saying which pass found what and why it was injected, hinted or withheld.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils.crypto import salted_hmac
+
+from approvals.selectors import InjectionDecision, injection_decisions
+from catalog.embedder import embedder_status, get_embedder
+from catalog.models import ReferenceSource
+from retrieval.enrichment import formatting
+from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
+from retrieval.enrichment.detection import (
+    CatalogIndex,
+    Parent,
+    SourceCard,
+    containing_source,
+    content_words,
+    discover,
+)
+from retrieval.enrichment.mentions import at_mentions, path_candidates
+from retrieval.enrichment.references import cards_named, reference_text
+from retrieval.enrichment.selections import selected_source_pks, selections_grant
+from retrieval.enrichment.traces import insert_trace
+from retrieval.models import Selection, Trace
+
+SURFACES = Trace.Surface.values
+
+
+# The passes, most specific reason first: a reference several passes found is hinted
+# for the first of them (an author's link says more than a shared tag or meaning).
+SPECIFICITY = ("mention", "path", "link", "tag", "semantic")
+
+
+@dataclass
+class Candidate:
+    card: SourceCard
+    ref: str  # Caller.ref(card)
+    reasons: dict[str, list[str]]  # every pass that found it -> what it matched there
+    score: float | None = None
+    action: str = "hint"  # expand | pin | hint | cut (over max_hints) | none (withheld expansion)
+    parents: list[Parent] = field(default_factory=list)
+    decision: InjectionDecision | None = None
+    note: str = ""
+
+    @property
+    def decided(self) -> InjectionDecision:
+        """The gate's decision, which _decide() asks for before anything reads it."""
+        if self.decision is None:
+            raise RuntimeError(f"{self.qualified_id} was read before the gate decided on it")
+        return self.decision
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return self.card.catalog_id, self.card.slug
+
+    @property
+    def via(self) -> str:
+        """The most specific pass that found it: the one its hint names."""
+        return min(self.reasons, key=SPECIFICITY.index)
+
+    @property
+    def matched(self) -> list[str]:
+        return self.reasons[self.via]
+
+    def found_by(self, via: str, matched: list[str]) -> None:
+        """Another pass found it too: keep that pass's reason beside the others."""
+        known = self.reasons.setdefault(via, [])
+        known += [item for item in matched if item not in known]
+
+    @property
+    def qualified_id(self) -> str:
+        return f"{self.card.catalog}/{self.card.slug}"
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"source_id": self.card.slug, "catalog": self.card.catalog, "ref": self.ref,
+                "name": self.card.name, "matched": self.matched, "via": self.via,
+                "reasons": [{"via": via, "matched": self.reasons[via]}
+                            for via in sorted(self.reasons, key=SPECIFICITY.index)],
+                "score": None if self.score is None else round(self.score, 4), "injected": self.action,
+                "withheld": bool(self.decision and not self.decision.allowed),
+                "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note}
+        if self.parents:
+            data["parents"] = self.parents
+        return data
+
+
+@dataclass
+class EnrichResult:
+    text: str
+    hints: list[dict[str, Any]]
+    pinned_reference: dict[str, Any] | None
+    trace: Trace
+    degraded: str | None
+
+
+def _decide(caller: Caller, candidates: list[Candidate]) -> None:
+    """Ask the gate about each candidate not decided yet."""
+    undecided = [c for c in candidates if c.decision is None]
+    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided])
+    for candidate in undecided:
+        candidate.decision = decisions[candidate.card.pk]
+
+
+# --- enrich -----------------------------------------------------------------------------
+
+
+class _Passes:
+    """One enrichment's working state: candidates by source, and the trace steps."""
+
+    def __init__(self, caller: Caller, indexes: list[CatalogIndex], excluded: set[tuple[int, str]]) -> None:
+        self.caller, self.indexes, self.excluded = caller, indexes, excluded
+        self.candidates: dict[tuple[int, str], Candidate] = {}
+        self.steps: list[dict[str, Any]] = []
+        self.degraded: str | None = None
+
+    def step(self, name: str, started: float, **details: object) -> None:
+        self.steps.append({"pass": name, "ms": round((time.perf_counter() - started) * 1000, 3), **details})
+
+    def eligible(self, card: SourceCard) -> bool:
+        """Hints go to selectable sources the agent does not already have."""
+        key = (card.catalog_id, card.slug)
+        return card.mode == ReferenceSource.Mode.SELECTABLE and key not in self.excluded and key not in self.candidates
+
+    def candidate(self, card: SourceCard, via: str, matched: list[str], **details: Any) -> Candidate:
+        candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={via: matched}, **details)
+        self.candidates[candidate.key] = candidate
+        return candidate
+
+    def mentions(self, text: str) -> list[Candidate]:
+        """`@id` and `@catalog/id` expand the one reference they name. A bare id that
+        several of the caller's catalogs hold names none of them for sure: each is
+        hinted with the id to write instead, and nothing is expanded or granted (these
+        hints are returned)."""
+        started, found, ambiguous = time.perf_counter(), [], []
+        for ident in at_mentions(text):
+            cards = cards_named(self.indexes, ident)
+            for card in cards:
+                if (card.catalog_id, card.slug) in self.candidates:
+                    continue
+                if len(cards) == 1:
+                    found.append(self.candidate(card, "mention", matched=[f"@{ident}"], action="expand"))
+                else:
+                    ref = self.caller.ref(card)
+                    ambiguous.append(self.candidate(card, "mention", matched=[f"@{ident}"],
+                                                    note=f"@{ident} is in several catalogs: write @{ref}"))
+        self.step("mention", started, candidates=[c.as_dict() for c in found + ambiguous])
+        return ambiguous
+
+    def tags(self, text: str) -> list[Candidate]:
+        """A long tool result can carry common tags held by hundreds of sources: the
+        step records them compactly, tag -> catalog/source ids; the rank step says
+        which were kept."""
+        started = time.perf_counter()
+        by_key: dict[tuple[int, str], Candidate] = {}
+        carriers: dict[str, list[str]] = {}
+        for index in self.indexes:
+            for hit in index.matcher.find(text):
+                ids = carriers.setdefault(hit.tag, [])
+                for slug in index.key_slugs.get(hit.key, ()):
+                    key = (index.catalog_id, slug)
+                    if (candidate := by_key.get(key) or self.candidates.get(key)) is not None:
+                        candidate.found_by("tag", [hit.tag])
+                    elif self.eligible(card := index.cards[slug]):
+                        by_key[key] = Candidate(card=card, ref=self.caller.ref(card), reasons={"tag": [hit.tag]})
+                    else:
+                        continue
+                    ids.append(f"{index.slug}/{slug}")
+        self.candidates.update(by_key)
+        carriers = {tag: ids for tag, ids in carriers.items() if ids}
+        self.step("tag", started, candidates=len(by_key), tags=carriers)
+        return list(by_key.values())
+
+    def semantic(self, text: str, head_tokens: int, read_as: str) -> list[Candidate]:
+        started = time.perf_counter()
+        embedder = get_embedder()
+        if embedder is None:
+            self.degraded = f"lexical-only: {embedder_status()['reason']}"
+            self.step("semantic", started, skipped=self.degraded)
+            return []
+        if not text.strip():
+            self.step("semantic", started, skipped="empty text")
+            return []
+        vector = embedder.embed([text], max_tokens=head_tokens)[0]
+        embed_ms = round((time.perf_counter() - started) * 1000, 3)
+        # Vectorised over every source: only the qualifying few become Candidates.
+        pools = []
+        for index in self.indexes:
+            scores = index.similarities(vector)
+            if not len(scores) or index.selectable is None:  # no embedded profiles
+                continue
+            open_rows = index.selectable.copy()
+            for catalog_id, slug in [*self.candidates, *self.excluded]:
+                row = index.rows.get(slug) if catalog_id == index.catalog_id else None
+                if row is not None:
+                    open_rows[row] = False
+                    if (catalog_id, slug) in self.candidates:
+                        self.candidates[(catalog_id, slug)].score = float(scores[row])
+            pools.append((index, np.where(open_rows, scores, -np.inf)))
+        # The best match of any candidate, whichever pass found it first: a prompt whose
+        # best match its tags found must not let in hints far below that one.
+        best = max([float(pool.max()) for _, pool in pools if len(pool)]
+                   + [c.score for c in self.candidates.values() if c.score is not None], default=-np.inf)
+        # Absolute floor, and close to the best: similarity levels drift with the
+        # text's length and style, the gap to the best much less.
+        threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)
+        found: list[tuple[float, Candidate]] = []  # (score, candidate)
+        below: list[tuple[float, Candidate]] = []
+        for index, pool in pools:
+            order = np.argsort(-pool, kind="stable")
+            for row in order[: int((pool >= threshold).sum()) + 3]:
+                if pool[row] == -np.inf:
+                    break
+                score = float(pool[row])
+                card = index.cards[index.profile_slugs[row]]
+                candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={"semantic": []}, score=score)
+                (found if pool[row] >= threshold else below).append((score, candidate))
+        found.sort(key=lambda pair: (-pair[0], pair[1].card.catalog, pair[1].card.slug))
+        below.sort(key=lambda pair: -pair[0])
+        claimed = [c for c in self.candidates.values() if c.score is not None and c.score >= threshold]
+        for candidate in claimed:  # found by an earlier pass, and close in meaning too
+            candidate.found_by("semantic", [])
+        for _, candidate in found:
+            self.candidates[candidate.key] = candidate
+        self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
+                  floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
+                  embedded_tokens=head_tokens, embedded_text=read_as, embed_ms=embed_ms,
+                  candidates={c.qualified_id: round(c.score or 0.0, 4)
+                              for c in [*claimed, *(candidate for _, candidate in found)]},
+                  nearest_below_threshold={c.qualified_id: round(score, 4) for score, c in below[:3]})
+        return [candidate for _, candidate in found]
+
+    def path(self, text: str, paths: list[str], preselected: list[SourceCard]) -> Candidate | None:
+        started = time.perf_counter()
+        looked_at = list(dict.fromkeys([*paths, *path_candidates(text)]))
+        hit = containing_source(preselected, looked_at)
+        pinned = None
+        if hit is not None:
+            card, path = hit
+            pinned = self.candidate(card, "path", matched=[path], action="pin")
+        self.step("path", started, paths=looked_at[:20], candidates=[pinned.as_dict()] if pinned else [])
+        return pinned
+
+    def rank(self, ranked: list[Candidate]) -> None:
+        """Keep the first max_hints; the rest are cut: never shown nor gated, and
+        recorded as a count (they are the tag and semantic candidates not kept)."""
+        started, limit = time.perf_counter(), self.caller.profile.max_hints
+        for candidate in ranked[limit:]:
+            candidate.action, candidate.note = "cut", f"beyond the agent's max_hints ({limit})"
+        self.step("rank", started, max_hints=limit, kept=[c.qualified_id for c in ranked[:limit]],
+                  cut=max(len(ranked) - limit, 0))
+
+    def links(self, roots: list[Candidate]) -> list[Candidate]:
+        """References the expanded or pinned ones point at. The whole graph (depth
+        <= 10, every parent) goes into the trace; only direct neighbours are hinted,
+        since in a well-linked catalog everything is a few hops from everything. A
+        neighbour an earlier pass found keeps that reason and is hinted as linked; only
+        the new ones are returned (the others are ranked already)."""
+        started, found, claimed, graph = time.perf_counter(), [], [], []
+        for index in self.indexes:
+            cards = [c.card for c in roots if c.card.catalog_id == index.catalog_id]
+            if not cards:
+                continue
+            reached = discover(index, cards, agent=self.caller.agent)
+            for slug, node in sorted(reached.items(), key=lambda item: (item[1].depth, item[0])):
+                graph.append({"source_id": slug, "catalog": index.slug, "depth": node.depth, "parents": node.parents})
+                if node.depth != 1:
+                    continue
+                pointing = {p["source_id"] for p in node.parents}
+                matched = sorted(f"@{self.caller.ref(c)}" for c in cards if c.slug in pointing)
+                if (earlier := self.candidates.get((index.catalog_id, slug))) is not None:
+                    earlier.found_by("link", matched)  # its hint says who links to it
+                    earlier.parents = node.parents
+                    claimed.append(earlier)
+                elif self.eligible(node.card):
+                    found.append(self.candidate(node.card, "link", matched=matched, parents=node.parents))
+        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found + claimed])
+        return found
+
+
+def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard],
+              recorded: list[int]) -> set[tuple[int, str]]:
+    """References not to hint: preselected, selected by the client's word or on record."""
+    keys = {(card.catalog_id, card.slug) for card in preselected}
+    keys.update((index.catalog_id, index.by_pk[pk].slug) for pk in recorded for index in indexes if pk in index.by_pk)
+    for ident in selected:
+        for index in indexes:
+            catalog, _, slug = ident.rpartition("/")
+            known = index.ids.get(slug.lower())
+            if known and catalog in ("", index.slug):
+                keys.add((index.catalog_id, known))
+    return keys
+
+
+def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | None = None,
+           paths: list[str] | None = None) -> EnrichResult:
+    """Run every detection pass over `text` and return it enriched, with the trace."""
+    started = time.perf_counter()
+    keys = _injection_keys()
+    clean = formatting.strip_injections(text, keys=keys)
+    indexes = caller_indexes(caller)
+    preselected = preselected_cards(caller, indexes)
+    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, selected_source_pks(caller)))
+    ambiguous = run.mentions(clean)
+    tagged = run.tags(clean)
+    pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
+    if surface == Trace.Surface.TOOL_RESULT:
+        head_tokens = settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
+        semantic = run.semantic(content_words(clean, head_tokens), head_tokens, read_as="content words")
+    else:
+        semantic = run.semantic(clean, settings.LECTERN_ENRICH_EMBED_TOKENS, read_as="as written")
+    tagged.sort(key=lambda c: (-len(c.reasons["tag"]), -(c.score or 0.0)))  # scores came from the semantic pass
+    expanded = [c for c in run.candidates.values() if c.action == "expand"]
+    roots = expanded + ([pinned] if pinned else [])
+    _decide(caller, roots)  # a withheld reference's content must not steer discovery either
+    linked = run.links([c for c in roots if c.decided.allowed])
+
+    ranked = tagged + semantic + linked
+    run.rank(ranked)
+    surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
+    gate_started = time.perf_counter()
+    _decide(caller, surfaced)
+    run.step("governance", gate_started, decisions=[
+        {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict()} for c in surfaced])
+
+    format_started = time.perf_counter()
+    blocks = []
+    allowed_expansions = [c for c in expanded if c.decided.allowed]
+    for candidate in allowed_expansions:
+        related = sorted(c.ref for c in run.candidates.values() if "link" in c.reasons
+                         and c.card.catalog_id == candidate.card.catalog_id
+                         and any(p["source_id"] == candidate.card.slug for p in c.parents))
+        blocks.append(formatting.expansion_block(reference_text(candidate.card, candidate.ref, related)))
+    pinned_out = None
+    if pinned is not None:
+        pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
+                      "path": pinned.matched[0], "withheld": not pinned.decided.allowed,
+                      "reason": pinned.decided.reason, "context": None}
+        if pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
+            context = formatting.reading_block(reference_text(pinned.card, pinned.ref), pinned.matched[0])
+            pinned_out["context"] = context
+            blocks.append(context)
+    for candidate in expanded:
+        if not candidate.decided.allowed:
+            candidate.action = "none"
+    hints = [c for c in ranked if c.action == "hint"]
+    blocks.append(formatting.hint_block(
+        formatting.HintLine(source_id=c.ref, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
+                            withheld_reason="" if c.decided.allowed else c.decided.reason, note=c.note)
+        for c in expanded + ambiguous + hints if c.action != "expand"))
+    enriched = formatting.append_blocks(clean, blocks, key=keys[0])
+    run.step("format", format_started, blocks=len([b for b in blocks if b]))
+
+    took_ms = (time.perf_counter() - started) * 1000
+    grants = [c.card for c in allowed_expansions] if caller.agent is not None else []
+    stored_text = text if settings.LECTERN_TRACE_STORE_TEXT else None
+    trace = Trace(agent=caller.agent, caller=caller.name, surface=surface, text=stored_text, steps=run.steps,
+                  hints=[c.as_dict() for c in surfaced], degraded=run.degraded or "", took_ms=round(took_ms, 3))
+    if grants:
+        with transaction.atomic():
+            insert_trace(trace)
+            selections_grant(caller, grants, Selection.Via.MENTION, trace)
+    else:
+        insert_trace(trace)
+    return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
+                        degraded=run.degraded)
+
+
+def _injection_keys() -> list[bytes]:
+    """The keys injections are signed with (the first) and recognised by: derived from
+    SECRET_KEY, then from each of SECRET_KEY_FALLBACKS, so that rotating the secret does
+    not turn the injections in conversations under way into the user's text."""
+    secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return [salted_hmac("lectern.injection", "key", secret=secret, algorithm="sha256").digest() for secret in secrets]
+
+
+def _is_root_markdown(card: SourceCard, path: str) -> bool:
+    base = card.base_dir
+    rest = path[len(base):] if base and path.startswith(base) else None
+    return rest is not None and "/" not in rest and rest.lower().endswith(".md")
+
+
