@@ -71,15 +71,3 @@ def convex(
 def tiebreak(primary: Ranking[K], secondary: Mapping[K, float], *, places: int = 9) -> list[tuple[K, float]]:
     """Seed 004: order by primary score, ties (to `places` decimals) by secondary score."""
     return sorted(primary, key=lambda item: (-round(item[1], places), -secondary.get(item[0], float("-inf"))))
-
-
-def dedup(ranking: Ranking[K], group_of: Mapping[K, Hashable], *, per_group: int = 1) -> list[tuple[K, float]]:
-    """Keep the best `per_group` entries of each group (e.g. chunks of one document)."""
-    seen: dict[Hashable, int] = {}
-    kept: list[tuple[K, float]] = []
-    for key, score in ranking:
-        group = group_of[key]
-        if seen.get(group, 0) < per_group:
-            seen[group] = seen.get(group, 0) + 1
-            kept.append((key, score))
-    return kept

@@ -1,4 +1,5 @@
-"""Rank fusion, normalisation, tie-breaking and dedup, against hand-computed values (pure)."""
+"""Rank fusion, normalisation and tie-breaking, against hand-computed values (pure); the
+per-document dedup is search's (tests/retrieval/test_search_api.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from retrieval.search.fusion import convex, dedup, minmax, rrf, tiebreak, zscore
+from retrieval.search.fusion import convex, minmax, rrf, tiebreak, zscore
 
 BM25 = [("a", 10.0), ("b", 6.0), ("c", 2.0)]
 VECTOR = [("b", 0.9), ("d", 0.5), ("a", 0.3)]
@@ -131,7 +132,7 @@ def test_convex_rejects_an_unknown_normalisation():
         convex({"bm25": BM25}, weights={"bm25": 1.0}, normalise="softmax")
 
 
-# --- tie-break and dedup -------------------------------------------------------------------
+# --- tie-break -------------------------------------------------------------------------
 
 
 def test_tiebreak_orders_by_primary_then_secondary_within_the_rounding():
@@ -151,12 +152,3 @@ def test_tiebreak_keeps_primary_order_when_scores_differ_beyond_the_places():
 
     assert keys(tiebreak(primary, {"a": 0.0, "b": 1.0})) == ["a", "b"]
     assert keys(tiebreak(primary, {"a": 0.0, "b": 1.0}, places=3)) == ["b", "a"]
-
-
-def test_dedup_keeps_each_groups_best_entries_in_order():
-    ranking = [(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6), (5, 0.5)]
-    group_of = {1: "x", 2: "x", 3: "y", 4: "x", 5: "y"}
-
-    assert dedup(ranking, group_of) == [(1, 0.9), (3, 0.7)]
-    assert dedup(ranking, group_of, per_group=2) == [(1, 0.9), (2, 0.8), (3, 0.7), (5, 0.5)]
-    assert dedup([], group_of) == []
