@@ -17,7 +17,8 @@ from api.schema import errors
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from catalog.embedder import embedder_status
 from catalog.models import Agent, Catalog
-from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, SearchUnavailable, chunk_search
+from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, chunk_search
+from retrieval.search.vector import SearchUnavailable
 
 # top_k when a person's session searches without one (an agent gets its default_top_k).
 SESSION_TOP_K = 10

@@ -44,7 +44,8 @@ from catalog.sources.documents import Collected, DocumentInput
 from catalog.sources.fingerprints import text_sha256
 from retrieval.evaluation.beir import read_qrels, read_queries
 from retrieval.evaluation.metrics import percentile
-from retrieval.search.selectors import SearchOptions, chunk_search, embed_query
+from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.vector import embed_query
 
 Log = Callable[[str], None]
 

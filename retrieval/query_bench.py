@@ -11,7 +11,7 @@ comes from. The benchmark:
   3. times the stages of the lexical side alone (analysis with the term lookup, the
      BM25 SQL) and the query embedding
 
-`merged_terms_max` overrides selectors.MERGED_TERMS_MAX for the run, to compare the
+`merged_terms_max` overrides lexical.MERGED_TERMS_MAX for the run, to compare the
 two ways of walking postings (0: every query joined; a large number: every query
 merged range by range, as before long queries).
 """
@@ -32,8 +32,9 @@ from django.conf import settings
 from catalog.embedder import word_prefix
 from catalog.models import Catalog
 from retrieval.evaluation.metrics import percentile
-from retrieval.search import selectors
-from retrieval.search.selectors import SearchOptions, chunk_search, embed_query
+from retrieval.search import lexical
+from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.vector import embed_query
 
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
 
@@ -93,12 +94,12 @@ class QueryBenchmark:
 
 @contextmanager
 def merged_terms_max(value: int | None) -> Iterator[int]:
-    saved = selectors.MERGED_TERMS_MAX
-    selectors.MERGED_TERMS_MAX = saved if value is None else value
+    saved = lexical.MERGED_TERMS_MAX
+    lexical.MERGED_TERMS_MAX = saved if value is None else value
     try:
-        yield selectors.MERGED_TERMS_MAX
+        yield lexical.MERGED_TERMS_MAX
     finally:
-        selectors.MERGED_TERMS_MAX = saved
+        lexical.MERGED_TERMS_MAX = saved
 
 
 def _ms_since(started: float) -> float:
@@ -125,10 +126,10 @@ def _stages(catalog: Catalog, passages: list[Passage]) -> dict[str, float]:
     analyse, walk, embed = [], [], []
     for passage in passages:
         started = time.perf_counter()
-        terms = selectors._bm25_terms(catalog, passage.text)
+        terms = lexical.bm25_terms(catalog, passage.text)
         analyse.append(_ms_since(started))
         started = time.perf_counter()
-        selectors._bm25_top(catalog, terms, settings.LECTERN_FUSION_DEPTH)
+        lexical.bm25_top(catalog, terms, settings.LECTERN_FUSION_DEPTH)
         walk.append(_ms_since(started))
         started = time.perf_counter()
         embed_query(passage.text)
@@ -142,7 +143,7 @@ def query_benchmark(*, catalog: Catalog, corpus: Path, chars: int, passages: int
                     merged_max: int | None = None, warmup: int = 3,
                     log: Callable[[str], None] = print) -> QueryBenchmark:
     texts = corpus_passages(corpus, chars=chars, count=passages, seed=seed)
-    terms = [len(selectors._bm25_terms(catalog, p.text)) for p in texts]
+    terms = [len(lexical.bm25_terms(catalog, p.text)) for p in texts]
     read = [embed_query(p.text)[1] for p in texts]
     with merged_terms_max(merged_max) as used:
         reports = []

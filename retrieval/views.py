@@ -11,7 +11,8 @@ from django.views.decorators.http import require_GET
 from catalog.auth import visible_catalogs
 from catalog.embedder import embedder_status
 from retrieval.forms import SearchForm
-from retrieval.search.selectors import SearchOptions, SearchUnavailable, chunk_search
+from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.vector import SearchUnavailable
 
 
 @login_required

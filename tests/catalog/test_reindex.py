@@ -26,7 +26,7 @@ from catalog.indexing.runs import (
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
 from catalog.tasks import SCAN_SCHEDULE
-from retrieval.search.selectors import bm25_search
+from retrieval.search.lexical import bm25_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.factories import agent_with_token
 

@@ -51,7 +51,8 @@ from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import DocumentInput, source_fingerprint
 from catalog.sources.editing import uploads_replace
 from catalog.sources.fingerprints import text_sha256
-from retrieval.search.selectors import SearchOptions, bm25_search, chunk_search
+from retrieval.search.lexical import bm25_search
+from retrieval.search.selectors import SearchOptions, chunk_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.config.servers import child_env
 from tests.factories import agent_with_token

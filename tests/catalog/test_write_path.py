@@ -20,7 +20,7 @@ from catalog.models import Agent, Catalog, Chunk, Document, Postings, ReferenceS
 from catalog.sources.errors import SourceError
 from catalog.sources.globs import glob_resolve
 from retrieval.search import bm25
-from retrieval.search.selectors import bm25_search
+from retrieval.search.lexical import bm25_search
 from tests.catalog.checks import term_postings_mismatches
 
 

@@ -20,7 +20,7 @@ from retrieval.benchmarks import (
     perturb_text,
     vocabulary_of,
 )
-from retrieval.search.selectors import vector_search
+from retrieval.search.vector import vector_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.factories import import_documents
 

@@ -17,8 +17,8 @@ from rank_bm25 import BM25Okapi
 from catalog.analysis import analyze
 from catalog.models import Catalog, Chunk, Term
 from catalog.sources.documents import DocumentInput
-from retrieval.search import bm25, selectors
-from retrieval.search.selectors import bm25_scores_for, bm25_search
+from retrieval.search import bm25, lexical
+from retrieval.search.lexical import bm25_scores_for, bm25_search
 from tests.factories import import_documents
 
 K1, B = 1.2, 0.75
@@ -114,9 +114,9 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("merged_terms_max", [selectors.MERGED_TERMS_MAX, 1])  # 1: every query joined
+@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 1])  # 1: every query joined
 def test_scores_and_order_equal_rank_bm25_when_every_hit_is_returned(bm25_catalog, monkeypatch, merged_terms_max):
-    monkeypatch.setattr(selectors, "MERGED_TERMS_MAX", merged_terms_max)
+    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
     for query in QUERIES:
         expected = expected_scores(bm25_catalog, query)
 
@@ -148,9 +148,9 @@ def test_queries_with_no_known_term_return_nothing(bm25_catalog):
         assert bm25_search(catalog=bm25_catalog, query=query, limit=10) == ([], 0), query
 
 
-@pytest.mark.parametrize("merged_terms_max", [selectors.MERGED_TERMS_MAX, 1])
+@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 1])
 def test_a_small_limit_returns_the_exhaustive_top_k(bm25_catalog, monkeypatch, merged_terms_max):
-    monkeypatch.setattr(selectors, "MERGED_TERMS_MAX", merged_terms_max)
+    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
     for query in QUERIES:
         expected = expected_scores(bm25_catalog, query)
         for limit in (1, 2, 5):
@@ -163,12 +163,12 @@ def test_a_small_limit_returns_the_exhaustive_top_k(bm25_catalog, monkeypatch, m
             assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows), (query, limit)
 
 
-@pytest.mark.parametrize("merged_terms_max", [selectors.MERGED_TERMS_MAX, 8, 1])
+@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 8, 1])
 def test_a_passage_scores_exactly_whether_its_terms_are_merged_or_joined(bm25_catalog, monkeypatch,
                                                                          merged_terms_max):
     # given: a query made of every chunk's text (a pasted passage); past
     # MERGED_TERMS_MAX terms, the postings are summed by one join, not merged range by range
-    monkeypatch.setattr(selectors, "MERGED_TERMS_MAX", merged_terms_max)
+    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
     query = " ".join(Chunk.objects.filter(catalog=bm25_catalog).order_by("pk").values_list("content", flat=True))
     assert len(set(analyze(query))) > 8
     expected = expected_scores(bm25_catalog, query)
@@ -192,10 +192,10 @@ def postings_read() -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.parametrize("merged_terms_max", [selectors.MERGED_TERMS_MAX, 0])  # 0: joined
+@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 0])  # 0: joined
 def test_a_term_in_most_chunks_is_probed_not_walked_and_the_top_k_stays_exact(bm25_catalog, monkeypatch,
                                                                               merged_terms_max):
-    monkeypatch.setattr(selectors, "MERGED_TERMS_MAX", merged_terms_max)
+    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
     # given: "doc" (the heading "Doc N" of every titled chunk) is in most chunks, far
     # more than "mango" (three untitled chunks)
     ubiquitous = Term.objects.get(catalog=bm25_catalog, text=UBIQUITOUS)
@@ -221,10 +221,10 @@ def test_a_term_in_most_chunks_is_probed_not_walked_and_the_top_k_stays_exact(bm
     assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
 
 
-@pytest.mark.parametrize("merged_terms_max", [selectors.MERGED_TERMS_MAX, 0])  # 0: joined
+@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 0])  # 0: joined
 def test_every_term_is_walked_when_a_probed_term_could_still_lift_a_chunk_into_the_top(bm25_catalog, monkeypatch,
                                                                                        merged_terms_max):
-    monkeypatch.setattr(selectors, "MERGED_TERMS_MAX", merged_terms_max)
+    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
     # given: "doc" four times over weighs more than the threshold the two "kiwi"
     # chunks set, so a chunk holding "doc" but not "kiwi" might still make the top 2
     query = f"kiwi {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS}"
@@ -256,10 +256,10 @@ def test_a_probed_term_is_walked_when_the_others_cannot_fill_the_top_k(bm25_cata
     (f"zebra {UBIQUITOUS}", 2, 2),
     ("mango schema", 3, 1),  # every term walked
 ])
-@pytest.mark.parametrize("merged_terms_max", [selectors.MERGED_TERMS_MAX, 0])  # 0: joined
+@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 0])  # 0: joined
 def test_withheld_sources_are_left_out_before_the_top_k_on_every_path(bm25_catalog, monkeypatch, query, limit, passes,
                                                                       merged_terms_max):
-    monkeypatch.setattr(selectors, "MERGED_TERMS_MAX", merged_terms_max)
+    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
     # given: a second source whose chunks are the best mango, kiwi and zebra chunks of all
     vault = import_documents(catalog=bm25_catalog, slug="vault", documents=[
         _text("vault.md", "Mango mango mango mango."), _text("vault-2.md", "Kiwi kiwi."),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from retrieval.query_bench import MODES, corpus_passages, query_benchmark
-from retrieval.search import selectors
+from retrieval.search import lexical
 
 DOCUMENTS = {  # the ops catalog's documents (tests/conftest.py), as a BEIR corpus
     "circuit-breaker.md": "A circuit breaker stops calls to a failing dependency. After repeated failures it opens; "
@@ -37,13 +37,13 @@ def test_passages_are_consecutive_documents_cut_at_a_word(tmp_path):
 def test_the_report_covers_every_mode_and_restores_the_merge_threshold(indexed_catalog, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     write_corpus(corpus)
-    before = selectors.MERGED_TERMS_MAX
+    before = lexical.MERGED_TERMS_MAX
 
     report = query_benchmark(catalog=indexed_catalog, corpus=corpus, chars=400, passages=3, seed=2, merged_max=0,
                              warmup=1, log=lambda line: None)
 
     assert [m.mode for m in report.modes] == list(MODES)
     assert all(m.queries == 3 and m.p50_ms > 0 and 0 <= m.found <= 1 for m in report.modes)
-    assert report.merged_terms_max == 0 and selectors.MERGED_TERMS_MAX == before
+    assert report.merged_terms_max == 0 and lexical.MERGED_TERMS_MAX == before
     assert report.mean_terms > 0 and 0 < report.vector_chars <= report.mean_chars
     assert set(report.stages_p50_ms) == {"analyse+terms", "bm25 sql (depth 100)", "embed"}

@@ -17,7 +17,7 @@ from catalog.indexing.chunks import prepare_chunks
 from catalog.indexing.writes import source_replace_rows
 from catalog.models import Chunk, ReferenceSource
 from catalog.sources.documents import Collected, DocumentInput
-from retrieval.search.selectors import HNSW_EF_SEARCH_MAX, vector_search
+from retrieval.search.vector import HNSW_EF_SEARCH_MAX, vector_search
 
 URL = "/api/v1/search"
 

@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--passages", type=int, default=20, help="passages per length")
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--merged-terms-max", type=int, default=None,
-                            help="override selectors.MERGED_TERMS_MAX (0: join every query's postings)")
+                            help="override lexical.MERGED_TERMS_MAX (0: join every query's postings)")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
     def handle(self, *args: Any, catalog: str, corpus: Path | None, chars: str, passages: int, seed: int,

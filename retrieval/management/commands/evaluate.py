@@ -7,7 +7,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog
 from retrieval.evaluation.beir import EvaluationInputError, ModeReport, read_qrels, read_queries, score_run
-from retrieval.search.selectors import MODES, SearchOptions, SearchUnavailable, chunk_search
+from retrieval.search.selectors import MODES, SearchOptions, chunk_search
+from retrieval.search.vector import SearchUnavailable
 
 
 class Command(BaseCommand):

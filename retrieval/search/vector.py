@@ -1,0 +1,80 @@
+"""Vector search: the query embedded as the model reads it (a long passage's head), HNSW
+k-NN by cosine with ef_search raised towards the depth asked for and the iterative
+scan going on past rows the filters drop; a small catalog the shared scan stops short
+of is ranked exactly. Chunks of withheld sources are left out inside the SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from catalog.embedder import embedder_status, get_embedder, vector_literal
+from catalog.models import Catalog
+from retrieval.search.rows import Params, Row
+
+
+class SearchUnavailable(Exception):
+    """The mode asked for needs an embedding model and none is loaded."""
+
+
+# The largest hnsw.ef_search pgvector accepts; an HNSW scan returns at most ef_search
+# rows unless the iterative scan lets it go on.
+HNSW_EF_SEARCH_MAX = 1000
+
+
+def embed_query(query: str) -> tuple[str, int]:
+    """The query's vector as the model reads it (its first max_tokens tokens: a long
+    passage's head) and how many leading characters of the query that is."""
+    embedder = get_embedder()
+    if embedder is None:
+        raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
+    vector, read = embedder.embed_head(query)
+    return vector_literal(vector), read
+
+
+def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = ()) -> list[Row]:
+    """HNSW k-NN by cosine over the chunks outside the `withheld` sources; score =
+    cosine similarity. ef_search is raised towards `limit`, up to what pgvector
+    accepts; the iterative scan finds the rest, past the rows the filters drop. When
+    the scan still returns fewer than `limit` rows of a catalog that holds more, the
+    catalog's chunks are ranked exactly (a small catalog beside large ones)."""
+    ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
+    allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
+    with transaction.atomic(), connection.cursor() as cursor:
+        # relaxed_order: the scan keeps going past ef_search rows, and past rows the
+        # catalog filter drops (all catalogs share one index), without re-sorting in the
+        # index; we sort below. The vector literal loads pgvector's library before the
+        # settings are made: until then hnsw.* are placeholders, and a value the library
+        # refuses when it loads is dropped with a mere warning.
+        cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
+                       "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
+        sql = f"""
+            SELECT id, document_id, 1 - (embedding <=> %(vector)s::vector) FROM catalog_chunk
+            WHERE catalog_id = %(catalog)s AND embedding IS NOT NULL {allowed}
+            ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
+            """
+        params: Params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
+        cursor.execute(sql, params)
+        rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+        if len(rows) < limit and len(rows) < catalog.chunk_count:
+            # The scan stopped short (hnsw.max_scan_tuples: every catalog shares the
+            # index, so a small catalog's rows may lie beyond what it visits): rank the
+            # catalog's chunks exactly instead. "+ 0" is an order the HNSW index cannot
+            # serve, whatever the planner's settings: the catalog's rows are sorted.
+            cursor.execute(sql.replace("ORDER BY embedding <=> %(vector)s::vector",
+                                       "ORDER BY (embedding <=> %(vector)s::vector) + 0"), params)
+            rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+    return sorted(rows, key=lambda row: (-row[2], row[0]))
+
+
+def vector_scores_for(*, vector: str, chunk_pks: list[int]) -> dict[int, float]:
+    if not chunk_pks:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, 1 - (embedding <=> %s::vector) FROM catalog_chunk WHERE id = ANY(%s) AND embedding IS NOT NULL",
+            [vector, chunk_pks],
+        )
+        return {chunk: float(s) for chunk, s in cursor.fetchall()}
