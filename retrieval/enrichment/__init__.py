@@ -2,6 +2,6 @@
 which profile (caller.py), listReferences / selectReferences and reading a reference's
 files (references.py), what an agent has selected (selections.py), its startup
 instructions (instructions.py), traces and their retention (traces.py); the per-catalog
-detection index and reference graph (detection.py); and, pure, the tag matcher
-(tagmatch.py), mention and link extraction (mentions.py) and the injected text formats
-(formatting.py)."""
+detection index (detection.py), the reference graph discovery walks (discovery.py) and
+a reference's files (reference_files.py); and, pure, the tag matcher (tagmatch.py),
+mention and link extraction (mentions.py) and the injected text formats (formatting.py)."""

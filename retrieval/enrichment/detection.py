@@ -1,6 +1,6 @@
 """Reads for reference detection: a per-catalog detection index (tag matcher, source
 cards, embedded source profiles), cached per process until the catalog's sources
-change, and the reference graph that transitive discovery walks.
+change (the reference graph discovery walks is discovery.py's).
 
 The index is rebuilt when a catalog's sources change (count or latest updated_at:
 tag changes touch their sources, see catalog.signals), so every web process notices
@@ -10,38 +10,29 @@ a curator's edit on its next call without any cross-process messaging.
 from __future__ import annotations
 
 import glob as globlib
-import hashlib
 import logging
-import posixpath
 import re
 import threading
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import TypedDict
 
 import numpy as np
-from django.conf import settings
 from django.db import connection
 
-from approvals.selectors import injection_decisions
 from catalog.analysis import STOP_WORDS
 from catalog.embedder import Embedder, get_embedder, word_prefix
 from catalog.indexing.embedding_cache import embed_texts
-from catalog.models import Agent, Catalog, Document, ReferenceSource
+from catalog.models import Catalog, ReferenceSource
 from catalog.sources.errors import SourceError
 from catalog.sources.fingerprints import text_sha256
-from catalog.sources.globs import glob_listing, root_and_pattern, source_roots
+from catalog.sources.globs import root_and_pattern
 from catalog.tag_keys import tag_key
-from retrieval.enrichment.formatting import CONTENT_KINDS
-from retrieval.enrichment.mentions import EXTRACTION_RULES, content_ids, markdown_links
 from retrieval.enrichment.tagmatch import TagMatcher
-from retrieval.models import SourceMentions, SourceProfile
+from retrieval.models import SourceProfile
 
 log = logging.getLogger(__name__)
-
-MAX_DEPTH = 10
 
 
 @dataclass(frozen=True)
@@ -243,185 +234,3 @@ def source_profiles(cards: list[SourceCard], embedder: Embedder,
     return slugs, matrix
 
 
-# --- paths -----------------------------------------------------------------------------
-
-
-def root_relative(path: str) -> str | None:
-    """A path as written by a tool, relative to the source root it lies under
-    (absolute paths) or as is (relative ones); None when it climbs out."""
-    path = path.strip()
-    if path.startswith("/"):
-        for root in source_roots():
-            try:
-                return str(PurePosixPath(posixpath.normpath(path)).relative_to(root))
-            except ValueError:
-                continue
-        return None
-    normal = posixpath.normpath(path)
-    if normal == ".." or normal.startswith("../") or normal == ".":
-        return None
-    return normal
-
-
-def containing_source(cards: list[SourceCard], paths: list[str]) -> tuple[SourceCard, str] | None:
-    """The first (card, path) where a path is one of the card's documents or lies in
-    its folder."""
-    relative = [(p, r) for p in paths if (r := root_relative(p))]
-    if not relative or not cards:
-        return None
-    for _, rel in relative:
-        for card in cards:
-            if card.base_dir and rel.startswith(card.base_dir):
-                return card, rel
-    documents = dict(Document.objects.filter(source_id__in=[c.pk for c in cards],
-                                              path__in=[rel for _, rel in relative])
-                     .values_list("path", "source_id"))
-    by_pk = {card.pk: card for card in cards}
-    for _, rel in relative:
-        if rel in documents:
-            return by_pk[documents[rel]], rel
-    return None
-
-
-def source_files(card: SourceCard) -> list[str]:
-    """Every file of a reference, indexed or not (templates and scripts in other
-    formats are still part of the reference), in path order: exactly what the file
-    endpoint serves (indexed documents, and the glob's files up to LECTERN_MAX_FILE_BYTES)."""
-    paths = set(Document.objects.filter(source_id=card.pk).values_list("path", flat=True))
-    if card.kind == ReferenceSource.Kind.GLOB:
-        try:
-            paths.update(glob_listing(card.location, max_bytes=settings.LECTERN_MAX_FILE_BYTES))
-        except SourceError:
-            pass
-    return sorted(paths)
-
-
-def contents_of(card: SourceCard, paths: list[str]) -> dict[str, list[str]]:
-    """Files per conventional sub-folder (templates, validation, ...) of the reference."""
-    base = card.base_dir
-    contents: dict[str, list[str]] = defaultdict(list)
-    for path in paths:
-        if base and not path.startswith(base):
-            continue
-        first = path[len(base):].split("/", 1)
-        if len(first) == 2 and first[0] in CONTENT_KINDS:
-            contents[first[0]].append(path)
-    return dict(contents)
-
-
-# --- the reference graph ---------------------------------------------------------------
-
-
-class Parent(TypedDict):
-    """A source pointing at a discovered one: by an id mention or a markdown link."""
-
-    source_id: str
-    via: str  # mention | link
-    evidence: str  # the @id or the link target as written
-
-
-@dataclass
-class Discovered:
-    card: SourceCard
-    depth: int
-    parents: list[Parent] = field(default_factory=list)
-
-
-def extraction_stamp(fingerprint: str) -> str:
-    """What a stored extraction was made from: the content's fingerprint under the
-    current extraction rules (a change of rules redoes every extraction once)."""
-    return hashlib.sha256(f"rules {EXTRACTION_RULES}: {fingerprint}".encode()).hexdigest()
-
-
-def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[str]]]:
-    """(ids mentioned, link targets) per source pk, extracted once per fingerprint."""
-    if not cards:
-        return {}
-    stored = {m.source_id: m for m in SourceMentions.objects.filter(source_id__in=[c.pk for c in cards])}
-    out: dict[int, tuple[set[str], set[str]]] = {}
-    stale = []
-    for card in cards:
-        row = stored.get(card.pk)
-        if row is not None and row.fingerprint == extraction_stamp(card.fingerprint):
-            out[card.pk] = (set(row.ids), set(row.links))
-        else:
-            stale.append(card)
-    if stale:
-        extracted: dict[int, tuple[set[str], set[str]]] = {card.pk: (set(), set()) for card in stale}
-        for source_id, path, text in Document.objects.filter(source_id__in=[c.pk for c in stale]) \
-                .values_list("source_id", "path", "text").iterator(chunk_size=200):
-            ids, links = extracted[source_id]
-            ids.update(content_ids(text))
-            links.update(markdown_links(text, path))
-        fingerprints = {card.pk: extraction_stamp(card.fingerprint) for card in stale}
-        SourceMentions.objects.bulk_create(
-            [SourceMentions(source_id=pk, fingerprint=fingerprints[pk], ids=sorted(ids), links=sorted(links))
-             for pk, (ids, links) in extracted.items()],
-            update_conflicts=True, unique_fields=["source"],
-            update_fields=["fingerprint", "ids", "links", "updated_at"])
-        out.update(extracted)
-    return out
-
-
-def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
-    """link path -> slug of the source it lands in (a document path or a folder)."""
-    if not links:
-        return {}
-    found = dict(Document.objects.filter(catalog_id=index.catalog_id, path__in=[p.rstrip("/") for p in links])
-                 .values_list("path", "source__slug"))
-    targets = {}
-    for link in links:
-        slug = found.get(link.rstrip("/"))
-        if slug is None:
-            folder = link if link.endswith("/") else link + "/"
-            slug = next((c.slug for c in index.cards.values() if c.base_dir and
-                         (c.base_dir.startswith(folder) or link.startswith(c.base_dir))), None)
-        if slug is not None:
-            targets[link] = slug
-    return targets
-
-
-def _own_id(index: CatalogIndex, ident: str) -> str:
-    """A mention as this catalog's id: `@caching` and `@<this catalog>/caching` alike;
-    `@<another catalog>/caching` names none of this catalog's ("" matches no id)."""
-    catalog, _, slug = ident.rpartition("/")
-    return slug if catalog in ("", index.slug) else ""
-
-
-def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Agent | None,
-             max_depth: int = MAX_DEPTH) -> dict[str, Discovered]:
-    """Breadth-first over id mentions and markdown links in the roots' content, at
-    most `max_depth` hops. Returns every source reached (roots excluded), each with
-    all the parents that point at it.
-
-    Only the content of sources the gate lets reach `agent` is read: a withheld source
-    (a root or one reached) is itself reported, but what it mentions or links is not
-    discovered through it, since that would disclose its content.
-    """
-    seen: dict[str, Discovered] = {}
-    root_slugs = {card.slug for card in roots}
-    frontier = deque(roots)
-    depth = 0
-    while frontier and depth < max_depth:
-        depth += 1
-        decisions = injection_decisions(agent=agent, sources=frontier)
-        level = [card for card in frontier if decisions[card.pk].allowed]
-        frontier.clear()
-        mentions = source_mentions(level)
-        for card in level:
-            ids, links = mentions.get(card.pk, (set(), set()))
-            edges = [(index.ids[key], "mention", f"@{ident}") for ident in sorted(ids)
-                     if (key := _own_id(index, ident)) in index.ids and index.ids[key] != card.slug]
-            edges += [(slug, "link", link) for link, slug in sorted(_link_targets(index, links).items())
-                      if slug != card.slug]
-            for slug, via, evidence in edges:
-                if slug in root_slugs:
-                    continue
-                node = seen.get(slug)
-                if node is None:
-                    node = seen[slug] = Discovered(card=index.cards[slug], depth=depth)
-                    frontier.append(node.card)
-                parent = Parent(source_id=card.slug, via=via, evidence=evidence)
-                if parent not in node.parents:
-                    node.parents.append(parent)
-    return seen

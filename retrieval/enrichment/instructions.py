@@ -12,11 +12,8 @@ from catalog.embedder import get_embedder
 from catalog.models import Agent, Document, ReferenceSource
 from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
-from retrieval.enrichment.detection import (
-    Parent,
-    SourceCard,
-    discover,
-)
+from retrieval.enrichment.detection import SourceCard
+from retrieval.enrichment.discovery import Parent, discover
 from retrieval.enrichment.references import reference_text
 
 

@@ -19,15 +19,10 @@ from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource
 from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
-from retrieval.enrichment.detection import (
-    CatalogIndex,
-    Parent,
-    SourceCard,
-    containing_source,
-    content_words,
-    discover,
-)
+from retrieval.enrichment.detection import CatalogIndex, SourceCard, content_words
+from retrieval.enrichment.discovery import Parent, discover
 from retrieval.enrichment.mentions import at_mentions, path_candidates
+from retrieval.enrichment.reference_files import containing_source
 from retrieval.enrichment.references import cards_named, reference_text
 from retrieval.enrichment.selections import selected_source_pks, selections_grant
 from retrieval.enrichment.traces import insert_trace

@@ -20,13 +20,9 @@ from catalog.sources.globs import SourceChanged, glob_file_read
 from catalog.tag_keys import tag_key
 from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
-from retrieval.enrichment.detection import (
-    CatalogIndex,
-    SourceCard,
-    contents_of,
-    discover,
-    source_files,
-)
+from retrieval.enrichment.detection import CatalogIndex, SourceCard
+from retrieval.enrichment.discovery import discover
+from retrieval.enrichment.reference_files import contents_of, source_files
 from retrieval.enrichment.selections import selections_grant
 from retrieval.models import Selection
 

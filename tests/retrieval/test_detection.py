@@ -219,7 +219,8 @@ def test_content_words_read_only_as_much_as_the_head_needs():
 @pytest.mark.django_db
 def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
     from catalog.sources.documents import DocumentInput
-    from retrieval.enrichment.detection import catalog_index, discover
+    from retrieval.enrichment.detection import catalog_index
+    from retrieval.enrichment.discovery import discover
     from retrieval.models import SourceMentions
     from tests.factories import import_documents
 
@@ -239,7 +240,8 @@ def test_an_extraction_stored_under_older_rules_is_redone(make_catalog):
 @pytest.mark.django_db
 def test_a_catalog_qualified_mention_in_content_is_followed_within_its_catalog_only(make_catalog):
     from catalog.sources.documents import DocumentInput
-    from retrieval.enrichment.detection import catalog_index, discover
+    from retrieval.enrichment.detection import catalog_index
+    from retrieval.enrichment.discovery import discover
     from tests.factories import import_documents
 
     catalog, other = make_catalog("vendors"), make_catalog("lab")
