@@ -134,7 +134,7 @@ def _enqueue(run_id: int) -> None:
 
 
 class _RunProgress:
-    """services.Progress that writes stage and percentage to the run: every change of
+    """A Progress that writes stage and percentage to the run: every change of
     stage at once (a reader waiting on a stage must see it), progress within a stage at
     most twice a second; every report also goes to `also` (a command's progress bar)."""
 

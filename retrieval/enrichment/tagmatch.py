@@ -22,9 +22,10 @@ Tags may hold other characters (`c++`, `node.js`, `.net`, `c#`, `ci/cd`): they m
 literally, under the same guards. Case is folded with str.lower() on both sides (the
 text through `fold`, which keeps every character at its offset).
 
-A tag's identity is its key (`catalog.tag_keys.tag_key`): several spellings of one key are one tag. For
-each key that occurs, a search reports one hit, its first occurrence; overlapping tags
-are each reported ("circuit breaker" is a hit for "circuit breaker" and for "breaker").
+A tag's identity is its key (`catalog.tag_keys.tag_key`): several spellings of one key
+are one tag. For each key that occurs, a search reports one hit, its first occurrence;
+overlapping tags are each reported ("circuit breaker" is a hit for "circuit breaker" and
+for "breaker").
 
 Two implementations of the same rules:
 - `regex_loop_find` / `scan_patterns`: one compiled regex per key, searched in turn.
