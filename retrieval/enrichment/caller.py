@@ -9,11 +9,7 @@ from dataclasses import dataclass
 from api.errors import DomainError
 from catalog.auth import RequestUser, visible_catalogs
 from catalog.models import Agent, Catalog
-from retrieval.enrichment.detection import (
-    CatalogIndex,
-    SourceCard,
-    catalog_index,
-)
+from retrieval.enrichment.detection import CatalogIndex, SourceCard, catalog_index
 
 
 @dataclass

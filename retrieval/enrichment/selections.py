@@ -4,9 +4,7 @@ by selectReferences or an @id expansion, bound to the content it was granted on.
 from __future__ import annotations
 
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.detection import (
-    SourceCard,
-)
+from retrieval.enrichment.detection import SourceCard
 from retrieval.models import Selection, Trace
 
 
