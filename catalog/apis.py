@@ -14,12 +14,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.errors import DomainError
-from api.fields import StrictCharField
-from api.schema import errors
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
 from catalog.indexing.runs import index_run_request
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
+from catalog.rest.errors import DomainError
+from catalog.rest.fields import StrictCharField
+from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem

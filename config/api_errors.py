@@ -1,6 +1,6 @@
 """What no view handled (a bug, the database down, an unmatched URL, a layer outside
 DRF), noted here and answered by config.middleware.ApiErrorMiddleware, the outermost
-layer, in the one JSON error shape (api.errors, where DRF's exception handler shapes
+layer, in the one JSON error shape (catalog.rest.errors, where DRF's exception handler shapes
 what views raise)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
-from api.errors import error_body
+from catalog.rest.errors import error_body
 from config.log_filters import NOTED
 
 logger = logging.getLogger(__name__)

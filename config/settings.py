@@ -158,8 +158,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "api.schema.LecternAutoSchema",
+    "EXCEPTION_HANDLER": "catalog.rest.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "catalog.rest.schema.LecternAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {

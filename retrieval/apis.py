@@ -11,12 +11,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.errors import DomainError
-from api.fields import StrictBooleanField, StrictCharField, StrictFloatField, StrictIntegerField, StrictSlugField
-from api.schema import errors
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from catalog.embedder import embedder_status
 from catalog.models import Agent, Catalog
+from catalog.rest.errors import DomainError
+from catalog.rest.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSlugField,
+)
+from catalog.rest.schema import errors
 from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, chunk_search
 from retrieval.search.vector import SearchUnavailable
 

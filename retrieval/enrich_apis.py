@@ -23,10 +23,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.fields import StrictCharField, StrictRegexField, StrictSlugField
-from api.schema import errors
 from catalog.auth import RequestUser, request_user
 from catalog.models import Agent, ReferenceSource
+from catalog.rest.fields import StrictCharField, StrictRegexField, StrictSlugField
+from catalog.rest.schema import errors
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import CONTENT_KINDS
 from retrieval.enrichment.instructions import agent_instructions

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.errors import DomainError
 from catalog.auth import RequestUser, visible_catalogs
 from catalog.models import Agent, Catalog
+from catalog.rest.errors import DomainError
 from retrieval.enrichment.detection import CatalogIndex, SourceCard, catalog_index
 
 

@@ -12,9 +12,9 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from api.errors import DomainError
 from approvals.selectors import injection_decisions
 from catalog.models import Document, ReferenceSource
+from catalog.rest.errors import DomainError
 from catalog.sources.errors import SourceError
 from catalog.sources.globs import SourceChanged, glob_file_read
 from catalog.tag_keys import tag_key

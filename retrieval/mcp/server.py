@@ -44,12 +44,12 @@ from rest_framework.exceptions import APIException, AuthenticationFailed
 from rest_framework.fields import empty
 from rest_framework.utils.encoders import JSONEncoder
 
-from api.errors import exception_handler
-from api.fields import StrictSlugField
 from catalog.agents import hash_token
 from catalog.auth import agent_for_token_hash, visible_catalogs
 from catalog.embedder import get_embedder
 from catalog.models import Agent
+from catalog.rest.errors import exception_handler
+from catalog.rest.fields import StrictSlugField
 from retrieval.apis import SearchApi, search_response
 from retrieval.enrich_apis import (
     EnrichApi,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from api.fields import NOT_BLANK
+from catalog.rest.fields import NOT_BLANK
 
 
 def test_the_published_not_blank_pattern_is_pythons_whitespace_rule():
