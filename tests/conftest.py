@@ -15,6 +15,24 @@ from tests.factories import import_documents
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Before pytest-django makes the test database: the embedded Postgres started
+    (unless DATABASE_URL names a server) and the settings pointed where it listens.
+    Importing the settings started nothing, so tests without the database need no server."""
+    from django.conf import settings
+
+    from config.database import database_from_url, ensure_database
+
+    try:
+        uri = ensure_database()
+    except SystemExit as exc:  # one line saying what to do
+        pytest.exit(str(exc), returncode=1)
+    if uri is not None:
+        where = database_from_url(uri)
+        settings.DATABASES["default"].update(HOST=where["HOST"], PORT=where["PORT"])
+
+
 @pytest.fixture
 def make_catalog(db):
     def make(slug: str = "docs", **fields) -> Catalog:
