@@ -21,19 +21,23 @@ import pytest
 
 from config import embedded_pg
 from config.embedded_pg import EmbeddedPostgresError
+from tests.config.servers import private_dir
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user only when started as root")
 
 
 @pytest.fixture(scope="module")
-def pgdata(tmp_path_factory):
+def pgdata():
     """An initialised, tuned data directory whose server is stopped between tests."""
-    path = tmp_path_factory.mktemp("embedded") / "pgdata"
-    embedded_pg.ensure_running(path, "probe")
-    embedded_pg.stop(path)
-    yield path
-    embedded_pg.stop(path)
+    with private_dir("embedded") as root:
+        path = root / "pgdata"
+        embedded_pg.ensure_running(path, "probe")
+        embedded_pg.stop(path)
+        try:
+            yield path
+        finally:
+            embedded_pg.stop(path)
 
 
 @pytest.fixture
