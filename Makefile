@@ -1,6 +1,7 @@
 # Lectern: `make run` serves the app with its worker; `make test` runs the suite;
 # `make serve` is the production server (gunicorn + whitenoise + django-q2, DEBUG off).
 # Both set everything up first: virtualenv, dependencies, embedded Postgres, migrations.
+# `make test-fast` runs the unit tier alone: no database, so only the virtualenv.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +16,7 @@ endif
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run serve test setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
+.PHONY: run serve test test-fast setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
 
 # Every dependency installs from a wheel (--only-binary): nothing is compiled here.
 NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
@@ -59,13 +60,18 @@ chromium:
 test: setup chromium
 	$(VENV)/bin/pytest
 
-# lint-imports checks the layers contract in pyproject.toml. The OpenAPI check builds the
-# schema without a database: the URL only keeps settings from starting the embedded Postgres.
+# The unit tier (tests/conftest.py assigns it): no database, no server, no browser, so
+# neither the embedded Postgres nor migrations are set up for it.
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/pytest -m unit
+
+# lint-imports checks the layers contract in pyproject.toml. Settings start nothing, and
+# the OpenAPI check builds the schema without a database.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	DATABASE_URL=postgres://schema-check.invalid/none $(MANAGE) spectacular --validate --fail-on-warn --file /dev/null
+	$(MANAGE) spectacular --validate --fail-on-warn --file /dev/null
 
 NFCORPUS ?= ../shared/datasets/nfcorpus
 

@@ -127,6 +127,15 @@ def _uri(server: Postmaster, database: str) -> str:
     return f"postgresql://postgres:@/{database}?host={server.socket_dir}&port={server.port}"
 
 
+def known_uri(pgdata: Path = PGDATA, database: str = DB_NAME) -> str:
+    """Where the server listens, read without starting it: the socket directory and port
+    its postmaster.pid names, else where a start puts them (the data directory, port
+    5432; only a data directory whose path is too long for a socket gets its socket
+    elsewhere, and ensure_running returns that)."""
+    server = _postmaster(pgdata) or Postmaster(0, str(pgdata), "5432", ready=False)
+    return _uri(server, database)
+
+
 def ensure_running(pgdata: Path = PGDATA, database: str = DB_NAME) -> str:
     """Start the server if needed, create `database`, and return its URI."""
     server = _postmaster(pgdata)

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from config.database import ensure_database
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 STOP_SECONDS = 60  # for both to stop before they are killed
 POLL_SECONDS = 0.2
@@ -63,6 +65,8 @@ def supervise(commands: dict[str, list[str]]) -> int:
 
 
 def main() -> int:
+    # The embedded Postgres, started once here (a failure is one line), not by both children at once.
+    ensure_database()
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=BASE_DIR,
                    check=True)
     return supervise(server_commands())

@@ -1,6 +1,7 @@
 """Lectern settings, read from the environment.
 
-Without DATABASE_URL, Lectern starts (or reuses) the embedded Postgres under var/.
+Importing them starts nothing: without DATABASE_URL they name the embedded Postgres under
+var/, which the entry points that use the database start (config/database.py).
 """
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
 
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
+from config.database import database_from_url, default_database_url
 from config.env import env_bool, env_int, env_list, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -92,37 +93,8 @@ TEMPLATES = [
     },
 ]
 
-
-def _database_from_url(url: str) -> dict[str, Any]:
-    parsed = urlparse(url)
-    if parsed.scheme not in {"postgres", "postgresql"}:
-        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {parsed.scheme!r}")
-    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
-        "USER": unquote(parsed.username or ""),
-        "PASSWORD": unquote(parsed.password or ""),
-        "HOST": query.pop("host", parsed.hostname or ""),
-        "PORT": str(parsed.port or query.pop("port", "")),
-        "OPTIONS": query,
-        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60, minimum=0),
-        "CONN_HEALTH_CHECKS": True,
-    }
-
-
-def _default_database_url() -> str:
-    if url := os.environ.get("DATABASE_URL"):
-        return url
-    from config.embedded_pg import EmbeddedPostgresError, ensure_running
-
-    try:
-        return ensure_running()
-    except EmbeddedPostgresError as exc:
-        raise SystemExit(str(exc)) from None  # one line that says what to do, not a traceback
-
-
-DATABASES = {"default": _database_from_url(_default_database_url())}
+# From DATABASE_URL, else the embedded Postgres under var/ (where it listens; nothing starts).
+DATABASES = {"default": database_from_url(default_database_url())}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

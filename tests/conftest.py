@@ -1,9 +1,11 @@
 """Shared fixtures: a real embedded Postgres (pytest-django's test database), the real
-ONNX embedder, and named callers per role."""
+ONNX embedder, and named callers per role; the test tiers (`unit`, `integration`)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -12,6 +14,78 @@ from catalog.sources.documents import DocumentInput
 from tests.factories import agent_with_token, import_documents
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+# --- Test tiers ----------------------------------------------------------------------------
+# `unit`: no database, no server, no child process; `make test-fast` runs them alone, with
+# no Postgres anywhere. `integration`: the rest. Each test gets its tier from what it
+# uses, so a new test lands in the right one unmarked; a tier marked by hand wins.
+
+# Fixtures that reach the database (directly or through fixtures built on them: the
+# catalogs, tokens and demo below), a live server or a browser.
+INTEGRATION_FIXTURES = frozenset({
+    "db", "transactional_db", "django_db_setup", "django_db_reset_sequences",
+    "django_db_serialized_rollback", "live_server", "page",
+})
+# A test module holding one of these starts processes (manage.py children, servers, a
+# Postgres of its own): all its tests are integration.
+PROCESS_MODULES = frozenset({
+    "subprocess", "multiprocessing", "config.embedded_pg", "config.connections_bench", "config.serve",
+    "tests.config.servers",
+})
+
+
+def _starts_processes(module: ModuleType) -> bool:
+    def origin(value: object) -> object:
+        return value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+
+    return any(origin(value) in PROCESS_MODULES for value in vars(module).values())
+
+
+def _integration(item: pytest.Item) -> bool:
+    if item.get_closest_marker("django_db") or item.get_closest_marker("browser"):
+        return True
+    if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    module = getattr(item, "module", None)
+    return module is not None and _starts_processes(module)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks added here
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not (item.get_closest_marker("unit") or item.get_closest_marker("integration")):
+            item.add_marker(pytest.mark.integration if _integration(item) else pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """A unit test that starts a process fails here, in `make test` too, rather than
+    passing there and needing a server under `make test-fast` (pytest-django already
+    refuses database access to tests without the db fixtures)."""
+    if request.node.get_closest_marker("unit"):
+        def refuse(self, *args, **options):
+            command = args[0] if args else options.get("args")
+            raise RuntimeError(f"a unit test started {command!r}: mark it integration (tests/conftest.py, Test tiers)")
+
+        monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Before pytest-django makes the test database: the embedded Postgres started
+    (unless DATABASE_URL names a server) and the settings pointed where it listens.
+    Importing the settings started nothing, so the unit tier runs without a server."""
+    from django.conf import settings
+
+    from config.database import database_from_url, ensure_database
+
+    try:
+        uri = ensure_database()
+    except SystemExit as exc:  # one line saying what to do
+        pytest.exit(str(exc), returncode=1)
+    if uri is not None:
+        where = database_from_url(uri)
+        settings.DATABASES["default"].update(HOST=where["HOST"], PORT=where["PORT"])
 
 
 @pytest.fixture

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import quote
 
 from django.db import connection
@@ -17,3 +22,15 @@ def child_database_url() -> str:
 
 def child_env(**extra: str) -> dict[str, str]:
     return {"DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": child_database_url(), **extra}
+
+
+@contextmanager
+def private_dir(prefix: str) -> Iterator[Path]:
+    """A temporary folder outside pytest's tmp_path, for a server's data directory
+    that outlives a test: another pytest session starting meanwhile prunes pytest's
+    older numbered folders, and once took a running server's data from under it."""
+    root = Path(tempfile.mkdtemp(prefix=f"lectern-{prefix}-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +30,7 @@ import psutil
 import pytest
 
 from config.api_errors import RETRY_AFTER_S
+from tests.config.servers import private_dir
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
@@ -90,17 +89,13 @@ class Postgres:
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
-    """In a folder of its own, not under pytest's tmp_path: another pytest session
-    starting meanwhile prunes old numbered tmp folders, and once took this server's
-    data directory from under it (pg_control: permission denied)."""
-    root = Path(tempfile.mkdtemp(prefix="lectern-pg-down-"))
-    pgdata = root / "pgdata"
-    server = Postgres(pgdata, embedded_pg("start", pgdata))
-    try:
-        yield server
-    finally:
-        embedded_pg("stop", pgdata)
-        shutil.rmtree(root, ignore_errors=True)
+    with private_dir("pg-down") as root:
+        pgdata = root / "pgdata"
+        server = Postgres(pgdata, embedded_pg("start", pgdata))
+        try:
+            yield server
+        finally:
+            embedded_pg("stop", pgdata)
 
 
 @dataclass

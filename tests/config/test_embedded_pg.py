@@ -11,6 +11,9 @@ import os
 import pwd
 import signal
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import psycopg
@@ -18,18 +21,23 @@ import pytest
 
 from config import embedded_pg
 from config.embedded_pg import EmbeddedPostgresError
+from tests.config.servers import private_dir
 
+BASE_DIR = Path(__file__).resolve().parents[2]
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user only when started as root")
 
 
 @pytest.fixture(scope="module")
-def pgdata(tmp_path_factory):
+def pgdata():
     """An initialised, tuned data directory whose server is stopped between tests."""
-    path = tmp_path_factory.mktemp("embedded") / "pgdata"
-    embedded_pg.ensure_running(path, "probe")
-    embedded_pg.stop(path)
-    yield path
-    embedded_pg.stop(path)
+    with private_dir("embedded") as root:
+        path = root / "pgdata"
+        embedded_pg.ensure_running(path, "probe")
+        embedded_pg.stop(path)
+        try:
+            yield path
+        finally:
+            embedded_pg.stop(path)
 
 
 @pytest.fixture
@@ -75,6 +83,37 @@ def test_a_server_killed_with_sigkill_restarts_with_its_committed_rows(pgdata, s
     assert restarted is not None and restarted.pid != killed.pid
     with psycopg.connect(uri) as conn:
         assert conn.execute("SELECT v FROM kept").fetchone() == (42,)
+
+
+def test_the_address_is_read_without_a_start_from_the_running_server_or_where_one_will_listen(pgdata):
+    # Given the stopped server, the address is where a start puts the socket
+    assert embedded_pg.known_uri(pgdata, "probe") == f"postgresql://postgres:@/probe?host={pgdata}&port=5432"
+    assert not (pgdata / "postmaster.pid").exists(), "reading it started nothing"
+
+    # When it runs, the address is what its postmaster.pid says, the one ensure_running gave
+    try:
+        uri = embedded_pg.ensure_running(pgdata, "probe")
+        assert embedded_pg.known_uri(pgdata, "probe") == uri
+    finally:
+        embedded_pg.stop(pgdata)
+
+
+def test_a_manage_py_command_that_uses_the_database_starts_the_server(pgdata):
+    # Given the stopped server and no DATABASE_URL (a fresh checkout after `make setup`)
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", LECTERN_PGDATA=str(pgdata), LECTERN_DB_NAME="probe",
+               SECRET_KEY="x" * 50)
+    try:
+        # When a command that reads the database runs
+        done = subprocess.run([sys.executable, "manage.py", "showmigrations", "catalog"], cwd=BASE_DIR, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+        # Then manage.py started the server first, and the command read it
+        assert done.returncode == 0, done.stderr
+        assert "[ ] 0001_initial" in done.stdout
+        assert embedded_pg._postmaster(pgdata) is not None
+    finally:
+        embedded_pg.stop(pgdata)
 
 
 def test_a_pid_file_naming_another_program_is_stale(pgdata):

@@ -1,0 +1,73 @@
+"""Where the database is, and starting the embedded Postgres where it is used.
+
+Settings only read: DATABASE_URL, else where the embedded server listens (its
+postmaster.pid, or where a start will put it). Importing them starts nothing, so
+`manage.py --help`, `manage.py check`, mypy and the unit tests need no server. What
+touches the database starts the embedded Postgres first, unless DATABASE_URL names
+another server: manage.py (every command but those in NO_DATABASE_COMMANDS),
+config.serve, config.wsgi and config.asgi, and the test session (tests/conftest.py,
+before the test database is made).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config import embedded_pg
+from config.env import env_int
+
+# manage.py commands that read only settings and code; every other command (Lectern's
+# own included) may touch the database, so the embedded server is started for it.
+NO_DATABASE_COMMANDS = frozenset({
+    "help", "version", "check", "diffsettings", "collectstatic", "findstatic", "spectacular",
+    "startapp", "startproject", "makemessages", "compilemessages",
+})
+
+
+def database_from_url(url: str) -> dict[str, Any]:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {parsed.scheme!r}")
+    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": query.pop("host", parsed.hostname or ""),
+        "PORT": str(parsed.port or query.pop("port", "")),
+        "OPTIONS": query,
+        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+def default_database_url() -> str:
+    """DATABASE_URL, else the embedded server's address, read without starting it."""
+    return os.environ.get("DATABASE_URL") or embedded_pg.known_uri()
+
+
+def command_needs_database(argv: Sequence[str]) -> bool:
+    """Whether `manage.py *argv[1:]` may touch the database (no command, or an option
+    such as --help or --version, prints and exits)."""
+    command = argv[1] if len(argv) > 1 else "help"
+    if command == "check":
+        return any(arg.startswith("--database") for arg in argv[2:])
+    return not command.startswith("-") and command not in NO_DATABASE_COMMANDS
+
+
+def ensure_database() -> str | None:
+    """Start the embedded Postgres unless DATABASE_URL is set; returns its URI (None with
+    DATABASE_URL). A server that cannot start ends the process with one line saying
+    what to do, not a traceback."""
+    if os.environ.get("DATABASE_URL"):
+        return None
+    try:
+        return embedded_pg.ensure_running()
+    except embedded_pg.EmbeddedPostgresError as exc:
+        raise SystemExit(str(exc)) from None

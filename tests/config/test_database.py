@@ -1,0 +1,57 @@
+"""Where the database is (config/database.py): settings read DATABASE_URL or the embedded
+server's address without starting it, and manage.py starts the server only for commands
+that may touch the database."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config import database
+
+
+@pytest.mark.parametrize("argv", [
+    ["manage.py"], ["manage.py", "--help"], ["manage.py", "-h"], ["manage.py", "--version"],
+    ["manage.py", "help", "migrate"], ["manage.py", "check"], ["manage.py", "check", "--deploy"],
+    ["manage.py", "collectstatic", "--no-input"], ["manage.py", "spectacular", "--file", "/dev/null"],
+])
+def test_commands_that_read_only_settings_and_code_start_no_database(argv):
+    assert not database.command_needs_database(argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["manage.py", "migrate"], ["manage.py", "runserver"], ["manage.py", "qcluster"], ["manage.py", "shell"],
+    ["manage.py", "load_demo"], ["manage.py", "mcp"], ["manage.py", "check", "--database", "default"],
+    ["manage.py", "makemigrations", "--check"],
+])
+def test_commands_that_may_touch_the_database_start_it(argv):
+    assert database.command_needs_database(argv)
+
+
+def test_database_url_wins_and_nothing_is_started(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgres://lectern:s%40cret@db.example.com:6432/lectern?sslmode=require")
+    monkeypatch.setattr("config.embedded_pg.ensure_running", lambda *args: pytest.fail("started the embedded server"))
+
+    settings = database.database_from_url(database.default_database_url())
+
+    assert database.ensure_database() is None
+    assert (settings["HOST"], settings["PORT"], settings["PASSWORD"], settings["OPTIONS"]) == (
+        "db.example.com", "6432", "s@cret", {"sslmode": "require"})
+
+
+def test_a_database_url_that_is_not_postgres_fails_loudly():
+    with pytest.raises(ImproperlyConfigured, match="must be a postgres:// URL, not 'mysql'"):
+        database.database_from_url("mysql://db/lectern")
+
+
+def test_a_server_that_cannot_start_ends_the_command_in_one_line(monkeypatch):
+    from config.embedded_pg import EmbeddedPostgresError  # here: a module importing it is integration
+
+    def cannot_start(*args):
+        raise EmbeddedPostgresError("embedded postgres: this CPU lacks avx2; set DATABASE_URL")
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr("config.embedded_pg.ensure_running", cannot_start)
+
+    with pytest.raises(SystemExit, match="^embedded postgres: this CPU lacks avx2; set DATABASE_URL$"):
+        database.ensure_database()
