@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks.common import default_dataset_dir, machine_info
+from benchmarks.long_queries import QueryBenchmark, query_benchmark
 from catalog.models import Catalog
-from retrieval.benchmarks import default_dataset_dir, machine_info
-from retrieval.query_bench import QueryBenchmark, query_benchmark
 
 
 class Command(BaseCommand):

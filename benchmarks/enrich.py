@@ -13,7 +13,6 @@ import json
 import re
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +22,14 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
 from catalog.demo_loader import agent_token_rotate, tags_ensure
 from catalog.embedder import get_embedder
 from catalog.models import Catalog, ReferenceSource
 from catalog.services import source_index
-from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
 from retrieval.detection import catalog_index, content_words
 from retrieval.models import Trace
 
-Log = Callable[[str], None]
 AGENT = "bench-enrich-agent"
 _WORD = re.compile(r"[a-z][a-z-]{3,}")
 _STOP = frozenset("""with from that this into their than what when which while have been does were more most

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from retrieval.benchmarks import default_dataset_dir
-from retrieval.enrich_bench import enrich_benchmark
+from benchmarks.commands import command_load
+from benchmarks.common import default_dataset_dir
+from benchmarks.enrich import enrich_benchmark
 
 pytestmark = pytest.mark.django_db
 DATASET = default_dataset_dir()
@@ -31,4 +32,4 @@ def test_benchmark_reports_prompts_and_each_head_length_with_its_recall():
 @pytest.mark.parametrize("args", [["--tool-tokens", "64,abc"], ["--tool-tokens", "4"], ["--repeat", "0"]])
 def test_bad_arguments_are_one_line_errors(args):
     with pytest.raises(CommandError):
-        call_command("bench_enrich", *args)
+        call_command(command_load("bench_enrich"), *args)

@@ -1,4 +1,4 @@
-"""The benchmark's synthetic-corpus helpers: what they promise the latency figures."""
+"""The synthetic catalog the search benchmark times: what its helpers promise the latency figures."""
 
 from __future__ import annotations
 
@@ -6,20 +6,17 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from catalog.embedder import vector_literal
-from catalog.models import Catalog, Chunk, Postings, TermPosting
-from catalog.services import DocumentInput
-from retrieval.benchmarks import (
+from benchmarks.synthetic import (
     HNSW_INDEX,
-    LatencyReport,
-    SearchBenchmark,
     bench_catalog_drop,
     bench_catalog_ensure,
     jitter,
-    median_report,
     perturb_text,
     vocabulary_of,
 )
+from catalog.embedder import vector_literal
+from catalog.models import Catalog, Chunk, Postings, TermPosting
+from catalog.services import DocumentInput
 from retrieval.selectors import vector_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.factories import import_documents
@@ -62,25 +59,6 @@ def test_jittered_vectors_are_unit_length_and_stay_near_their_origin():
 def test_vocabulary_is_sorted_plain_words():
     # "x2" has a digit and "Alpha," punctuation: neither is a plain word
     assert vocabulary_of(["b-cell x2 Alpha, the", "alpha beta Gamma"]) == ["Gamma", "alpha", "b-cell", "beta", "the"]
-
-
-def report(p95: float, mode: str = "bm25", chunks: int = 100_000) -> LatencyReport:
-    return LatencyReport("bench", chunks, mode, 323, p50_ms=p95 / 4, p95_ms=p95, mean_ms=p95 / 2)
-
-
-def test_repeated_runs_report_their_medians_and_every_p95():
-    merged = median_report([report(30.0), report(90.0), report(40.0)])
-
-    assert merged.p95_ms == 40.0
-    assert merged.p50_ms == 10.0
-    assert merged.p95_runs == [30.0, 90.0, 40.0]
-
-
-def test_only_the_synthetic_catalog_is_held_to_the_targets():
-    bench = SearchBenchmark(chunks=100_000, build_s=None, reports=[
-        report(25.0), report(14.0, "vector"), report(99.0, chunks=8891), report(39.0, "hybrid")])
-
-    assert [(r.mode, r.p95_ms) for r in bench.missed()] == [("bm25", 25.0)]
 
 
 # --- the synthetic catalog in Postgres ------------------------------------------------------

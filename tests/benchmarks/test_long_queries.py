@@ -1,11 +1,11 @@
-"""`manage.py bench_query`: passages built from a corpus, and what the report holds."""
+"""`python -m benchmarks bench_query`: passages built from a corpus, and what the report holds."""
 
 from __future__ import annotations
 
 import json
 
+from benchmarks.long_queries import MODES, corpus_passages, query_benchmark
 from retrieval import selectors
-from retrieval.query_bench import MODES, corpus_passages, query_benchmark
 
 DOCUMENTS = {  # the ops catalog's documents (tests/conftest.py), as a BEIR corpus
     "circuit-breaker.md": "A circuit breaker stops calls to a failing dependency. After repeated failures it opens; "

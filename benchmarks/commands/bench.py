@@ -5,21 +5,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.benchmarks import (
-    BenchmarkError,
-    IndexBenchmark,
-    SearchBenchmark,
-    default_dataset_dir,
-    index_benchmark,
-    machine_info,
-    search_benchmark,
-)
+from benchmarks.common import BenchmarkError, default_dataset_dir, machine_info
+from benchmarks.indexing import IndexBenchmark, index_benchmark
+from benchmarks.search import SearchBenchmark, search_benchmark
 
 
 class Command(BaseCommand):
-    help = ("Benchmarks. --search: p50/p95 search latency on NFCorpus and on a synthetic catalog of --chunks "
-            "chunks grown from it. --index: full indexing pipeline vs bare ONNX Runtime, in chunks/s. "
-            "Without either flag, runs both at 100k chunks. See docs/benchmarks.md.")
+    help = ("Search latency and indexing throughput. --search: p50/p95 search latency on NFCorpus and on a "
+            "synthetic catalog of --chunks chunks grown from it. --index: full indexing pipeline vs bare ONNX "
+            "Runtime, in chunks/s. Without either flag, runs both at 100k chunks. See docs/benchmarks.md.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--search", action="store_true", help="measure search latency")

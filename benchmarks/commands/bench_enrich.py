@@ -4,13 +4,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.benchmarks import BenchmarkError, default_dataset_dir, machine_info
-from retrieval.enrich_bench import enrich_benchmark
+from benchmarks.common import BenchmarkError, default_dataset_dir, machine_info
+from benchmarks.enrich import enrich_benchmark
 
 
 class Command(BaseCommand):
-    help = ("p50/p95 of POST /api/v1/enrich (every detection pass, tags + semantic, trace written) over a "
-            "catalog of --sources references built from NFCorpus. See docs/benchmarks.md.")
+    help = ("Enrichment latency: p50/p95 of POST /api/v1/enrich (every detection pass, tags + semantic, trace "
+            "written) over a catalog of --sources references built from NFCorpus. See docs/benchmarks.md.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sources", type=int, default=1000)
