@@ -85,7 +85,7 @@ evaluate: nfcorpus
 BENCH := $(PY) -m benchmarks
 
 bench: nfcorpus
-	$(BENCH) bench
+	$(BENCH) bench --dataset $(NFCORPUS)
 	$(BENCH) bench_reindex --files 10000 --edits 5
 
 stop-db:

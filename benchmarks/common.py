@@ -9,7 +9,6 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from django.conf import settings
 from django.db import connection
 
 from retrieval.evaluation import read_qrels, read_queries
@@ -21,8 +20,17 @@ class BenchmarkError(Exception):
     """A benchmark that cannot run as asked (missing base catalog, data files, ...)."""
 
 
-def default_dataset_dir() -> Path:
-    return Path(settings.BASE_DIR).parent / "shared" / "datasets" / "nfcorpus"
+DATASET_FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+
+
+def dataset_check(dataset: Path) -> Path:
+    """`dataset` if it is a BEIR folder holding what the benchmarks read, checked before
+    anything is built (a missing file would otherwise surface after a long build)."""
+    missing = [name for name in DATASET_FILES if not (dataset / name).is_file()]
+    if missing:
+        raise BenchmarkError(f"{dataset} is not a BEIR dataset folder: no {', '.join(missing)} "
+                             f"(NFCorpus: ../shared/datasets/nfcorpus, as `make bench` gives it)")
+    return dataset
 
 
 def nfcorpus_test_queries(dataset: Path) -> list[str]:

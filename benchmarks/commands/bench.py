@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.common import BenchmarkError, default_dataset_dir, machine_info
+from benchmarks.common import BenchmarkError, dataset_check, machine_info
 from benchmarks.indexing import IndexBenchmark, index_benchmark
 from benchmarks.search import SearchBenchmark, search_benchmark
 
@@ -25,8 +25,9 @@ class Command(BaseCommand):
                                  "much faster for large N; vector search in this database is unindexed meanwhile")
         parser.add_argument("--base", default="nfcorpus", help="real catalog the synthetic one is grown from")
         parser.add_argument("--seed", type=int, default=42)
-        parser.add_argument("--dataset", type=Path, default=None,
-                            help="BEIR NFCorpus folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+        parser.add_argument("--dataset", type=Path, required=True,
+                            help="BEIR NFCorpus folder (corpus.jsonl, queries.jsonl, qrels/test.tsv); "
+                                 "`make bench` gives ../shared/datasets/nfcorpus")
         parser.add_argument("--repeat", type=int, default=3,
                             help="--search runs; each figure is the median over them")
         parser.add_argument("--documents", type=int, default=400, help="corpus documents per --index run")
@@ -36,24 +37,24 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
     def handle(self, *args: Any, search: bool, index: bool, chunks: int, rebuild: bool, defer_hnsw: bool, base: str,
-               seed: int, dataset: Path | None, repeat: int, documents: int, rounds: int, wait_timeout: float,
+               seed: int, dataset: Path, repeat: int, documents: int, rounds: int, wait_timeout: float,
                json_out: Path | None, **options: Any) -> None:
         if not search and not index:
             search = index = True
         if min(chunks, repeat, documents, rounds) < 1:
             raise CommandError("--chunks, --repeat, --documents and --rounds must be positive")
-        folder = dataset or default_dataset_dir()
         log = self.stdout.write
         results: dict[str, object] = {"machine": machine_info()}
         try:
+            dataset_check(dataset)
             if search:
-                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=folder, rebuild=rebuild,
+                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
                                            repeat=repeat, seed=seed, wait_timeout_s=wait_timeout,
                                            defer_hnsw=defer_hnsw, log=log)
                 self._print_search(outcome)
                 results["search"] = asdict(outcome)
             if index:
-                throughput = index_benchmark(dataset=folder, documents=documents, rounds=rounds, log=log)
+                throughput = index_benchmark(dataset=dataset, documents=documents, rounds=rounds, log=log)
                 self._print_index(throughput)
                 results["index"] = throughput.as_dict()
         except BenchmarkError as exc:
