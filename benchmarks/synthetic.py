@@ -12,7 +12,12 @@ the written tables are then vacuumed and analysed, as autovacuum would do in tim
 from __future__ import annotations
 
 import re
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from types import FrameType
 
 import numpy as np
 from django.db import connection, transaction
@@ -134,19 +139,69 @@ def hnsw_drop() -> None:
         cursor.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
 
 
-def hnsw_rebuild(*, memory: str = "4GB", workers: int = 2) -> None:
+def hnsw_rebuild(*, memory: str = "4GB", workers: int = 2) -> bool:
     """Build the HNSW index (as the Chunk model declares it) in one go: in memory (the
     graph of 1M vectors takes about 2 GB) and with parallel workers, far faster than
-    inserting vectors one at a time. Does nothing when the index exists."""
+    inserting vectors one at a time. Does nothing when the index exists; whether it built."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [HNSW_INDEX])
         if cursor.fetchone()[0]:
-            return
+            return False
     index = next(i for i in Chunk._meta.indexes if i.name == HNSW_INDEX)
     with connection.schema_editor() as editor:
         editor.execute("SELECT set_config('maintenance_work_mem', %s, true), "
                        "set_config('max_parallel_maintenance_workers', %s, true)", [memory, str(workers)])
         editor.add_index(Chunk, index)
+    return True
+
+
+def database_sessions_other() -> int:
+    """Client sessions on this database other than this one: a server, a worker, a shell."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+@contextmanager
+def terminate_raises() -> Iterator[None]:
+    """TERM (`kill`, `timeout`, a service manager) raised as SystemExit in this thread,
+    so that `finally` blocks run as they do on Ctrl-C; the previous handler after."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set one
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def hnsw_deferred(*, log: Log) -> Iterator[None]:
+    """The shared HNSW index dropped for a bulk load and built again after it, however
+    the load ends: done, failed, Ctrl-C or TERM (a SIGKILL leaves it to the next
+    bench_catalog_ensure). Every catalog's vector search falls back to exact scans
+    without the index, so this is refused while another session uses the database."""
+    others = database_sessions_other()
+    if others:
+        raise BenchmarkError(
+            f"--defer-hnsw drops the HNSW index that every catalog's vector search uses: refused while {others} "
+            "other session(s) use this database (stop its server and workers, or build in a database of its own, "
+            "e.g. LECTERN_DB_NAME=lectern_bench)")
+    with terminate_raises():
+        hnsw_drop()
+        try:
+            yield
+        finally:
+            if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+                connection.close()  # the failure broke it: the rebuild reconnects
+            log("  building the HNSW index")
+            hnsw_rebuild()
 
 
 def bulk_tables_vacuum() -> None:
@@ -182,24 +237,21 @@ def bench_catalog_ensure(*, base: Catalog, chunks: int, rebuild: bool, seed: int
                          defer_hnsw: bool = False) -> tuple[Catalog, float | None]:
     """The `bench-<chunks>` catalog, built when missing, the wrong size or asked to;
     with the build time in seconds (None when it was reused). With `defer_hnsw` the
-    shared HNSW index is dropped for the build and rebuilt after it (vector search in
-    this database is unindexed meanwhile)."""
+    shared HNSW index is dropped for the build and rebuilt after it (`hnsw_deferred`).
+    An index found missing (a deferred build killed outright) is built again first."""
+    if hnsw_rebuild():
+        log(f"the HNSW index {HNSW_INDEX} was missing (a --defer-hnsw build killed before it could rebuild it?): "
+            "built it again")
     existing = Catalog.objects.filter(slug=f"bench-{chunks}").first()
     if existing is not None and existing.chunk_count == chunks and not rebuild:
         log(f"reusing {existing.slug} ({existing.chunk_count} chunks)")
         return existing, None
-    if existing is not None:
-        log(f"dropping {existing.slug} ({existing.chunk_count} chunks)")
-        bench_catalog_drop(existing)
-    started = time.perf_counter()
-    if defer_hnsw:
-        hnsw_drop()
-    try:
+    with hnsw_deferred(log=log) if defer_hnsw else nullcontext():
+        if existing is not None:
+            log(f"dropping {existing.slug} ({existing.chunk_count} chunks)")
+            bench_catalog_drop(existing)
+        started = time.perf_counter()
         catalog = bench_catalog_build(base=base, chunks=chunks, seed=seed, sigma=sigma, log=log)
-    finally:
-        if defer_hnsw:
-            log(f"  building the HNSW index ({time.perf_counter() - started:.0f}s)")
-            hnsw_rebuild()
     log(f"  vacuum analyze ({time.perf_counter() - started:.0f}s)")
     bulk_tables_vacuum()
     if catalog.chunk_count != chunks:

@@ -21,8 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--chunks", type=int, default=100_000, help="synthetic catalog size (bench-<N>)")
         parser.add_argument("--rebuild", action="store_true", help="rebuild bench-<N> even if it has N chunks")
         parser.add_argument("--defer-hnsw", action="store_true",
-                            help="drop the (shared) HNSW index while building bench-<N> and rebuild it after: "
-                                 "much faster for large N; vector search in this database is unindexed meanwhile")
+                            help="drop the HNSW index (every catalog's vector search uses it) while building "
+                                 "bench-<N> and build it again after, however the build ends: much faster for "
+                                 "large N; refused while another session uses the database")
         parser.add_argument("--base", default="nfcorpus", help="real catalog the synthetic one is grown from")
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--dataset", type=Path, required=True,
