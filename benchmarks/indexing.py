@@ -17,7 +17,7 @@ import numpy as np
 from django.conf import settings
 
 from benchmarks.common import BenchmarkError, Log
-from benchmarks.synthetic import bench_catalog_drop
+from benchmarks.synthetic import BENCH_NAME, bench_catalog_drop
 from catalog.embedder import default_model_files, get_embedder
 from catalog.models import Catalog, Chunk, EmbeddingCache, IndexRun
 from catalog.reindex import source_import
@@ -112,7 +112,7 @@ def index_catalog_fresh() -> Catalog:
     existing = Catalog.objects.filter(slug="bench-index").first()
     if existing is not None:
         bench_catalog_drop(existing)
-    catalog = Catalog(slug="bench-index", name="Benchmark: indexing throughput")
+    catalog = Catalog(slug="bench-index", name=f"{BENCH_NAME}indexing throughput")
     catalog.full_clean()
     catalog.save()
     return catalog

@@ -120,8 +120,21 @@ def synthetic_source_write(*, catalog: Catalog, slug: str, documents: list[Docum
     return len(prepared)
 
 
+BENCH_NAME = "Benchmark: "  # how every catalog a benchmark builds, and so may drop, is named
+
+
+def bench_catalog_claim(catalog: Catalog) -> None:
+    """Refuse a catalog that a benchmark would drop but did not build: one that only
+    happens to bear a benchmark's slug is someone's."""
+    if not catalog.name.startswith(BENCH_NAME):
+        raise BenchmarkError(f"catalog {catalog.slug!r} ({catalog.name!r}) was not built by a benchmark (its name "
+                             f"would start with {BENCH_NAME!r}), so it is not dropped: rename or delete it yourself")
+
+
 def bench_catalog_drop(catalog: Catalog) -> None:
-    """Delete a catalog; its bulk rows go by SQL, not through the ORM's cascade collector."""
+    """Delete a catalog a benchmark built; its bulk rows go by SQL, not through the
+    ORM's cascade collector."""
+    bench_catalog_claim(catalog)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM catalog_termposting WHERE term_id IN "
                        "(SELECT id FROM catalog_term WHERE catalog_id = %s)", [catalog.pk])
@@ -217,7 +230,7 @@ def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, 
     rng = np.random.default_rng(seed)
     texts, vectors = base_chunks(base)
     vocabulary = vocabulary_of(texts)
-    catalog = Catalog(slug=f"bench-{chunks}", name=f"Benchmark: {chunks} synthetic chunks",
+    catalog = Catalog(slug=f"bench-{chunks}", name=f"{BENCH_NAME}{chunks} synthetic chunks",
                       description=f"Synthetic chunks grown from {base.slug} (seed {seed}, sigma {sigma}).")
     catalog.full_clean()
     catalog.save()
@@ -246,6 +259,8 @@ def bench_catalog_ensure(*, base: Catalog, chunks: int, rebuild: bool, seed: int
     if existing is not None and existing.chunk_count == chunks and not rebuild:
         log(f"reusing {existing.slug} ({existing.chunk_count} chunks)")
         return existing, None
+    if existing is not None:
+        bench_catalog_claim(existing)  # before the index is dropped for nothing
     with hnsw_deferred(log=log) if defer_hnsw else nullcontext():
         if existing is not None:
             log(f"dropping {existing.slug} ({existing.chunk_count} chunks)")

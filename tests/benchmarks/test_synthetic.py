@@ -188,3 +188,15 @@ def test_an_index_a_killed_build_left_missing_is_built_again_before_anything_els
 
     assert hnsw_definition() == hnsw_kept
     assert any(f"the HNSW index {HNSW_INDEX} was missing" in line for line in lines)
+
+
+def test_a_catalog_that_only_bears_a_benchmark_slug_is_never_dropped(base_catalog, hnsw_kept):
+    theirs = Catalog.objects.create(slug="bench-12", name="Release notes")
+
+    with pytest.raises(BenchmarkError, match="not built by a benchmark"):
+        ensure(base_catalog, defer_hnsw=True)  # the wrong size: a benchmark would rebuild it
+    with pytest.raises(BenchmarkError, match="not built by a benchmark"):
+        bench_catalog_drop(theirs)
+
+    assert Catalog.objects.filter(pk=theirs.pk, name="Release notes").exists()
+    assert hnsw_definition() == hnsw_kept
