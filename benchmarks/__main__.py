@@ -1,9 +1,10 @@
 """`python -m benchmarks <command> [options]`: run a benchmark command from a checkout.
 
 The commands are Django management commands (benchmarks/commands/), set up and run as
-manage.py runs its own, with the same settings; they are found here rather than in an
-installed app, so the product neither installs nor imports them. Without a command,
-or with `help`, this lists them; `<command> --help` gives a command's options.
+manage.py runs its own: the same settings, and the embedded Postgres started first
+(config.database) unless DATABASE_URL names another server. They are found here rather
+than in an installed app, so the product neither installs nor imports them. Without a
+command, or with `help`, this lists them; `<command> --help` gives a command's options.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ def main(argv: list[str]) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
-    django.setup()  # before a command module imports the models
+    from config.database import command_needs_database, ensure_database
 
+    if command_needs_database(argv):  # as manage.py decides: the settings only say where it is
+        ensure_database()
+    django.setup()  # before a command module imports the models
     name = argv[1] if len(argv) > 1 else "help"
     if name in ("help", "-h", "--help"):
         sys.stdout.write(usage())

@@ -34,6 +34,18 @@ def test_every_command_is_listed_and_an_unknown_one_is_refused(db):
     assert unknown.returncode == 2 and "Unknown command: 'bench_nothing'" in unknown.stderr
 
 
+def test_the_listing_starts_no_postgres(tmp_path):
+    pgdata = tmp_path / "pgdata"  # where a start would put a server
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+
+    listing = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=BASE_DIR, capture_output=True, text=True,
+                             env={**env, "DJANGO_SETTINGS_MODULE": "config.settings", "LECTERN_PGDATA": str(pgdata)},
+                             timeout=120)
+
+    assert listing.returncode == 0 and "bench_query" in listing.stdout, listing.stderr
+    assert not pgdata.exists()
+
+
 def test_a_command_runs_end_to_end_and_writes_its_json(db, tmp_path):
     out = tmp_path / "detect.json"
 

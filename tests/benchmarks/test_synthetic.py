@@ -8,7 +8,6 @@ import signal
 import time
 
 import numpy as np
-import psycopg
 import pytest
 from django.db import connection
 
@@ -29,7 +28,6 @@ from catalog.models import Catalog, Chunk, Postings, TermPosting
 from catalog.services import DocumentInput
 from retrieval.selectors import vector_search
 from tests.catalog.checks import term_postings_mismatches
-from tests.config.servers import child_database_url
 from tests.factories import import_documents
 
 TEXT = "Statin use after diagnosis of breast cancer was associated with lower breast cancer mortality in Finland"
@@ -172,9 +170,13 @@ def test_a_deferred_build_stopped_by_term_puts_the_index_back(base_catalog, hnsw
 def test_deferring_is_refused_while_another_session_uses_the_database(base_catalog, hnsw_kept):
     existing, _ = ensure(base_catalog)
 
-    with psycopg.connect(child_database_url()), \
-            pytest.raises(BenchmarkError, match=r"other session\(s\) use this database"):
-        ensure(base_catalog, rebuild=True, defer_hnsw=True)
+    other = connection.copy()  # a second session, as a server or a shell would hold
+    other.ensure_connection()
+    try:
+        with pytest.raises(BenchmarkError, match=r"other session\(s\) use this database"):
+            ensure(base_catalog, rebuild=True, defer_hnsw=True)
+    finally:
+        other.close()
 
     assert hnsw_definition() == hnsw_kept
     assert Catalog.objects.get(slug="bench-12").pk == existing.pk  # not dropped either
