@@ -83,9 +83,12 @@ evaluate: nfcorpus
 	$(MANAGE) evaluate --catalog nfcorpus --queries $(NFCORPUS)/queries.jsonl --qrels $(NFCORPUS)/qrels/test.tsv \
 	  --modes bm25,vector,hybrid,bm25_tiebreak --json var/nfcorpus-eval.json
 
+# The benchmarks live beside the product (benchmarks/, not installed): docs/benchmarks.md.
+BENCH := $(PY) -m benchmarks
+
 bench: nfcorpus
-	$(MANAGE) bench
-	$(MANAGE) bench_reindex --files 10000 --edits 5
+	$(BENCH) bench --dataset $(NFCORPUS)
+	$(BENCH) bench_reindex --files 10000 --edits 5
 
 stop-db:
 	$(PY) -m config.embedded_pg stop

@@ -29,7 +29,7 @@ INTEGRATION_FIXTURES = frozenset({
 # A test module holding one of these starts processes (manage.py children, servers, a
 # Postgres of its own): all its tests are integration.
 PROCESS_MODULES = frozenset({
-    "subprocess", "multiprocessing", "config.embedded_pg", "config.connections_bench", "config.serve",
+    "subprocess", "multiprocessing", "config.embedded_pg", "benchmarks.connections", "config.serve",
     "tests.config.servers",
 })
 

@@ -30,7 +30,7 @@ for "breaker").
 Two implementations of the same rules:
 - `regex_loop_find` / `scan_patterns`: one compiled regex per key, searched in turn.
   Obviously right and slow (one pass over the text per tag): the oracle of the tests
-  and the baseline of `manage.py bench_detect`.
+  and the baseline of `python -m benchmarks bench_detect`.
 - `TagMatcher`: built once per vocabulary. One regex split cuts the folded text into
   word tokens (runs of letters and digits) and the gaps between them. A token that
   starts some tag opens an n-gram walk over a dict of keys and key prefixes, which

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.connections_bench import Server, backends, search_load, wait_until
+from benchmarks.connections import Server, backends, search_load, wait_until
 from tests.config.servers import child_env
 
 CLIENTS = 16

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from config.connections_bench import Server, backends, wait_until
+from benchmarks.connections import Server, backends, wait_until
 from tests.config.servers import child_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.detection import synthetic_tags, synthetic_text
 from catalog.tag_keys import tag_key
-from retrieval.detection_bench import detection_benchmark, synthetic_tags, synthetic_text
 from retrieval.enrichment.tagmatch import TagHit, TagMatcher, fold, regex_loop_find
 
 RESILIENCE = ["circuit breaker", "resilience", "java", "util", "lib"]
@@ -262,17 +262,7 @@ def test_matcher_equals_the_regex_loop_on_random_vocabularies(tags, text):
     assert TagMatcher(tags).find(text) == regex_loop_find(tags, text)
 
 
-# --- the benchmark's synthetic data (timings are `manage.py bench_detect`'s, never a test's) --
-
-
-def test_the_synthetic_vocabulary_and_text_are_deterministic_and_sized():
-    tags = synthetic_tags(300, seed=7)
-
-    assert tags == synthetic_tags(300, seed=7)
-    assert len({tag_key(tag) for tag in tags}) == 300
-    text = synthetic_text(tags, size_bytes=4096, seed=7)
-    assert 4093 <= len(text.encode()) <= 4096
-    assert text == synthetic_text(tags, size_bytes=4096, seed=7)
+# --- on the tag detection benchmark's synthetic text (benchmarks.detection) ----------------
 
 
 def test_matcher_equals_the_regex_loop_on_the_benchmark_corpus():
@@ -283,11 +273,3 @@ def test_matcher_equals_the_regex_loop_on_the_benchmark_corpus():
 
     assert hits == regex_loop_find(tags, text)
     assert len(hits) >= 24  # some dozens of mentions, traps around them
-
-
-def test_detection_benchmark_reports_both_implementations():
-    outcome = detection_benchmark(tags=200, text_bytes=1024, repeat=3, baseline_repeat=1, seed=1)
-
-    assert (outcome.tags, outcome.keys, outcome.repeat, outcome.baseline_repeat) == (200, 200, 3, 1)
-    assert outcome.hits > 0 and outcome.matcher_p50_ms > 0 and outcome.loop_p50_ms > 0
-    assert set(outcome.as_dict()) >= {"ratio", "missed", "matcher_p50_ms", "loop_p50_ms", "build_ms"}

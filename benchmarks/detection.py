@@ -1,4 +1,4 @@
-"""The measurements behind `manage.py bench_detect`; pure Python.
+"""The measurements behind `python -m benchmarks bench_detect`; pure Python.
 
 Tag detection (`detection_benchmark`):
   1. a deterministic synthetic vocabulary: 1-3 word tags drawn from a word list of

@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from retrieval.benchmarks import default_dataset_dir
-from retrieval.enrich_bench import enrich_benchmark
+from benchmarks.commands import command_load
+from benchmarks.enrich import enrich_benchmark
+from tests.conftest import DATASETS
 
 pytestmark = pytest.mark.django_db
-DATASET = default_dataset_dir()
+DATASET = DATASETS / "nfcorpus"
 
 
+@pytest.mark.dataset
 @pytest.mark.skipif(not (DATASET / "corpus.jsonl").is_file(), reason="../shared/datasets/nfcorpus is not present")
 def test_benchmark_reports_prompts_and_each_head_length_with_its_recall():
     results = enrich_benchmark(sources=12, dataset=DATASET, calls=6, warmup=1, tool_tokens=[16, 32], repeat=2,
@@ -29,6 +31,6 @@ def test_benchmark_reports_prompts_and_each_head_length_with_its_recall():
 
 
 @pytest.mark.parametrize("args", [["--tool-tokens", "64,abc"], ["--tool-tokens", "4"], ["--repeat", "0"]])
-def test_bad_arguments_are_one_line_errors(args):
-    with pytest.raises(CommandError):
-        call_command("bench_enrich", *args)
+def test_bad_arguments_are_one_line_errors(args, tmp_path):
+    with pytest.raises(CommandError, match="--tool-tokens|--repeat"):
+        call_command(command_load("bench_enrich"), "--dataset", str(tmp_path), *args)

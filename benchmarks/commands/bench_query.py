@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks.common import machine_info
+from benchmarks.long_queries import QueryBenchmark, query_benchmark
 from catalog.models import Catalog
-from retrieval.benchmarks import default_dataset_dir, machine_info
-from retrieval.query_bench import QueryBenchmark, query_benchmark
 
 
 class Command(BaseCommand):
@@ -18,7 +18,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--catalog", default="nfcorpus")
-        parser.add_argument("--corpus", type=Path, default=None, help="BEIR corpus.jsonl (default: NFCorpus's)")
+        parser.add_argument("--corpus", type=Path, required=True,
+                            help="the catalog's BEIR corpus.jsonl (NFCorpus's for the nfcorpus catalog)")
         parser.add_argument("--chars", default="20000", help="comma-separated passage lengths, in characters")
         parser.add_argument("--passages", type=int, default=20, help="passages per length")
         parser.add_argument("--seed", type=int, default=42)
@@ -26,19 +27,20 @@ class Command(BaseCommand):
                             help="override lexical.MERGED_TERMS_MAX (0: join every query's postings)")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args: Any, catalog: str, corpus: Path | None, chars: str, passages: int, seed: int,
+    def handle(self, *args: Any, catalog: str, corpus: Path, chars: str, passages: int, seed: int,
                merged_terms_max: int | None, json_out: Path | None, **options: Any) -> None:
         target = Catalog.objects.filter(slug=catalog).first()
         if target is None or not target.chunk_count:
             raise CommandError(f"no indexed catalog {catalog!r}: `make nfcorpus` imports NFCorpus")
+        if not corpus.is_file():
+            raise CommandError(f"no such file: {corpus} (NFCorpus's: ../shared/datasets/nfcorpus/corpus.jsonl)")
         lengths = [int(n) for n in chars.split(",") if n.strip()]
         if passages < 1 or not lengths or min(lengths) < 1:
             raise CommandError("--passages and every --chars must be positive")
-        source = corpus or default_dataset_dir() / "corpus.jsonl"
         results = []
         for length in lengths:
             self.stdout.write(f"{passages} passages of {length} characters:")
-            outcome = query_benchmark(catalog=target, corpus=source, chars=length, passages=passages, seed=seed,
+            outcome = query_benchmark(catalog=target, corpus=corpus, chars=length, passages=passages, seed=seed,
                                       merged_max=merged_terms_max, log=self.stdout.write)
             self._print(outcome)
             results.append(outcome.as_dict())

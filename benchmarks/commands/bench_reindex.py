@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from catalog.benchmarks import run_reindex_bench
+from benchmarks.reindex import run_reindex_bench
 
 
 class Command(BaseCommand):

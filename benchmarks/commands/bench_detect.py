@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import OperationalError
 
-from retrieval.benchmarks import machine_info
-from retrieval.detection_bench import DetectionBenchmark, DetectionMismatch, detection_benchmark
+from benchmarks.common import machine_info
+from benchmarks.detection import DetectionBenchmark, DetectionMismatch, detection_benchmark
 
 
 class Command(BaseCommand):

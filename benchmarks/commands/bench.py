@@ -5,21 +5,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.benchmarks import (
-    BenchmarkError,
-    IndexBenchmark,
-    SearchBenchmark,
-    default_dataset_dir,
-    index_benchmark,
-    machine_info,
-    search_benchmark,
-)
+from benchmarks.common import BenchmarkError, dataset_check, machine_info
+from benchmarks.indexing import IndexBenchmark, index_benchmark
+from benchmarks.search import SearchBenchmark, search_benchmark
 
 
 class Command(BaseCommand):
-    help = ("Benchmarks. --search: p50/p95 search latency on NFCorpus and on a synthetic catalog of --chunks "
-            "chunks grown from it. --index: full indexing pipeline vs bare ONNX Runtime, in chunks/s. "
-            "Without either flag, runs both at 100k chunks. See docs/benchmarks.md.")
+    help = ("Search latency and indexing throughput. --search: p50/p95 search latency on NFCorpus and on a "
+            "synthetic catalog of --chunks chunks grown from it. --index: full indexing pipeline vs bare ONNX "
+            "Runtime, in chunks/s. Without either flag, runs both at 100k chunks. See docs/benchmarks.md.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--search", action="store_true", help="measure search latency")
@@ -27,12 +21,14 @@ class Command(BaseCommand):
         parser.add_argument("--chunks", type=int, default=100_000, help="synthetic catalog size (bench-<N>)")
         parser.add_argument("--rebuild", action="store_true", help="rebuild bench-<N> even if it has N chunks")
         parser.add_argument("--defer-hnsw", action="store_true",
-                            help="drop the (shared) HNSW index while building bench-<N> and rebuild it after: "
-                                 "much faster for large N; vector search in this database is unindexed meanwhile")
+                            help="drop the HNSW index (every catalog's vector search uses it) while building "
+                                 "bench-<N> and build it again after, however the build ends: much faster for "
+                                 "large N; refused while another session uses the database")
         parser.add_argument("--base", default="nfcorpus", help="real catalog the synthetic one is grown from")
         parser.add_argument("--seed", type=int, default=42)
-        parser.add_argument("--dataset", type=Path, default=None,
-                            help="BEIR NFCorpus folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+        parser.add_argument("--dataset", type=Path, required=True,
+                            help="BEIR NFCorpus folder (corpus.jsonl, queries.jsonl, qrels/test.tsv); "
+                                 "`make bench` gives ../shared/datasets/nfcorpus")
         parser.add_argument("--repeat", type=int, default=3,
                             help="--search runs; each figure is the median over them")
         parser.add_argument("--documents", type=int, default=400, help="corpus documents per --index run")
@@ -42,24 +38,24 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
     def handle(self, *args: Any, search: bool, index: bool, chunks: int, rebuild: bool, defer_hnsw: bool, base: str,
-               seed: int, dataset: Path | None, repeat: int, documents: int, rounds: int, wait_timeout: float,
+               seed: int, dataset: Path, repeat: int, documents: int, rounds: int, wait_timeout: float,
                json_out: Path | None, **options: Any) -> None:
         if not search and not index:
             search = index = True
         if min(chunks, repeat, documents, rounds) < 1:
             raise CommandError("--chunks, --repeat, --documents and --rounds must be positive")
-        folder = dataset or default_dataset_dir()
         log = self.stdout.write
         results: dict[str, object] = {"machine": machine_info()}
         try:
+            dataset_check(dataset)
             if search:
-                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=folder, rebuild=rebuild,
+                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
                                            repeat=repeat, seed=seed, wait_timeout_s=wait_timeout,
                                            defer_hnsw=defer_hnsw, log=log)
                 self._print_search(outcome)
                 results["search"] = asdict(outcome)
             if index:
-                throughput = index_benchmark(dataset=folder, documents=documents, rounds=rounds, log=log)
+                throughput = index_benchmark(dataset=dataset, documents=documents, rounds=rounds, log=log)
                 self._print_index(throughput)
                 results["index"] = throughput.as_dict()
         except BenchmarkError as exc:

@@ -4,25 +4,26 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.benchmarks import BenchmarkError, default_dataset_dir, machine_info
-from retrieval.enrich_bench import enrich_benchmark
+from benchmarks.common import BenchmarkError, dataset_check, machine_info
+from benchmarks.enrich import enrich_benchmark
 
 
 class Command(BaseCommand):
-    help = ("p50/p95 of POST /api/v1/enrich (every detection pass, tags + semantic, trace written) over a "
-            "catalog of --sources references built from NFCorpus. See docs/benchmarks.md.")
+    help = ("Enrichment latency: p50/p95 of POST /api/v1/enrich (every detection pass, tags + semantic, trace "
+            "written) over a catalog of --sources references built from NFCorpus. See docs/benchmarks.md.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sources", type=int, default=1000)
         parser.add_argument("--calls", type=int, default=300, help="prompts measured (tool results: a third)")
         parser.add_argument("--warmup", type=int, default=20)
-        parser.add_argument("--dataset", type=Path, default=None, help="BEIR NFCorpus folder")
+        parser.add_argument("--dataset", type=Path, required=True,
+                            help="BEIR NFCorpus folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
         parser.add_argument("--tool-tokens", default="48,64,96,128",
                             help="comma-separated head lengths (model tokens) to run tool results with, side by side")
         parser.add_argument("--repeat", type=int, default=3, help="rounds; every figure is the median over rounds")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args: Any, sources: int, calls: int, warmup: int, dataset: Path | None, tool_tokens: str,
+    def handle(self, *args: Any, sources: int, calls: int, warmup: int, dataset: Path, tool_tokens: str,
                repeat: int, json_out: Path | None, **options: Any) -> None:
         if min(sources, calls, repeat) < 1 or warmup < 0:
             raise CommandError("--sources, --calls and --repeat must be positive, --warmup not negative")
@@ -33,7 +34,7 @@ class Command(BaseCommand):
         if not heads or min(heads) < 8:
             raise CommandError("--tool-tokens: each head length must be at least 8 tokens")
         try:
-            results = enrich_benchmark(sources=sources, dataset=dataset or default_dataset_dir(), calls=calls,
+            results = enrich_benchmark(sources=sources, dataset=dataset_check(dataset), calls=calls,
                                        warmup=warmup, tool_tokens=heads, repeat=repeat, log=self.stdout.write)
         except BenchmarkError as exc:
             raise CommandError(str(exc)) from None

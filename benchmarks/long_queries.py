@@ -1,4 +1,4 @@
-"""The measurement behind `manage.py bench_query`: search latency for long queries.
+"""The measurement behind `python -m benchmarks bench_query`: search latency for long queries.
 
 An agent may search with a whole passage (a tool result, an argument) to find where it
 comes from. The benchmark:

@@ -3,7 +3,7 @@
 Starts a server in a child process whose connections carry their own application_name
 (PGAPPNAME), drives concurrent clients at `POST /api/v1/search`, and counts the child's
 backends in pg_stat_activity while they run and after they stop. Used by
-`manage.py bench_connections` (docs/benchmarks.md) and by the serving tests.
+`python -m benchmarks bench_connections` (docs/benchmarks.md) and by the serving tests.
 """
 
 from __future__ import annotations

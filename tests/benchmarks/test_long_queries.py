@@ -1,10 +1,10 @@
-"""`manage.py bench_query`: passages built from a corpus, and what the report holds."""
+"""`python -m benchmarks bench_query`: passages built from a corpus, and what the report holds."""
 
 from __future__ import annotations
 
 import json
 
-from retrieval.query_bench import MODES, corpus_passages, query_benchmark
+from benchmarks.long_queries import MODES, corpus_passages, query_benchmark
 from retrieval.search import lexical
 
 DOCUMENTS = {  # the ops catalog's documents (tests/conftest.py), as a BEIR corpus

@@ -2,9 +2,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks.connections import Server, ServerFailed, backends, search_load, wait_until
 from catalog.agents import agent_token_rotate
 from catalog.models import Catalog
-from config.connections_bench import Server, ServerFailed, backends, search_load, wait_until
 
 AGENT = "bench-connections"
 

@@ -13,7 +13,6 @@ import json
 import re
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,16 +22,15 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
 from catalog.agents import agent_token_rotate
 from catalog.embedder import get_embedder
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, ReferenceSource
 from catalog.tags import tags_ensure
-from retrieval.benchmarks import BenchmarkError, nfcorpus_test_queries
 from retrieval.enrichment.detection import catalog_index, content_words
 from retrieval.models import Trace
 
-Log = Callable[[str], None]
 AGENT = "bench-enrich-agent"
 _WORD = re.compile(r"[a-z][a-z-]{3,}")
 _STOP = frozenset("""with from that this into their than what when which while have been does were more most

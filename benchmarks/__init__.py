@@ -1,0 +1,10 @@
+"""Lectern's benchmarks: the measurements behind docs/benchmarks.md.
+
+They live beside the product, not inside it: no product module imports them, and the
+wheel leaves them out (pyproject.toml's package discovery names the product packages
+only). They run from a checkout, with the product's settings and database:
+`.venv/bin/python -m benchmarks <command> [options]` (benchmarks/__main__.py).
+Datasets come from the path a command is given (`--dataset`, `--corpus`), and a step
+that changes what other catalogs rely on (`bench --defer-hnsw`) runs only when asked,
+refuses a database others are using, and puts back what it changed however it ends.
+"""

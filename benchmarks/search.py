@@ -1,0 +1,124 @@
+"""The measurement behind `python -m benchmarks bench --search`: search latency.
+
+  1. wait until the real base catalog (NFCorpus) is indexed
+  2. grow the synthetic catalog `bench-<N>` of exactly N chunks from it
+     (benchmarks.synthetic), or reuse it
+  3. time chunk_search (query embedding included) per mode over the NFCorpus test
+     queries, on both catalogs, each figure the median of repeated runs
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
+from benchmarks.synthetic import base_wait, bench_catalog_ensure
+from catalog.embedder import get_embedder
+from catalog.models import Catalog
+from retrieval.evaluation.metrics import percentile
+from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.vector import embed_query
+
+SEARCH_MODES = ("bm25", "vector", "hybrid")
+
+
+@dataclass
+class LatencyReport:
+    catalog: str
+    chunks: int
+    mode: str
+    queries: int
+    p50_ms: float
+    p95_ms: float
+    mean_ms: float
+    bm25_passes: float | None = None  # mean BM25 SQL passes per query (2: a probe pass fell back to a walk)
+    p95_runs: list[float] = field(default_factory=list)  # each run's p95, when repeated
+
+
+def _latency_report(catalog: Catalog, mode: str, latencies: list[float], passes: list[int]) -> LatencyReport:
+    return LatencyReport(
+        catalog=catalog.slug, chunks=catalog.chunk_count, mode=mode, queries=len(latencies),
+        p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), mean_ms=statistics.fmean(latencies),
+        bm25_passes=statistics.fmean(passes) if mode in ("bm25", "hybrid") else None,
+    )
+
+
+def search_latency(*, catalog: Catalog, mode: str, queries: list[str], warmup: int = 20,
+                   top_k: int = 10) -> LatencyReport:
+    """Wall time of chunk_search per query (query embedding included), after `warmup` queries."""
+    options = SearchOptions(mode=mode, top_k=top_k)
+    for query in queries[:warmup]:
+        chunk_search(catalog=catalog, query=query, options=options)
+    latencies, passes = [], []
+    for query in queries:
+        started = time.perf_counter()
+        result = chunk_search(catalog=catalog, query=query, options=options)
+        latencies.append((time.perf_counter() - started) * 1000)
+        passes.append(result.bm25_passes)
+    return _latency_report(catalog, mode, latencies, passes)
+
+
+def embed_latency(*, catalog: Catalog, queries: list[str], warmup: int = 20) -> LatencyReport:
+    """The query-embedding share of vector and hybrid latency, timed alone."""
+    for query in queries[:warmup]:
+        embed_query(query)
+    latencies = []
+    for query in queries:
+        started = time.perf_counter()
+        embed_query(query)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return _latency_report(catalog, "embed-only", latencies, [])
+
+
+def catalog_latencies(*, catalog: Catalog, queries: list[str]) -> list[LatencyReport]:
+    """One run: query embedding alone, then each search mode."""
+    reports = [embed_latency(catalog=catalog, queries=queries)]
+    return reports + [search_latency(catalog=catalog, mode=mode, queries=queries) for mode in SEARCH_MODES]
+
+
+def median_report(runs: list[LatencyReport]) -> LatencyReport:
+    """Repeated runs of one catalog and mode as one report: the median of each figure."""
+    def middle(name: str) -> float:
+        return statistics.median(float(getattr(run, name)) for run in runs)
+
+    return replace(runs[0], p50_ms=middle("p50_ms"), p95_ms=middle("p95_ms"), mean_ms=middle("mean_ms"),
+                   p95_runs=[run.p95_ms for run in runs])
+
+
+@dataclass
+class SearchBenchmark:
+    chunks: int
+    build_s: float | None
+    reports: list[LatencyReport]
+    targets_p95_ms: dict[str, float] = field(default_factory=lambda: {"bm25": 20.0, "vector": 15.0, "hybrid": 40.0})
+
+    def missed(self) -> list[LatencyReport]:
+        """The reports on the synthetic catalog whose p95 is over its target."""
+        return [r for r in self.reports if r.chunks == self.chunks and r.mode in self.targets_p95_ms
+                and r.p95_ms > self.targets_p95_ms[r.mode]]
+
+
+def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: bool, repeat: int, seed: int = 42,
+                     sigma: float = 0.02, wait_timeout_s: float = 7200, defer_hnsw: bool = False,
+                     log: Log) -> SearchBenchmark:
+    """Latency on the base catalog and on a synthetic `bench-<chunks>` one, each figure
+    the median of `repeat` runs; see the module docstring."""
+    queries = nfcorpus_test_queries(dataset)
+    base = base_wait(slug=base_slug, poll_s=30, timeout_s=wait_timeout_s, log=log)
+    bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma, log=log,
+                                          defer_hnsw=defer_hnsw)
+    if get_embedder() is None:
+        raise BenchmarkError("no embedding model loaded: vector and hybrid latency cannot be measured")
+    runs: dict[tuple[str, str], list[LatencyReport]] = {}
+    for round_ in range(1, repeat + 1):
+        for catalog in (base, bench):
+            for report in catalog_latencies(catalog=catalog, queries=queries):
+                runs.setdefault((report.catalog, report.mode), []).append(report)
+                log(f"  run {round_}: {catalog.slug} {report.mode} p50 {report.p50_ms:.1f} ms, "
+                    f"p95 {report.p95_ms:.1f} ms")
+    return SearchBenchmark(chunks, build_s, [median_report(r) for r in runs.values()])
+
+
