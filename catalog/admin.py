@@ -2,11 +2,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.db.models import ForeignKey
 from django.http import HttpRequest
 
 from catalog.models import Agent, Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
-from catalog.sources.editing import upload_put
+from catalog.sources.editing import source_changed_by, upload_put
+
+
+def _person(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
 
 
 @admin.register(Catalog)
@@ -33,7 +38,13 @@ class ReferenceSourceAdmin(admin.ModelAdmin[ReferenceSource]):
     list_filter = ["catalog", "mode", "kind", "status", "requires_approval"]
     search_fields = ["slug", "name", "description"]
     filter_horizontal = ["tags"]
-    readonly_fields = ["fingerprint", "status", "last_error", "indexed_at", "created_at", "updated_at"]
+    readonly_fields = ["fingerprint", "status", "last_error", "indexed_at", "changed_by", "created_at", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: ReferenceSource, form: forms.ModelForm[ReferenceSource],
+                   change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if form.changed_data:  # who changed it: four eyes bars them from approving it
+            source_changed_by(source=obj, by=_person(request), fields=form.changed_data)
 
 
 @admin.register(Document)
@@ -82,7 +93,7 @@ class UploadedFileAdmin(admin.ModelAdmin[UploadedFile]):
 
     def save_model(self, request: HttpRequest, obj: UploadedFile, form: forms.ModelForm[UploadedFile],
                    change: bool) -> None:
-        upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text)
+        upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text, by=_person(request))
 
 
 @admin.register(Agent)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
@@ -130,6 +131,12 @@ def _source_errors_as_409() -> Iterator[None]:
         raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
 
 
+def _person(request: Request) -> User | None:
+    """The person behind a request (four eyes remembers who edited), None for an agent."""
+    user = request_user(request)
+    return user if isinstance(user, User) else None
+
+
 def _trigger(request: Request) -> str:
     """An agent's token asks through the API; a person's session through the UI."""
     return IndexRun.Trigger.API if isinstance(request_user(request), Agent) else IndexRun.Trigger.UI
@@ -163,7 +170,7 @@ class SourceContentApi(APIView):
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
-            inline_set(source=target, content=data.validated_data["content"])
+            inline_set(source=target, content=data.validated_data["content"], by=_person(request))
         return Response(self.OutputSerializer({"source": target.slug, "run": _queued(request, target)}).data,
                         status=status.HTTP_202_ACCEPTED)
 
@@ -205,7 +212,7 @@ class SourceFilesApi(APIView):
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
-            upload_put(source=target, **data.validated_data)
+            upload_put(source=target, by=_person(request), **data.validated_data)
         return self._queued_response(request, target, data.validated_data["path"])
 
     @extend_schema(parameters=[PathSerializer], operation_id="delete_upload_file",
@@ -219,7 +226,7 @@ class SourceFilesApi(APIView):
         path = query.validated_data["path"]
         target = _curated_source(request, slug, source)
         with _source_errors_as_409():
-            deleted = upload_delete(source=target, path=path)
+            deleted = upload_delete(source=target, path=path, by=_person(request))
         if not deleted:
             raise Http404(f"Source {source!r} has no file {path!r}.")
         return self._queued_response(request, target, path)

@@ -1,5 +1,5 @@
 """Who may read what: bearer-token authentication for agents, catalog scoping for every
-caller, and the curator rule. Every layer asks these: the catalog's curator API, the
+caller, and the roles (curator, reviewer). Every layer asks these: the catalog's curator API, the
 search and enrichment APIs, the MCP server and the dashboard."""
 
 from __future__ import annotations
@@ -68,21 +68,38 @@ def _touch(agent: Agent) -> None:
 
 
 CURATOR_GROUP = "curator"
+REVIEWER_GROUP = "reviewer"
+
+
+def has_role(user: User | AnonymousUser, group: str) -> bool:
+    """Roles are Django groups (approvals migration 0003 creates them). A superuser holds
+    every role, as Django gives it every permission; staff status alone is no role (it
+    only lets a person into the admin, where group permissions then apply)."""
+    if not user.is_authenticated:
+        return False
+    return user.is_superuser or user.groups.filter(name=group).exists()
 
 
 def is_curator(caller: RequestUser) -> bool:
-    """An agent marked curator (it may reindex its catalogs), or a person who is staff
-    or in the curator group (who may also see every catalog)."""
+    """An agent marked curator (it may reindex and edit its catalogs' sources), or a
+    person in the curator group (who may also see every catalog)."""
     if isinstance(caller, Agent):
         return caller.is_curator
-    return caller.is_staff or caller.groups.filter(name=CURATOR_GROUP).exists()
+    return has_role(caller, CURATOR_GROUP)
+
+
+def is_reviewer(caller: RequestUser) -> bool:
+    """A person in the reviewer group: decides approval requests. Never an agent."""
+    if isinstance(caller, Agent):
+        return False
+    return has_role(caller, REVIEWER_GROUP)
 
 
 def visible_catalogs(caller: RequestUser) -> QuerySet[Catalog]:
-    """Catalogs an agent is scoped to; staff and curators see every catalog."""
+    """Catalogs an agent is scoped to; curators and reviewers see every catalog."""
     if isinstance(caller, Agent):
         return Catalog.objects.filter(agents=caller)
-    if is_curator(caller):
+    if is_curator(caller) or is_reviewer(caller):
         return Catalog.objects.all()
     return Catalog.objects.none()
 

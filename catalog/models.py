@@ -3,6 +3,7 @@ the agents that read them (which catalogs each may read, and its profile)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -96,8 +97,13 @@ class ReferenceSource(models.Model):
     )
     content = models.TextField(blank=True, help_text="The text of an inline source.")
     tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
-    requires_approval = models.BooleanField(default=False)
+    requires_approval = models.BooleanField(
+        default=False, help_text="Agents need a reviewer's approval to read it (as a source policy for every agent).")
     fingerprint = models.CharField(max_length=64, blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who last changed its content or settings (none: a command, a scan, an agent). "
+                  "Under four eyes they may not approve it.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
     last_error = models.TextField(blank=True)
     indexed_at = models.DateTimeField(null=True, blank=True)

@@ -1,6 +1,22 @@
-"""Keep ReferenceSource.updated_at honest about tags: adding, removing or renaming a
-source's tags touches the source, so caches keyed on (count, latest updated_at) of a
-catalog's sources (the detection index) see tag edits as changes."""
+"""What catalog announces to the layers above it, and keeping updated_at honest.
+
+Announcements (catalog imports no app above it, so the apps that must act on these
+connect receivers in their AppConfig.ready; approvals does, docs/architecture.md
+"Governance"). Each is sent with `send`, not `send_robust`: a receiver's failure fails
+the write that sent it, inside its transaction.
+
+- `content_switched` (sender ReferenceSource; source_id, old_fingerprint,
+  new_fingerprint): inside the transaction that switches a source to a new index
+  generation with another fingerprint, after the switch is written.
+- `source_changed` (sender ReferenceSource; source, by: the User or None, fields: what
+  changed): a person or a service changed a source's content or settings.
+- `token_issued` (sender Agent; agent, created, by: the User or None): a new token was
+  issued to an agent (never passed: it is shown once to whoever asked).
+
+Tags: adding, removing or renaming a source's tags touches the source, so caches keyed
+on (count, latest updated_at) of a catalog's sources (the detection index) see tag
+edits as changes.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +24,14 @@ from collections.abc import Iterable
 
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_save, pre_delete
+from django.dispatch import Signal
 from django.utils import timezone
 
 from catalog.models import ReferenceSource, Tag
+
+content_switched = Signal()
+source_changed = Signal()
+token_issued = Signal()
 
 
 def _touch(source_pks: Iterable[int]) -> None:

@@ -88,6 +88,31 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
         settings.DATABASES["default"].update(HOST=where["HOST"], PORT=where["PORT"])
 
 
+AUDIT_TABLE = "approvals_auditentry"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flushes_lift_the_audit_truncate_guard():
+    """Transactional tests end with Django's flush, one TRUNCATE of every table, which
+    the audit log's trigger refuses (approvals migration 0002). The test harness, as the
+    tables' owner, disables that one trigger around its own flush and only there; every
+    test still meets the guard, and tests/approvals proves it holds."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, **options):
+        statements = flush(self, style, tables, **options)
+        if AUDIT_TABLE not in tables:
+            return statements
+        return [f"ALTER TABLE {AUDIT_TABLE} DISABLE TRIGGER approvals_audit_no_truncate", *statements,
+                f"ALTER TABLE {AUDIT_TABLE} ENABLE TRIGGER approvals_audit_no_truncate"]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        yield
+
+
 @pytest.fixture
 def make_catalog(db):
     def make(slug: str = "docs", **fields) -> Catalog:

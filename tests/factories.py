@@ -1,10 +1,12 @@
 """Builders shared by the tests: catalog content and agents written through the product's
-own services (the write path, catalog.agents)."""
+own services (the write path, catalog.agents), and people in their roles."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+from django.contrib.auth.models import Group, User
 
 from catalog.agents import HINT_CHARS, agent_create, hash_token
 from catalog.indexing.runs import source_import
@@ -29,3 +31,16 @@ def agent_with_token(*, name: str, catalogs: Iterable[Catalog] = (), token: str 
     Agent.objects.filter(pk=agent.pk).update(token_hash=hash_token(token), token_hint=token[:HINT_CHARS])
     agent.refresh_from_db()
     return agent, token
+
+
+ROLES = ("curator", "reviewer")
+
+
+def person(username: str, *roles: str, password: str = "pw", **fields: Any) -> User:
+    """A person holding `roles` (the groups `curator`, `reviewer`). Approvals migration
+    0003 creates them; a transactional test's flush empties every table, so they are
+    made again here when missing (without the admin permissions, which no service reads)."""
+    assert set(roles) <= set(ROLES), f"unknown roles among {roles}"
+    user = User.objects.create_user(username, password=password, **fields)
+    user.groups.add(*(Group.objects.get_or_create(name=role)[0] for role in roles))
+    return user

@@ -15,6 +15,7 @@ from catalog.embedder import vector_literal
 from catalog.indexing.chunks import PreparedChunk
 from catalog.indexing.diffing import Diff
 from catalog.models import Catalog, Document, ReferenceSource
+from catalog.signals import content_switched
 from catalog.sources.documents import Collected, DocumentInput, stored_documents
 
 
@@ -126,11 +127,14 @@ def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: lis
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
                       prepared: list[PreparedChunk], vectors: np.ndarray | None) -> None:
     """Switch the source to its new state in one transaction: readers see the old rows
-    or the new ones, never a mix; unchanged documents and their chunks are untouched."""
+    or the new ones, never a mix; unchanged documents and their chunks are untouched.
+    When the fingerprint moves, `content_switched` is sent before the commit, so what
+    acts on it (approvals lapse) commits or fails with the switch."""
     with transaction.atomic():
         # One writer per catalog at a time: term frequencies and statistics stay exact.
         # no_key: rows that reference the catalog (runs, sources) can still be inserted.
         Catalog.objects.select_for_update(no_key=True).filter(pk=source.catalog_id).first()
+        old_fingerprint = ReferenceSource.objects.filter(pk=source.pk).values_list("fingerprint", flat=True).first()
         with connection.cursor() as cursor:
             _delete_document_rows(cursor, diff.stale_pks)
             documents = Document.objects.bulk_create([
@@ -148,6 +152,9 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),
             indexed_at=timezone.now(),
         )
+        if old_fingerprint is not None and old_fingerprint != collected.fingerprint:
+            content_switched.send(sender=ReferenceSource, source_id=source.pk, old_fingerprint=old_fingerprint,
+                                  new_fingerprint=collected.fingerprint)
 
 
 def source_replace_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],

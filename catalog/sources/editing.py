@@ -1,11 +1,19 @@
 """What curators write into sources: the files of upload sources (one at a time, or all of
-them at once for an import) and the text of inline sources. The next index run reads it."""
+them at once for an import) and the text of inline sources. The next index run reads it.
+
+Each edit records who made it (`ReferenceSource.changed_by`: the person, or None for a
+command, an import or an agent), which four eyes reads, and announces it
+(`catalog.signals.source_changed`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from catalog.models import Catalog, ReferenceSource, UploadedFile
+from catalog.signals import source_changed
 from catalog.sources.documents import DocumentInput
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import upload_path_problem
@@ -22,16 +30,25 @@ def upload_source_ensure(*, catalog: Catalog, slug: str) -> ReferenceSource:
     return source
 
 
-def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput]) -> None:
+def source_changed_by(*, source: ReferenceSource, by: User | None, fields: Iterable[str]) -> None:
+    """Record who last changed `source` (None: no person) and announce what changed."""
+    ReferenceSource.objects.filter(pk=source.pk).update(changed_by=by)
+    source.changed_by = by
+    source_changed.send(sender=ReferenceSource, source=source, by=by, fields=sorted(fields))
+
+
+def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput], by: User | None = None) -> None:
     with transaction.atomic():
         UploadedFile.objects.filter(source=source).delete()
         UploadedFile.objects.bulk_create([
             UploadedFile(source=source, path=d.path, title=d.title, text=d.loaded_text, sha256=d.sha256, size=d.size)
             for d in documents
         ])
+        source_changed_by(source=source, by=by, fields=["files"])
 
 
-def upload_put(*, source: ReferenceSource, path: str, title: str, text: str) -> UploadedFile:
+@transaction.atomic
+def upload_put(*, source: ReferenceSource, path: str, title: str, text: str, by: User | None = None) -> UploadedFile:
     """Add or replace one file of an upload source (the next run indexes it). The API
     refuses a bad path with a 400 first: here it is an invariant."""
     if source.kind != ReferenceSource.Kind.UPLOAD:
@@ -41,20 +58,27 @@ def upload_put(*, source: ReferenceSource, path: str, title: str, text: str) -> 
     doc = DocumentInput(path, title, text, len(text.encode("utf-8")))
     upload, _ = UploadedFile.objects.update_or_create(
         source=source, path=path, defaults={"title": title, "text": text, "sha256": doc.sha256, "size": doc.size})
+    source_changed_by(source=source, by=by, fields=["files"])
     return upload
 
 
-def upload_delete(*, source: ReferenceSource, path: str) -> bool:
+@transaction.atomic
+def upload_delete(*, source: ReferenceSource, path: str, by: User | None = None) -> bool:
     """Remove one file of an upload source; False when it has no such file."""
     if source.kind != ReferenceSource.Kind.UPLOAD:
         raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources have files to delete")
-    return UploadedFile.objects.filter(source=source, path=path).delete()[0] > 0
+    deleted = UploadedFile.objects.filter(source=source, path=path).delete()[0] > 0
+    if deleted:
+        source_changed_by(source=source, by=by, fields=["files"])
+    return deleted
 
 
-def inline_set(*, source: ReferenceSource, content: str) -> ReferenceSource:
+@transaction.atomic
+def inline_set(*, source: ReferenceSource, content: str, by: User | None = None) -> ReferenceSource:
     if source.kind != ReferenceSource.Kind.INLINE:
         raise SourceError(f"source {source.slug!r} is a {source.kind} source, not inline")
     source.content = content
     source.full_clean()
     source.save(update_fields=["content", "updated_at"])
+    source_changed_by(source=source, by=by, fields=["content"])
     return source

@@ -9,7 +9,6 @@ import hashlib
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -19,7 +18,7 @@ from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from catalog.tags import tags_ensure
 from retrieval.models import Selection, Trace
-from tests.factories import agent_with_token, import_documents
+from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = pytest.mark.django_db
 
@@ -474,9 +473,8 @@ def test_rag_instructions_list_references_and_hint_rag_search(agent):
 
 
 def test_a_signed_in_curator_can_enrich_with_the_default_profile(demo):
-    staff = get_user_model().objects.create_user("curator", password="pw", is_staff=True)
     client = APIClient()
-    client.force_authenticate(staff)
+    client.force_authenticate(person("curator", "curator"))
     response = client.post("/api/v1/enrich", {"text": "we use redis", "surface": "prompt"}, format="json")
     assert response.status_code == 200
     assert [h["source_id"] for h in response.json()["hints"] if h["via"] == "tag"] == ["caching"]

@@ -9,14 +9,13 @@ import json
 from collections import Counter
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.models import Agent, Catalog, Chunk, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.models import Trace
-from tests.factories import import_documents
+from tests.factories import import_documents, person
 
 pytestmark = pytest.mark.django_db
 
@@ -111,9 +110,8 @@ def test_nothing_withheld_is_an_empty_report(agent):
 
 
 def test_a_signed_in_person_searches_under_the_gates_rule_for_people(demo):
-    staff = get_user_model().objects.create_user("curator", password="pw", is_staff=True)
     client = APIClient()
-    client.force_authenticate(staff)
+    client.force_authenticate(person("curator", "curator"))
 
     body = search(client, mode="hybrid", top_k=5)
 
@@ -122,7 +120,7 @@ def test_a_signed_in_person_searches_under_the_gates_rule_for_people(demo):
 
 
 def test_the_playground_names_what_it_withheld_and_shows_none_of_it(demo, client):
-    client.force_login(get_user_model().objects.create_user("curator", password="pw", is_staff=True))
+    client.force_login(person("curator", "curator"))
 
     page = client.get("/search/", {"catalog": "demo", "query": QUERY, "mode": "bm25", "top_k": 5},
                       HTTP_HX_REQUEST="true").content.decode()

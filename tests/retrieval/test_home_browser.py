@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
+
+from tests.factories import person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -42,7 +43,7 @@ def page(browser):
 
 @pytest.fixture
 def curator(transactional_db):
-    return get_user_model().objects.create_user(username="curator", password=PASSWORD, is_staff=True)
+    return person("curator", "curator", password=PASSWORD)
 
 
 def sign_in(page, base_url: str, username: str) -> None:

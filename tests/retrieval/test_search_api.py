@@ -10,14 +10,14 @@ import json
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from catalog.models import Agent, Catalog, Chunk, Document, Term
 from catalog.sources.documents import DocumentInput
 from retrieval.search import fusion
-from tests.factories import agent_with_token, import_documents
+from tests.factories import agent_with_token, import_documents, person
 
 URL = "/api/v1/search"
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
@@ -454,9 +454,12 @@ def staff(db):
 
 @pytest.fixture
 def curator(db):
-    user = User.objects.create_user("curt", password="pw")
-    user.groups.add(Group.objects.get_or_create(name="curator")[0])
-    return user
+    return person("curt", "curator")
+
+
+@pytest.fixture
+def reviewer(db):
+    return person("rita", "reviewer")
 
 
 @pytest.fixture
@@ -464,8 +467,8 @@ def plain_user(db):
     return User.objects.create_user("paula", password="pw")
 
 
-@pytest.mark.parametrize("user_fixture", ["staff", "curator"])
-def test_staff_and_curators_can_search_with_a_session(client, indexed_catalog, user_fixture, request):
+@pytest.mark.parametrize("user_fixture", ["curator", "reviewer"])
+def test_curators_and_reviewers_can_search_with_a_session(client, indexed_catalog, user_fixture, request):
     client.force_login(request.getfixturevalue(user_fixture))
 
     response = search(client, None, catalog="ops", query="retry backoff", mode="bm25")
@@ -474,8 +477,10 @@ def test_staff_and_curators_can_search_with_a_session(client, indexed_catalog, u
     assert response.json()["results"][0]["document_id"] == "retries.md"
 
 
-def test_a_plain_user_gets_404_for_every_catalog(client, indexed_catalog, plain_user):
-    client.force_login(plain_user)
+@pytest.mark.parametrize("user_fixture", ["plain_user", "staff"])
+def test_a_person_without_a_role_gets_404_for_every_catalog(client, indexed_catalog, user_fixture, request):
+    """Staff status lets a person into the admin, nothing more: roles are groups."""
+    client.force_login(request.getfixturevalue(user_fixture))
     before = index_state()
 
     response = search(client, None, catalog="ops", query="retry backoff")

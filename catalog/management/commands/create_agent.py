@@ -33,7 +33,7 @@ class Command(BaseCommand):
         existing = Agent.objects.filter(name=name).exists()
         if existing and not rotate:
             raise CommandError(f"agent {name!r} exists; pass --rotate to issue a new token")
-        given = {field: value for field, value in (("strategy", strategy), ("token_budget", budget),
+        given: dict[str, Any] = {field: value for field, value in (("strategy", strategy), ("token_budget", budget),
                                                    ("default_top_k", top_k)) if value is not None}
         try:  # an existing agent keeps its pinned references unless --preselect names others
             _, token = agent_token_rotate(name=name, catalogs=found, is_curator=curator, **given,
