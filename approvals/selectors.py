@@ -2,57 +2,210 @@
 
 Enrichment, reference selection, startup instructions, transitive discovery and file
 reads ask `injection_decisions` and honour its answer; search asks `withheld_sources`,
-the same rule over whole catalogs, and leaves those sources out in SQL. Until approval
-requests and decisions exist (the approvals issue extends these functions, not their
-callers), a source that requires approval is withheld from everyone.
+the same rule over whole catalogs, and leaves those sources out in SQL (then
+`withheld_raise` for those whose chunks matched the query).
+
+A source is governed when its `requires_approval` flag is set or an ApprovalPolicy
+covers it for the caller (its catalog, the source, or one of its tags; every agent or
+the agents named). A governed source reaches an agent only while one of the agent's
+requests for the source's current fingerprint is live: approved by the required number
+of distinct reviewers, within its lifetime, not revoked or lapsed. People signed in
+(agent None) are never approved: every policy applies to them and they see nothing
+governed. One statement answers for any number of sources; raising the requests the
+caller's read path calls for (`raised_via`) costs a few more, once per new request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
-from catalog.models import Agent, ReferenceSource
+from django.db import connection
+from django.utils import timezone
+
+from approvals.rules import NOT_REQUIRED, Judgement, RequestState, Rule, judge
+from catalog.models import Agent
 
 
 class Governed(Protocol):
-    """A source as the gate reads it: a ReferenceSource, or retrieval's frozen SourceCard."""
+    """A source as the gate takes it: a ReferenceSource, retrieval's SourceCard, or
+    anything with the source's pk (the gate reads the rest from the database as it is
+    now, not from a cached card)."""
 
     @property
     def pk(self) -> int: ...
-    @property
-    def requires_approval(self) -> bool: ...
-    @property
-    def fingerprint(self) -> str: ...
 
 
 @dataclass(frozen=True)
 class InjectionDecision:
     allowed: bool
-    state: str  # "not_required" | "missing"
+    state: str  # not_required | approved | pending | rejected | revoked | expired | missing
     reason: str = ""
+    request_id: int | None = None  # the approval request to follow (GET /api/v1/approvals)
 
     def as_dict(self) -> dict[str, object]:
-        return {"allowed": self.allowed, "state": self.state, "reason": self.reason}
+        return {"allowed": self.allowed, "state": self.state, "reason": self.reason, "request_id": self.request_id}
+
+    @classmethod
+    def of(cls, judgement: Judgement) -> InjectionDecision:
+        return cls(allowed=judgement.allowed, state=judgement.state, reason=judgement.reason,
+                   request_id=judgement.request_id)
 
 
-NOT_REQUIRED = InjectionDecision(allowed=True, state="not_required")
-MISSING = InjectionDecision(allowed=False, state="missing",
-                            reason="requires approval; no reviewer has approved it for this agent")
+NOT_GOVERNED = InjectionDecision.of(NOT_REQUIRED)
 
 
-def injection_decisions(*, agent: Agent | None, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
-    """Decision per source pk for `agent` (an Agent, or None for a signed-in person)."""
-    return {source.pk: MISSING if source.requires_approval else NOT_REQUIRED for source in sources}
+@dataclass(frozen=True)
+class _Source:
+    pk: int
+
+
+@dataclass
+class Governance:
+    """One governed source as the gate read it: its current fingerprint, the rule that
+    applies to the caller, and the caller's requests for that fingerprint (newest first)."""
+
+    source_id: int
+    fingerprint: str
+    rule: Rule
+    requests: list[RequestState]
+
+
+def injection_decisions(*, agent: Agent | None, sources: Iterable[Governed], raised_via: str | None = None,
+                        context: str = "") -> dict[int, InjectionDecision]:
+    """Decision per source pk for `agent` (an Agent, or None for a signed-in person).
+
+    `raised_via` (an ApprovalRequest.Via: enrichment, select, search, manual): the read
+    path asking, when it wants what it is denied; then a request is raised for each
+    source withheld from an agent that has none to follow (its first, or after an
+    approval expired), once, and named in the decision. `context`: what the request
+    keeps of the text that raised it (bounded there). None: nothing is raised (listings,
+    discovery), and decisions name the requests that exist."""
+    pks = list(dict.fromkeys(source.pk for source in sources))
+    if not pks:
+        return {}
+    governed = governance(agent=agent, source_ids=pks)
+    judgements = {pk: judge(rule=g.rule, requests=g.requests, for_agent=agent is not None)
+                  for pk, g in governed.items()}
+    if agent is not None and raised_via is not None:
+        judgements.update(_raise(agent, governed, judgements, raised_via, context))
+    return {pk: InjectionDecision.of(judgements[pk]) if pk in judgements else NOT_GOVERNED for pk in pks}
 
 
 def withheld_sources(*, agent: Agent | None, catalog_ids: Iterable[int]) -> dict[int, InjectionDecision]:
     """The sources of these catalogs that may not reach `agent` (None: a signed-in
     person), each with the gate's decision: what search leaves out of its SQL before
-    ranking. Only sources that require approval are asked about; the decision is
-    injection_decisions' own."""
-    candidates = ReferenceSource.objects.filter(catalog_id__in=list(catalog_ids), requires_approval=True) \
-        .only("pk", "requires_approval", "fingerprint")
-    decisions = injection_decisions(agent=agent, sources=candidates)
+    ranking. One statement; sources approved for the agent never leave the database.
+    Nothing is raised here (search raises for the withheld sources that matched its
+    query: withheld_raise)."""
+    governed = governance(agent=agent, catalog_ids=list(catalog_ids), withheld_only=True)
+    decisions = {pk: InjectionDecision.of(judge(rule=g.rule, requests=g.requests, for_agent=agent is not None))
+                 for pk, g in governed.items()}
     return {pk: decision for pk, decision in decisions.items() if not decision.allowed}
+
+
+def withheld_raise(*, agent: Agent | None, source_ids: Iterable[int], raised_via: str,
+                   context: str = "") -> dict[int, InjectionDecision]:
+    """injection_decisions for these sources with requests raised as `raised_via`: what
+    search calls for the withheld sources whose chunks matched the query."""
+    return injection_decisions(agent=agent, sources=[_Source(pk) for pk in source_ids], raised_via=raised_via,
+                               context=context)
+
+
+def _raise(agent: Agent, governed: dict[int, Governance], judgements: dict[int, Judgement], raised_via: str,
+           context: str) -> dict[int, Judgement]:
+    from approvals.services.requests import RaiseItem, requests_raise  # the gate's one write
+
+    due = {pk: judgement for pk, judgement in judgements.items() if judgement.raise_request}
+    if not due:
+        return {}
+    raised = requests_raise(agent=agent, via=raised_via, context=context, items=[
+        RaiseItem(source_id=pk, fingerprint=governed[pk].fingerprint, previous_id=judgement.previous_id)
+        for pk, judgement in due.items()])
+    return {pk: judgement.raised(raised[pk]) for pk, judgement in due.items() if pk in raised}
+
+
+def source_rules(*, agent: Agent | None, source_ids: Iterable[int]) -> dict[int, Governance]:
+    """The governance of these sources for `agent` (only those governed): the rule the
+    decide service checks (required approvals, four eyes) and listings show."""
+    return governance(agent=agent, source_ids=list(source_ids))
+
+
+# --- the statement ------------------------------------------------------------------------
+
+# The policies that apply to the caller: every policy for a person (agent NULL).
+_POLICIES = """
+    SELECT p.id, p.catalog_id, p.source_id, p.tag_id, p.required_approvals, p.lifetime, p.four_eyes
+    FROM approvals_approvalpolicy p
+    WHERE p.all_agents OR %(agent)s::bigint IS NULL
+       OR EXISTS (SELECT FROM approvals_approvalpolicy_agents a
+                  WHERE a.approvalpolicy_id = p.id AND a.agent_id = %(agent)s)
+"""
+
+_GOVERNANCE = """
+WITH pol AS ({policies}),
+src AS MATERIALIZED (
+    SELECT s.id, s.catalog_id, s.fingerprint, s.requires_approval FROM catalog_referencesource s WHERE {where}
+),
+matched AS (
+    SELECT src.id AS governed_id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
+    FROM src JOIN pol ON pol.catalog_id = src.catalog_id
+    UNION ALL
+    SELECT src.id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
+    FROM src JOIN pol ON pol.source_id = src.id
+    UNION ALL
+    SELECT src.id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
+    FROM src JOIN catalog_referencesource_tags t ON t.referencesource_id = src.id JOIN pol ON pol.tag_id = t.tag_id
+),
+governed AS (
+    SELECT src.id, src.fingerprint, greatest(max(m.required_approvals), 1) AS required,
+           min(m.lifetime) AS lifetime, coalesce(bool_or(m.four_eyes), false) AS four_eyes,
+           array_remove(array_agg(DISTINCT m.id), NULL) AS policy_ids
+    FROM src LEFT JOIN matched m ON m.governed_id = src.id
+    GROUP BY src.id, src.fingerprint, src.requires_approval
+    HAVING src.requires_approval OR count(m.id) > 0
+),
+reqs AS MATERIALIZED (
+    SELECT r.id, r.source_id, r.state, r.approvals, r.raised_via, t.timed_out,
+           r.state = 'approved' AND r.approvals >= g.required AND NOT t.timed_out AS live
+    FROM governed g
+    JOIN approvals_approvalrequest r ON r.agent_id = %(agent)s AND r.source_id = g.id AND r.fingerprint = g.fingerprint
+    CROSS JOIN LATERAL (
+        SELECT coalesce(r.expires_at <= %(now)s, false)
+            OR coalesce(r.decided_at + g.lifetime <= %(now)s, false) AS timed_out
+    ) t
+)
+SELECT g.id, g.fingerprint, g.required, g.lifetime, g.four_eyes, g.policy_ids,
+       r.id, r.state, r.approvals, r.live, r.timed_out, r.raised_via
+FROM governed g LEFT JOIN reqs r ON r.source_id = g.id
+{withheld}
+ORDER BY g.id, r.id DESC
+"""
+
+_WITHHELD_ONLY = "WHERE NOT EXISTS (SELECT FROM reqs l WHERE l.source_id = g.id AND l.live)"
+
+
+def governance(*, agent: Agent | None, source_ids: list[int] | None = None, catalog_ids: list[int] | None = None,
+               withheld_only: bool = False, now: datetime | None = None) -> dict[int, Governance]:
+    """The governed sources among `source_ids` (or in `catalog_ids`) for `agent`, read
+    in one statement; `withheld_only` leaves out those with a live request."""
+    params: dict[str, Any] = {"agent": agent.pk if agent is not None else None, "now": now or timezone.now()}
+    if source_ids is not None:
+        where, params["ids"] = "s.id = ANY(%(ids)s)", source_ids
+    else:
+        where, params["catalogs"] = "s.catalog_id = ANY(%(catalogs)s)", catalog_ids or []
+    sql = _GOVERNANCE.format(policies=_POLICIES, where=where, withheld=_WITHHELD_ONLY if withheld_only else "")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found: dict[int, Governance] = {}
+    for (pk, fingerprint, required, lifetime, four_eyes, policy_ids,
+         request_id, state, approvals, live, timed_out, raised_via) in rows:
+        entry = found.get(pk)
+        if entry is None:
+            entry = found[pk] = Governance(pk, fingerprint, Rule(required, lifetime, four_eyes, tuple(policy_ids)), [])
+        if request_id is not None:
+            entry.requests.append(RequestState(request_id, state, approvals, live, timed_out, raised_via))
+    return found

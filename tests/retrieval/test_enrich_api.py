@@ -123,7 +123,7 @@ def test_withheld_reference_is_named_with_its_reason_and_never_expanded(agent):
     trace = Trace.objects.get(pk=body["trace_id"])
     (gate,) = [s for s in trace.steps if s["pass"] == "governance"]
     assert {"source_id": "secrets-management", "catalog": "demo", "allowed": False, "state": "missing",
-            "reason": hint["reason"]} in gate["decisions"]
+            "reason": hint["reason"], "request_id": None} in gate["decisions"]
 
 
 def test_a_tool_result_without_words_skips_only_the_semantic_pass(agent):

@@ -1,0 +1,78 @@
+"""Reading the audit log: entries by filter (the web view and `manage.py audit_export`),
+written as CSV or JSON with every column, hashes included, so an export can be
+checked against the chain elsewhere."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.db.models import QuerySet
+
+from approvals.audit.chain import timestamp
+from approvals.models import AuditEntry
+
+COLUMNS = ("seq", "at", "actor_kind", "actor_id", "actor_name", "action", "request_id", "policy_id", "source_id",
+           "agent_id", "fingerprint", "payload", "prev_hash", "hash")
+
+
+class Writable(Protocol):
+    def write(self, text: str, /) -> object: ...
+
+
+def audit_entries(*, action: str = "", actor: str = "", request_id: int | None = None, policy_id: int | None = None,
+                  source_id: int | None = None, agent_id: int | None = None, since: datetime | None = None,
+                  until: datetime | None = None) -> QuerySet[AuditEntry]:
+    """Entries in chain order. `action`: exact, or a prefix ending in "." ("request.");
+    `actor`: the actor's name; `since` inclusive, `until` exclusive."""
+    entries = AuditEntry.objects.order_by("seq")
+    if action:
+        entries = entries.filter(action__startswith=action) if action.endswith(".") else entries.filter(action=action)
+    if actor:
+        entries = entries.filter(actor_name=actor)
+    for column, value in (("request_id", request_id), ("policy_id", policy_id), ("source_id", source_id),
+                          ("agent_id", agent_id)):
+        if value is not None:
+            entries = entries.filter(**{column: value})
+    if since is not None:
+        entries = entries.filter(at__gte=since)
+    if until is not None:
+        entries = entries.filter(at__lt=until)
+    return entries
+
+
+def entry_row(entry: AuditEntry) -> dict[str, Any]:
+    row = {column: getattr(entry, column) for column in COLUMNS}
+    row["at"] = timestamp(entry.at)
+    return row
+
+
+def _rows(entries: Iterable[AuditEntry]) -> Iterator[dict[str, Any]]:
+    for entry in entries.iterator(chunk_size=2000) if isinstance(entries, QuerySet) else entries:
+        yield entry_row(entry)
+
+
+def audit_write_csv(entries: Iterable[AuditEntry], out: Writable) -> int:
+    """One row per entry, the payload as compact JSON in its column; returns the count."""
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    count = 0
+    for row in _rows(entries):
+        row["payload"] = json.dumps(row["payload"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        writer.writerow(row)
+        count += 1
+    return count
+
+
+def audit_write_json(entries: Iterable[AuditEntry], out: Writable) -> int:
+    """A JSON array of entries, written as it is read; returns the count."""
+    out.write("[")
+    count = 0
+    for row in _rows(entries):
+        out.write(("," if count else "") + "\n" + json.dumps(row, ensure_ascii=False, sort_keys=True))
+        count += 1
+    out.write("\n]\n" if count else "]\n")
+    return count

@@ -1,0 +1,140 @@
+"""Appending to the audit log and verifying it.
+
+Appends serialise on one transaction-level advisory lock: the appender reads the last
+entry and writes the next ones while holding it, and the lock is released only when its
+transaction commits, so the next appender reads what it wrote and the chain never
+forks. Services append last in their transaction (after every row lock they take), so
+the lock is held for the commit only and never waited on while holding it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
+from approvals.models import AuditEntry
+from catalog.models import Agent
+
+AUDIT_LOCK = (0x4C41, 1)  # "LA": Lectern audit; catalog's source locks use (0x4C43, source id)
+
+
+class Action(StrEnum):
+    REQUEST_RAISED = "request.raised"
+    APPROVAL_RECORDED = "request.approval_recorded"  # one approval of several required
+    REQUEST_APPROVED = "request.approved"
+    REQUEST_REJECTED = "request.rejected"
+    REQUEST_REVOKED = "request.revoked"
+    REQUEST_EXPIRED = "request.expired"
+    REQUEST_LAPSED = "request.lapsed"
+    POLICY_CREATED = "policy.created"
+    POLICY_UPDATED = "policy.updated"
+    POLICY_DELETED = "policy.deleted"
+    SOURCE_CHANGED = "source.changed"
+    TOKEN_ISSUED = "token.issued"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who did it: a person, an agent, Lectern itself (a task, a reindex, a command), or
+    a channel acting for no one person."""
+
+    kind: str  # AuditEntry.ActorKind
+    name: str
+    id: int | None = None
+
+    @classmethod
+    def of(cls, who: AbstractBaseUser | AnonymousUser | Agent | None, *, system: str = "system") -> Actor:
+        if isinstance(who, Agent):
+            return cls(AuditEntry.ActorKind.AGENT, who.name, who.pk)
+        if who is None or not who.is_authenticated:
+            return cls(AuditEntry.ActorKind.SYSTEM, system)
+        return cls(AuditEntry.ActorKind.USER, who.get_username(), who.pk)
+
+    @classmethod
+    def channel(cls, name: str) -> Actor:
+        return cls(AuditEntry.ActorKind.CHANNEL, name)
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    action: str
+    actor: Actor
+    request_id: int | None = None
+    policy_id: int | None = None
+    source_id: int | None = None
+    agent_id: int | None = None
+    fingerprint: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def audit_append(event: AuditEvent) -> AuditEntry:
+    return audit_append_many([event])[0]
+
+
+def audit_append_many(events: Sequence[AuditEvent]) -> list[AuditEntry]:
+    """Append `events` in order, chained after the last entry; in the caller's
+    transaction (so an event is logged if and only if what it records commits)."""
+    if not events:
+        return []
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", AUDIT_LOCK)
+        last = AuditEntry.objects.order_by("-seq").values_list("seq", "hash").first()
+        seq, prev = last or (0, GENESIS)
+        now = timezone.now()
+        entries = []
+        for event in events:
+            seq += 1
+            entry = AuditEntry(
+                seq=seq, at=now, actor_kind=event.actor.kind, actor_id=event.actor.id,
+                actor_name=event.actor.name[:150], action=event.action, request_id=event.request_id,
+                policy_id=event.policy_id, source_id=event.source_id, agent_id=event.agent_id,
+                fingerprint=event.fingerprint, payload=_as_stored(event.payload), prev_hash=prev)
+            entry.hash = prev = entry_hash(_record(entry), prev)
+            entries.append(entry)
+        return AuditEntry.objects.bulk_create(entries)
+
+
+def _as_stored(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload as it comes back from jsonb (string keys, JSON types), so the hash
+    computed now is the one recomputed from the stored row."""
+    stored: dict[str, Any] = json.loads(json.dumps(payload, default=str))
+    return stored
+
+
+def _record(entry: AuditEntry) -> dict[str, Any]:
+    return {"seq": entry.seq, "at": entry.at, "actor_kind": entry.actor_kind, "actor_id": entry.actor_id,
+            "actor_name": entry.actor_name, "action": entry.action, "request_id": entry.request_id,
+            "policy_id": entry.policy_id, "source_id": entry.source_id, "agent_id": entry.agent_id,
+            "fingerprint": entry.fingerprint, "payload": entry.payload, "prev_hash": entry.prev_hash,
+            "hash": entry.hash}
+
+
+@dataclass(frozen=True)
+class Verification:
+    entries: int
+    broken: Break | None
+
+    def __str__(self) -> str:
+        if self.broken is None:
+            return f"audit chain intact: {self.entries} entries"
+        return str(self.broken)
+
+
+def audit_verify(*, batch: int = 2000) -> Verification:
+    """Walk the whole chain in seq order; the first broken link, if any."""
+    count, broken = first_break(_records(batch))
+    return Verification(count, broken)
+
+
+def _records(batch: int) -> Iterator[dict[str, Any]]:
+    for entry in AuditEntry.objects.order_by("seq").iterator(chunk_size=batch):
+        yield _record(entry)

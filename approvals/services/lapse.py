@@ -1,0 +1,94 @@
+"""When a reindex switches a source to content with another fingerprint, the approvals
+and pending requests for the old content lapse, inside the switch's own transaction
+(catalog.signals.content_switched, sent before it commits): no reader ever sees the new
+text under an old approval. Each agent that had one gets a new pending request for the
+new content (raised_via reindex), carrying the unified diff of the text it last had
+approved against the new text, so the reviewer reads only what changed."""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
+from approvals.diffs import ContentDiff
+from approvals.models import ApprovalRequest, ApprovedContent
+from approvals.services.contents import diff_against, documents_now
+from approvals.services.requests import RaiseItem, requests_raise
+from catalog.models import Agent
+
+_LAPSE = """
+WITH old AS (
+    SELECT id, state FROM approvals_approvalrequest
+    WHERE source_id = %(source)s AND state IN ('approved', 'pending') AND fingerprint <> %(new)s
+    ORDER BY id FOR UPDATE
+)
+UPDATE approvals_approvalrequest r SET state = 'lapsed', ended_at = %(now)s
+FROM old WHERE r.id = old.id
+RETURNING r.id, r.agent_id, r.fingerprint, old.state
+"""
+
+REINDEX = Actor.of(None, system="reindex")
+
+
+def approvals_lapse(*, source_id: int, new_fingerprint: str) -> list[int]:
+    """Lapse what was approved or pending for other content of `source_id`, and raise
+    the new requests with their diffs; the ids of the new requests. Runs inside the
+    caller's transaction (the reindex switch)."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_LAPSE, {"source": source_id, "new": new_fingerprint, "now": timezone.now()})
+            lapsed = cursor.fetchall()
+        if not lapsed:
+            return []
+        # Audited first, for the log to read in order; the only locks taken after this
+        # are the new requests' rows, for content no other transaction can see yet.
+        audit_append_many([AuditEvent(Action.REQUEST_LAPSED, REINDEX, request_id=pk, source_id=source_id,
+                                      agent_id=agent_id, fingerprint=fingerprint,
+                                      payload={"was": state, "new_fingerprint": new_fingerprint})
+                           for pk, agent_id, fingerprint, state in lapsed])
+        follows = _follows(source_id, lapsed)
+        diffs = _diffs(source_id, {base for _, base in follows.values()})
+        raised: list[int] = []
+        for agent in Agent.objects.filter(pk__in=list(follows)).order_by("pk"):
+            previous_id, base = follows[agent.pk]
+            diff = diffs.get(base)
+            item = RaiseItem(source_id=source_id, fingerprint=new_fingerprint, previous_id=previous_id,
+                             diff=diff.text if diff else "", diff_base=base or "")
+            context = f"the content changed since request {previous_id}" + (
+                f": {_summary(diff)}" if diff else " (no approved text to compare it with)")
+            raised += requests_raise(agent=agent, items=[item], via=ApprovalRequest.Via.REINDEX, context=context,
+                                     actor=REINDEX).values()
+    return raised
+
+
+def _follows(source_id: int, lapsed: list[tuple[int, int, str, str]]) -> dict[int, tuple[int, str | None]]:
+    """agent_id -> (the lapsed request the new one follows, the fingerprint whose
+    approved text the diff is against): the agent's newest lapsed approval, else its
+    newest lapsed pending request with the agent's last approved fingerprint, if any."""
+    follows: dict[int, tuple[int, str | None]] = {}
+    for pk, agent_id, fingerprint, state in sorted(lapsed, key=lambda row: (row[3] != "approved", -row[0])):
+        if agent_id not in follows:
+            follows[agent_id] = (pk, fingerprint if state == "approved" else None)
+    unknown = [agent_id for agent_id, (_, base) in follows.items() if base is None]
+    if unknown:
+        approved = (ApprovalRequest.objects.filter(source_id=source_id, agent_id__in=unknown, decided_at__isnull=False)
+                    .exclude(state=ApprovalRequest.State.REJECTED).order_by("agent_id", "-decided_at")
+                    .distinct("agent_id").values_list("agent_id", "fingerprint"))
+        for agent_id, fingerprint in approved:
+            follows[agent_id] = (follows[agent_id][0], fingerprint)
+    return follows
+
+
+def _diffs(source_id: int, bases: set[str | None]) -> dict[str | None, ContentDiff]:
+    """The diff against each approved fingerprint the new requests follow, one per base
+    whatever the number of agents (a base whose text was not kept has none)."""
+    documents = documents_now(source_id)
+    kept = ApprovedContent.objects.filter(source_id=source_id, fingerprint__in=[b for b in bases if b])
+    return {content.fingerprint: diff_against(content, documents) for content in kept}
+
+
+def _summary(diff: ContentDiff) -> str:
+    parts = [f"{len(paths)} {what}" for what, paths in (("added", diff.added), ("removed", diff.removed),
+                                                          ("changed", diff.changed)) if paths]
+    return ", ".join(parts) + " file(s)" if parts else "no change in the indexed text"

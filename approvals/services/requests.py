@@ -1,0 +1,98 @@
+"""Raising approval requests: by the gate when a read path withholds a source from an
+agent, by a reindex when approved or requested content changes, or by hand.
+
+Never two pending for the same (source, agent, fingerprint): a unique partial index
+(`one_pending_request_per_content`) says so, and the insert is ON CONFLICT DO NOTHING,
+so read paths racing each other raise one request and all get its id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
+from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest
+from approvals.services.errors import forbidden, invalid
+from catalog.auth import is_curator
+from catalog.models import Agent, ReferenceSource
+
+
+@dataclass(frozen=True)
+class RaiseItem:
+    source_id: int
+    fingerprint: str
+    previous_id: int | None = None
+    diff: str = ""
+    diff_base: str = ""
+
+
+def excerpt(text: str, limit: int = CONTEXT_MAX_CHARS) -> str:
+    """`text` cut to `limit` characters, marked when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_INSERT = """
+INSERT INTO approvals_approvalrequest (source_id, agent_id, fingerprint, raised_via, context, state, approvals,
+                                       previous_id, diff, diff_base, created_at)
+SELECT x.source_id, %(agent)s, x.fingerprint, %(via)s, %(context)s, 'pending', 0, x.previous_id, x.diff,
+       x.diff_base, %(now)s
+FROM unnest(%(sources)s::bigint[], %(fingerprints)s::text[], %(previous)s::bigint[], %(diffs)s::text[],
+            %(bases)s::text[]) AS x(source_id, fingerprint, previous_id, diff, diff_base)
+JOIN catalog_referencesource s ON s.id = x.source_id
+ORDER BY x.source_id
+ON CONFLICT (source_id, agent_id, fingerprint) WHERE state = 'pending' DO NOTHING
+RETURNING id, source_id, fingerprint
+"""
+
+
+def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, context: str = "",
+                   actor: Actor | None = None) -> dict[int, int]:
+    """source_id -> the pending request of `agent` for each item's (source, fingerprint):
+    raised now (and audited, as done by `actor`, the agent by default), or the one
+    already pending. A source deleted meanwhile is left out."""
+    if via not in ApprovalRequest.Via.values:
+        raise ValueError(f"unknown raised_via {via!r}")
+    if not items:
+        return {}
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT, {
+                "agent": agent.pk, "via": via, "context": excerpt(context), "now": timezone.now(),
+                "sources": [i.source_id for i in items], "fingerprints": [i.fingerprint for i in items],
+                "previous": [i.previous_id for i in items], "diffs": [i.diff for i in items],
+                "bases": [i.diff_base for i in items]})
+            inserted = cursor.fetchall()
+        found = {source_id: request_id for request_id, source_id, _ in inserted}
+        waiting = [i for i in items if i.source_id not in found]
+        if waiting:  # pending already (raised by a read path before this one, or beside it)
+            pending = ApprovalRequest.objects.filter(
+                agent=agent, state=ApprovalRequest.State.PENDING, source_id__in=[i.source_id for i in waiting],
+                fingerprint__in=[i.fingerprint for i in waiting]).values_list("source_id", "fingerprint", "id")
+            wanted = {(i.source_id, i.fingerprint) for i in waiting}
+            found.update({source: pk for source, fingerprint, pk in pending if (source, fingerprint) in wanted})
+        audit_append_many([
+            AuditEvent(Action.REQUEST_RAISED, actor or Actor.of(agent), request_id=request_id, source_id=source_id,
+                       agent_id=agent.pk, fingerprint=fingerprint, payload={"raised_via": via,
+                                                                            "context": excerpt(context, 200)})
+            for request_id, source_id, fingerprint in inserted])
+    return found
+
+
+def request_raise(*, source: ReferenceSource, agent: Agent, by: User | Agent, context: str = "") -> ApprovalRequest:
+    """A request raised by hand (raised_via manual) for the source as it is now: by a
+    curator for any agent, or by an agent for itself. It may follow a rejection or a
+    revocation, which the gate never raises anew on its own. Idempotent while one is
+    pending for the same content."""
+    if not (by == agent or (not isinstance(by, Agent) and is_curator(by))):
+        raise forbidden("only a curator, or the agent itself, raises a request for an agent", code="not_curator")
+    if not agent.catalogs.filter(pk=source.catalog_id).exists():
+        raise invalid(f"agent {agent.name!r} does not read catalog {source.catalog.slug!r}")
+    fingerprint = ReferenceSource.objects.values_list("fingerprint", flat=True).get(pk=source.pk)
+    raised = requests_raise(agent=agent, via=ApprovalRequest.Via.MANUAL, context=context, actor=Actor.of(by),
+                            items=[RaiseItem(source_id=source.pk, fingerprint=fingerprint)])
+    return ApprovalRequest.objects.get(pk=raised[source.pk])
