@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.apis import gate_state_field, request_id_field
-from catalog.auth import RequestUser, request_user
+from catalog.auth import RequestUser, is_curator, request_user
 from catalog.models import Agent, ReferenceSource
 from catalog.rest.fields import StrictCharField, StrictRegexField, StrictSlugField
 from catalog.rest.schema import errors
@@ -375,7 +375,7 @@ class BlankAsNullField(serializers.CharField):
 
 
 class TraceApi(APIView):
-    """One enrichment trace; an agent sees only its own."""
+    """One enrichment trace: an agent sees only its own, a person theirs, a curator every one."""
 
     class OutputSerializer(serializers.Serializer[Trace]):
         id = serializers.UUIDField()
@@ -396,7 +396,7 @@ class TraceApi(APIView):
         user = request_user(request)
         if isinstance(user, Agent):
             traces = traces.filter(agent=user)
-        elif not user.is_staff:
+        elif not is_curator(user):  # a role, not staff status
             traces = traces.filter(caller=user.get_username(), agent=None)
         trace = traces.filter(pk=trace_id).first()
         if trace is None:
