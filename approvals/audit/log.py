@@ -4,12 +4,14 @@ Appends serialise on one transaction-level advisory lock: the appender reads the
 entry and writes the next ones while holding it, and the lock is released only when its
 transaction commits, so the next appender reads what it wrote and the chain never
 forks. Services append last in their transaction (after every row lock they take), so
-the lock is held for the commit only and never waited on while holding it.
+the lock is held for the commit only and never waited on while holding it. Once the
+transaction commits, the new entries are announced (approvals.signals.audited).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,7 +23,10 @@ from django.utils import timezone
 
 from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
 from approvals.models import AuditEntry
+from approvals.signals import audited
 from catalog.models import Agent
+
+logger = logging.getLogger(__name__)
 
 AUDIT_LOCK = (0x4C41, 1)  # "LA": Lectern audit; catalog's source locks use (0x4C43, source id)
 
@@ -100,7 +105,15 @@ def audit_append_many(events: Sequence[AuditEvent]) -> list[AuditEntry]:
                 fingerprint=event.fingerprint, payload=_as_stored(event.payload), prev_hash=prev)
             entry.hash = prev = entry_hash(_record(entry), prev)
             entries.append(entry)
-        return AuditEntry.objects.bulk_create(entries)
+        created = AuditEntry.objects.bulk_create(entries)
+        transaction.on_commit(lambda: _announce(created), robust=True)
+        return created
+
+
+def _announce(entries: list[AuditEntry]) -> None:
+    for receiver, result in audited.send_robust(sender=AuditEntry, entries=entries):
+        if isinstance(result, Exception):
+            logger.error("audited receiver %r failed: %s", receiver, result, exc_info=result)
 
 
 def _as_stored(payload: dict[str, Any]) -> dict[str, Any]:
