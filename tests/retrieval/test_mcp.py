@@ -152,6 +152,13 @@ def recorded() -> tuple[int, int]:
 # --- tools ------------------------------------------------------------------------------
 
 
+def offered(schema: dict) -> dict:
+    """An optional argument's schema without its `null` alternative (null counts as omitted)."""
+    alternatives = [arm for arm in schema.get("anyOf", [schema]) if arm.get("type") != "null"]
+    assert len(alternatives) == 1, schema
+    return alternatives[0]
+
+
 def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
@@ -159,13 +166,17 @@ def test_lists_the_tools_with_the_rest_limits(mcp):
                           "agent_instructions"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
-    assert set(search["properties"]) == {"query", "catalog", "top_k", "mode"}
-    assert (search["properties"]["top_k"]["minimum"], search["properties"]["top_k"]["maximum"]) == (1, 1000)
-    assert "default" not in search["properties"]["top_k"]  # the agent's default_top_k
+    assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
+                                         "dedup"}
+    top_k = offered(search["properties"]["top_k"])
+    assert (top_k["type"], top_k["minimum"], top_k["maximum"]) == ("integer", 1, 1000)
+    assert search["properties"]["top_k"].get("default") is None  # the agent's default_top_k
+    dedup = search["properties"]["dedup"]
+    assert (dedup["type"], dedup["default"]) == ("boolean", False)
     assert tools["rag_search"].annotations.read_only_hint is True
     assert tools["enrich"].input_schema["required"] == ["text", "surface"]
     assert tools["enrich"].input_schema["properties"]["surface"]["enum"] == ["prompt", "tool_result"]
-    assert tools["select_references"].input_schema["properties"]["ids"]["maxItems"] == 100
+    assert offered(tools["select_references"].input_schema["properties"]["ids"])["maxItems"] == 100
     read = tools["read_reference_file"]
     assert read.input_schema["required"] == ["catalog", "source_id", "path"] and read.annotations.read_only_hint
     assert read.input_schema["properties"]["path"]["maxLength"] == 1024
@@ -326,12 +337,13 @@ def test_bad_arguments_are_invalid_input_and_change_nothing(mcp):
     before = recorded()
 
     out_of_range = mcp.call("rag_search", query="retry", top_k=0)
-    unknown = mcp.call("rag_search", query="retry", fusion="convex")
+    unknown = mcp.call("rag_search", query="retry", fuzzy=True)
     blank = mcp.call("enrich", text="   ", surface="prompt")
     no_catalog = mcp.call("rag_search", query="retry", catalog="nope")
 
     assert set(error(out_of_range, "invalid_input")["details"]["fields"]) == {"top_k"}
-    assert set(error(unknown, "invalid_input")["details"]["fields"]) == {"fusion"}
+    assert error(unknown, "invalid_input")["details"]["fields"] == {
+        "fuzzy": ["unknown argument; use catalog, query, top_k, mode, fusion, normalization, weights, dedup"]}
     assert set(error(blank, "invalid_input")["details"]["fields"]) == {"text"}
     assert error(no_catalog, "not_found")["message"] == "No catalog 'nope'."
     assert recorded() == before
