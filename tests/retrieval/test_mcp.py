@@ -219,6 +219,82 @@ def test_rag_search_modes_and_an_empty_answer(mcp):
     assert ok(nothing)["results"] == []
 
 
+def without_timing(body: dict) -> dict:
+    return {key: value for key, value in body.items() if key != "took_ms"}
+
+
+@pytest.mark.parametrize("options", [
+    {"fusion": "convex", "normalization": "zscore", "weights": {"bm25": 0.8, "vector": 0.2}},
+    {"fusion": "convex", "weights": {"vector": 1}},
+    {"weights": {"bm25": 3, "vector": 0.5}},  # RRF's
+    {"mode": "bm25_tiebreak", "dedup": True},
+])
+def test_rag_search_takes_every_rest_option_and_answers_as_rest_does(mcp, rest, options):
+    body = {"catalog": "ops", "query": "log failures", "top_k": 10, **options}
+
+    result = mcp.call("rag_search", **body)
+
+    expected = rest.post("/api/v1/search", body, format="json").json()
+    assert without_timing(ok(result)) == without_timing(expected)
+    assert text_of(result).count("--- Result ") == len(expected["results"]) > 0
+
+
+def test_rag_search_weights_decide_which_component_leads(mcp):
+    def leader(weights: dict) -> str:
+        result = mcp.call("rag_search", query="log failures", mode="hybrid", fusion="convex", weights=weights)
+        return ok(result)["results"][0]["document_id"]
+
+    assert leader({"bm25": 1, "vector": 0}) == "logging.md"  # the only chunk with "log"
+    assert leader({"bm25": 0, "vector": 1}) == "retries.md"  # the nearest in meaning
+
+
+def test_rag_search_dedup_keeps_one_passage_per_document(mcp, agent, make_catalog):
+    guides = make_catalog("guides", chunk_size=100, chunk_overlap=0)
+    texts = {"retry-guide.md": "Retry idempotent calls. Retry with exponential backoff. Retry at most five times. "
+                               "Log each retry with its attempt number. Give up after the retry budget is spent.",
+             "tls.md": "Rotate certificates before they expire."}
+    import_documents(catalog=guides, slug="guides",
+                     documents=[DocumentInput(path, path, text, len(text)) for path, text in texts.items()])
+    agent.catalogs.add(guides)
+
+    plain = ok(mcp.call("rag_search", query="retry backoff", catalog="guides", mode="bm25", top_k=10))
+    deduped = ok(mcp.call("rag_search", query="retry backoff", catalog="guides", mode="bm25", top_k=10, dedup=True))
+
+    assert [hit["document_id"] for hit in plain["results"]].count("retry-guide.md") > 1
+    assert [hit["document_id"] for hit in deduped["results"]] == ["retry-guide.md"]
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ({"weights": {"x": 1}}, "weights"),
+    ({"weights": {"bm25": 0, "vector": 0}}, "weights"),
+    ({"weights": {"bm25": "1"}}, "weights"),
+    ({"weights": '{"bm25": 1}'}, "weights"),  # JSON in a string is a string, as over REST
+    ({"mode": "nope"}, "mode"),
+    ({"fusion": "borda"}, "fusion"),
+    ({"normalization": "l2"}, "normalization"),
+    ({"dedup": "true"}, "dedup"),
+    ({"top_k": "5"}, "top_k"),
+])
+def test_a_bad_search_option_is_the_rest_error(mcp, rest, arguments, field):
+    body = {"catalog": "ops", "query": "retry", **arguments}
+
+    result = mcp.call("rag_search", **body)
+
+    assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
+    assert result.structured_content == rest.post("/api/v1/search", body, format="json").json()
+
+
+@pytest.mark.parametrize("tool, arguments, url", [
+    ("rag_search", {"catalog": "ops"}, "/api/v1/search"),
+    ("enrich", {"text": "Please expand @handbook."}, "/api/v1/enrich"),
+])
+def test_a_missing_required_argument_is_the_rest_error(mcp, rest, tool, arguments, url):
+    result = mcp.call(tool, **arguments)
+
+    assert result.structured_content == rest.post(url, arguments, format="json").json()
+    assert error(result, "invalid_input")["details"]["fields"]
+
+
 def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_catalog, rest):
     vault = import_documents(catalog=indexed_catalog, slug="vault", documents=[
         DocumentInput("vault.md", "Vault", "Rotate the vault credentials every ninety days.", 47)])
