@@ -40,7 +40,7 @@ class LecternServer(MCPServer[Session]):
             refused = isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError)
             if not refused or name not in TOOLS or context is None:
                 raise
-            return await answer(context, TOOLS[name][1])
+            return await answer(context, TOOLS[name].operation)
 
 
 def build_server(*, token_hash: str) -> LecternServer:
@@ -49,8 +49,8 @@ def build_server(*, token_hash: str) -> LecternServer:
         yield Session(token_hash=token_hash)
 
     server = LecternServer("lectern", instructions=INSTRUCTIONS, lifespan=session)
-    for fn, _, hints in TOOLS.values():
-        server.add_tool(fn, annotations=hints)
+    for tool in TOOLS.values():
+        server.add_tool(tool.fn, annotations=tool.hints)
     return server
 
 

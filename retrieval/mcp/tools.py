@@ -12,7 +12,8 @@ fields from the serializer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, NamedTuple
 
 from django.conf import settings
 from mcp.types import CallToolResult, ToolAnnotations
@@ -35,8 +36,8 @@ from retrieval.enrich_apis import (
     reference_file_response,
     references_response,
 )
+from retrieval.enrichment import references
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.references import select_references as selected_references
 from retrieval.mcp.calls import Ctx, Operation, answer, json_result
 
 NO_RESULTS = "No relevant documentation found for your query."
@@ -182,7 +183,7 @@ async def list_references(
 
 def _select(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     caller = Caller.of(agent, params.get("catalogs"))
-    return json_result(selected_references(caller=caller, ids=params["ids"], tags=params["tags"]))
+    return json_result(references.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
 
 
 SELECT = Operation(ReferenceSelectApi.InputSerializer, _select)
@@ -298,15 +299,20 @@ async def enrich(
     return await answer(ctx, ENRICH)
 
 
-# name -> the function the SDK publishes and calls, what a call does, the client's hints
+class Tool(NamedTuple):
+    fn: Callable[..., Awaitable[CallToolResult]]  # what the SDK publishes (its name too) and calls
+    operation: Operation
+    hints: ToolAnnotations
+
+
 TOOLS = {
-    fn.__name__: (fn, operation, hints)
-    for fn, operation, hints in (
-        (rag_search, SEARCH, READ_ONLY),
-        (list_references, LIST, READ_ONLY),
-        (select_references, SELECT, RECORDS),
-        (read_reference_file, READ, READ_ONLY),
-        (agent_instructions, INSTRUCTIONS, READ_ONLY),
-        (enrich, ENRICH, RECORDS),
+    tool.fn.__name__: tool
+    for tool in (
+        Tool(rag_search, SEARCH, READ_ONLY),
+        Tool(list_references, LIST, READ_ONLY),
+        Tool(select_references, SELECT, RECORDS),
+        Tool(read_reference_file, READ, READ_ONLY),
+        Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
+        Tool(enrich, ENRICH, RECORDS),
     )
 }

@@ -76,7 +76,7 @@ def offered(schema: dict, defs: dict) -> dict:
 
 @pytest.mark.parametrize("name", sorted(TOOLS))
 def test_a_tool_offers_every_field_of_its_rest_serializer_with_its_limits(schemas, name):
-    fields = TOOLS[name][1].serializer().fields
+    fields = TOOLS[name].operation.serializer().fields
     schema = schemas[name]
     properties = schema["properties"]
 
