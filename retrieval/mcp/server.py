@@ -7,6 +7,7 @@ off it."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -50,7 +51,8 @@ def build_server(*, token_hash: str) -> LecternServer:
 
     server = LecternServer("lectern", instructions=INSTRUCTIONS, lifespan=session)
     for tool in TOOLS.values():
-        server.add_tool(tool.fn, annotations=tool.hints)
+        # the docstring without its indentation (the SDK would publish __doc__ as written)
+        server.add_tool(tool.fn, description=inspect.getdoc(tool.fn), annotations=tool.hints)
     return server
 
 
