@@ -14,6 +14,7 @@ from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
 from retrieval.enrichment.detection import SourceCard
 from retrieval.enrichment.discovery import Parent, discover
+from retrieval.enrichment.reference_files import documents_paths
 from retrieval.enrichment.references import reference_text
 
 
@@ -131,13 +132,16 @@ class _StartupText:
         self.header, self.sections, self.cards, self.ref = header, sections, cards, ref
         self.forms, self.searching = forms, searching
         self.count_only = False  # the omitted ones as a count rather than by id
-        self.listings: dict[int, str] = {}  # each read once (files: a query and a glob)
+        self.listings: dict[int, str] = {}  # each read once (files: a query for all, and a glob each)
+        self.indexed: dict[int, list[str]] | None = None  # documents' paths of every reference shown
 
     def listing(self, pk: int) -> str:
         if pk not in self.listings:
+            if self.indexed is None:  # any reference shown may come to be listed: one query for all
+                self.indexed = documents_paths(self.cards[key] for key in self.forms)
             card = self.cards[pk]
-            self.listings[pk] = formatting.expansion_block(reference_text(card, self.ref(card)),
-                                                           status=formatting.LISTED)
+            self.listings[pk] = formatting.expansion_block(
+                reference_text(card, self.ref(card), indexed=self.indexed[pk]), status=formatting.LISTED)
         return self.listings[pk]
 
     def parts(self) -> list[str]:

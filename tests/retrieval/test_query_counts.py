@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.models import Catalog, ReferenceSource
+from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from catalog.tags import tags_ensure
 from retrieval.enrichment.detection import catalog_index
@@ -100,6 +100,12 @@ def _instructions(catalog: Catalog, n: int) -> Request:
     return lambda: client.get("/api/v1/agent/instructions")
 
 
+def _rag_instructions(catalog: Catalog, n: int) -> Request:
+    """A rag agent: the n roots and n mids listed with their files."""
+    client = _agent(catalog, strategy=Agent.Strategy.RAG)
+    return lambda: client.get("/api/v1/agent/instructions")
+
+
 def _select(catalog: Catalog, n: int) -> Request:
     """n roots by id and n mids by their tag."""
     client = _agent(catalog)
@@ -117,7 +123,7 @@ def _search(mode: str) -> Callable[[Catalog, int], Request]:
 
 
 SCENARIOS: dict[str, Callable[[Catalog, int], Request]] = {
-    "enrich": _enrich, "instructions": _instructions, "select": _select,
+    "enrich": _enrich, "instructions": _instructions, "instructions-rag": _rag_instructions, "select": _select,
     "search-hybrid": _search("hybrid"), "search-bm25": _search("bm25")}
 
 
@@ -162,6 +168,15 @@ def test_instructions_load_every_chain_and_do_not_read_what_cannot_fit(chains):
         assert texts and not any(re.search(rf"\b{atlas}\b", sql.partition(" IN ")[2]) for sql in texts)
 
 
+def test_rag_instructions_list_the_preselected_and_discovered_with_their_files(chains):
+    for n in SIZES:
+        _, response, _ = counted(_rag_instructions(chains[n], n))
+
+        by_id = {s["source_id"]: s for s in response.json()["sources"]}
+        assert {by_id[f"{kind}-{i}"]["included"] for kind in ("root", "mid") for i in range(n)} == {"listed"}
+        assert all(f"\n- mid-{i}.md\n" in response.json()["text"] for i in range(n))
+
+
 def test_select_returns_every_reference_asked_for(chains):
     for n in SIZES:
         _, response, _ = counted(_select(chains[n], n))
@@ -185,10 +200,10 @@ def test_search_returns_top_k_hits(chains, mode):
 # mentions extracted, its selections inserted) and the same request again (nothing to
 # extract, the selections updated). Inside a test's transaction, so a write's atomic
 # block counts a SAVEPOINT and a RELEASE. Before the batching (issue 11), for 2 references
-# and for 8: enrich (36, 25) and (90, 67), instructions (32, 25) and (80, 73), select
-# (34, 25) and (118, 85).
-PINNED = {"enrich": (22, 15), "instructions": (19, 12), "select": (8, 7), "search-hybrid": (11, 10),
-          "search-bm25": (7, 6)}
+# and for 8: enrich (36, 25) and (90, 67), instructions (32, 25) and (80, 73), for a rag
+# agent (28, 21) and (64, 57), select (34, 25) and (118, 85).
+PINNED = {"enrich": (22, 15), "instructions": (19, 12), "instructions-rag": (19, 12), "select": (8, 7),
+          "search-hybrid": (11, 10), "search-bm25": (7, 6)}
 
 
 @pytest.mark.parametrize("name", PINNED)
