@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, Decision
+from approvals.audit.log import Action
+from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, AuditEntry, Decision
 from approvals.rules import Rule
 from approvals.selectors import source_rules
 from approvals.services.contents import documents_now
@@ -68,6 +70,24 @@ def rules_for(requests: Iterable[ApprovalRequest]) -> dict[int, Rule]:
 
 
 @dataclass(frozen=True)
+class Revocation:
+    """Who revoked an approval, when and why: the request keeps its state, the audit
+    log the rest."""
+
+    by: str
+    at: datetime
+    reason: str
+
+
+def revocations(request_ids: Iterable[int]) -> dict[int, Revocation]:
+    """request id -> its revocation, for those of `request_ids` revoked (one query)."""
+    entries = AuditEntry.objects.filter(action=Action.REQUEST_REVOKED, request_id__in=list(request_ids)) \
+        .values_list("request_id", "actor_name", "at", "payload")
+    return {request_id: Revocation(by, at, str(payload.get("reason", "")))
+            for request_id, by, at, payload in entries if request_id is not None}
+
+
+@dataclass(frozen=True)
 class ShownDocument:
     path: str
     title: str
@@ -91,6 +111,7 @@ class RequestDetail:
     decisions: list[Decision]
     policies: list[ApprovalPolicy]
     changed_by: list[str]
+    revocation: Revocation | None
 
 
 def request_detail(*, request_id: int) -> RequestDetail | None:
@@ -111,7 +132,9 @@ def request_detail(*, request_id: int) -> RequestDetail | None:
         changed_by.add(request.source.changed_by.get_username())
     return RequestDetail(request=request, rule=rule, current=current,
                          documents=None if documents is None else _shown(documents),
-                         decisions=list(request.decisions.all()), policies=policies, changed_by=sorted(changed_by))
+                         decisions=list(request.decisions.all()), policies=policies, changed_by=sorted(changed_by),
+                         revocation=revocations([request.pk]).get(request.pk)
+                         if request.state == ApprovalRequest.State.REVOKED else None)
 
 
 def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:
@@ -123,3 +146,15 @@ def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:
         shown.append(ShownDocument(document["path"], document.get("title") or "", document["sha256"],
                                    text if fits else None, len(text) if text is not None else None))
     return shown
+
+
+def audit_names(entries: Iterable[AuditEntry]) -> tuple[dict[int, str], dict[int, str]]:
+    """The sources ("catalog/slug") and agents (names) the audit entries name, by id, as
+    they are now (an entry outlives what it names: a missing id keeps its number)."""
+    entries = list(entries)
+    source_ids = {e.source_id for e in entries if e.source_id is not None}
+    agent_ids = {e.agent_id for e in entries if e.agent_id is not None}
+    sources = {pk: f"{catalog}/{slug}" for pk, catalog, slug in ReferenceSource.objects.filter(
+        pk__in=source_ids).values_list("pk", "catalog__slug", "slug")} if source_ids else {}
+    agents = dict(Agent.objects.filter(pk__in=agent_ids).values_list("pk", "name")) if agent_ids else {}
+    return sources, agents

@@ -31,7 +31,15 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.audit.export import audit_csv_chunks, audit_entries, audit_json_chunks
 from approvals.forms import AuditFilterForm, BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
 from approvals.models import ApprovalRequest, AuditEntry, Decision
-from approvals.queue import RequestDetail, pending_count, request_detail, requests_filtered, rules_for
+from approvals.queue import (
+    RequestDetail,
+    audit_names,
+    pending_count,
+    request_detail,
+    requests_filtered,
+    revocations,
+    rules_for,
+)
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
@@ -155,7 +163,8 @@ def decide(request: HttpRequest, request_id: int) -> HttpResponse:
     except DomainError as error:
         if error.status_code == 404:
             raise Http404(str(error.detail)) from None
-        return _panel_response(request, request_id, status=error.status_code, decide_form=form, **_refused(error))
+        return _panel_response(request, request_id, status=error.status_code, changed=True, decide_form=form,
+                               **_refused(error))
     done = {"approve": "approved", "reject": "rejected"}[verdict]
     note = f"You {done} request {decided.pk}" + (
         "." if decided.state != ApprovalRequest.State.PENDING else
@@ -177,7 +186,8 @@ def revoke(request: HttpRequest, request_id: int) -> HttpResponse:
     except DomainError as error:
         if error.status_code == 404:
             raise Http404(str(error.detail)) from None
-        return _panel_response(request, request_id, status=error.status_code, revoke_form=form, **_refused(error))
+        return _panel_response(request, request_id, status=error.status_code, changed=True, revoke_form=form,
+                               **_refused(error))
     note = f"You revoked the approval of request {request_id}."
     if not _htmx(request):
         messages.success(request, note)
@@ -217,7 +227,8 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
 def _history(request: HttpRequest, requests: QuerySet[ApprovalRequest], **context: Any) -> HttpResponse:
     page = Paginator(requests, HISTORY_PAGE).get_page(request.GET.get("page"))
     rules = rules_for(page.object_list)
-    context.update(page=page, rows=[(r, rules[r.pk]) for r in page.object_list], query="")
+    context.update(page=page, rows=[(r, rules[r.pk]) for r in page.object_list], query="",
+                   revocations=revocations(r.pk for r in page.object_list))
     template = "approvals/partials/history_list.html" if _htmx(request) else "approvals/history.html"
     return render(request, template, context)
 
@@ -247,9 +258,28 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET)
     entries = audit_entries(**form.filters()).order_by("-seq") if form.is_valid() else AuditEntry.objects.none()
     page = Paginator(entries, AUDIT_PAGE).get_page(request.GET.get("page"))
-    context = {"form": form, "page": page, "query": _query_without_page(request)}
+    sources, agents = audit_names(page.object_list)
+    context = {"form": form, "page": page, "query": _query_without_page(request), "source_names": sources,
+               "agent_names": agents, "narrowed": _narrowed(request, form, sources, agents)}
     template = "approvals/partials/audit_table.html" if _htmx(request) else "approvals/audit.html"
     return render(request, template, context, status=200 if form.is_valid() else 400)
+
+
+def _narrowed(request: HttpRequest, form: AuditFilterForm, sources: dict[int, str],
+              agents: dict[int, str]) -> list[tuple[str, str]]:
+    """The source and agent filters in force (set by links from history pages and the
+    log itself), each with the query that drops it."""
+    if not form.is_valid():
+        return []
+    found = []
+    for field, names in (("source", sources), ("agent", agents)):
+        value = form.cleaned_data[field]
+        if value is not None:
+            query = request.GET.copy()
+            query.pop(field, None)
+            query.pop("page", None)
+            found.append((f"{field} {names.get(value, f'#{value}')}", query.urlencode()))
+    return found
 
 
 EXPORTS = {"csv": (audit_csv_chunks, "text/csv; charset=utf-8"),
@@ -265,7 +295,8 @@ def audit_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
         raise Http404(f"No export format {fmt!r}.")
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
-        return render(request, "approvals/audit.html", {"form": form, "page": None, "query": ""}, status=400)
+        return render(request, "approvals/audit.html", {"form": form, "page": None, "query": "", "narrowed": []},
+                      status=400)
     chunks, content_type = EXPORTS[fmt]
     response = StreamingHttpResponse(_batched(chunks(audit_entries(**form.filters()))), content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")

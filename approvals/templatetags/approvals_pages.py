@@ -1,12 +1,16 @@
-"""Template filters of the reviewer's pages."""
+"""Template filters of the reviewer's pages (pure but for `ago`, which reads the clock)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 register = template.Library()
 
@@ -60,3 +64,34 @@ def duration(value: timedelta | None) -> str:
 
 
 register.filter("duration", duration)
+
+
+def ago(moment: datetime | None) -> str:
+    """How long ago, in words: "just now" under a minute, else "3 hours ago"."""
+    if moment is None:
+        return ""
+    if timezone.now() - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment, depth=1)} ago"
+
+
+register.filter("ago", ago)
+
+
+def payload_value(value: Any) -> str:
+    """An audit payload's value as JSON writes it (true, null, ["ops"]); text as it is."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "—"
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+register.filter("payload_value", payload_value)
+
+
+def get_item(mapping: dict[Any, Any], key: Any) -> Any:
+    return mapping.get(key)
+
+
+register.filter("get_item", get_item)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.utils import timezone
+
 from approvals.diffs import DocumentText, content_diff
-from approvals.templatetags.approvals_pages import diff_lines, duration
+from approvals.templatetags.approvals_pages import ago, diff_lines, duration, payload_value
 
 
 def kinds(diff: str) -> list[tuple[str, str]]:
@@ -38,3 +40,15 @@ def test_lifetimes_in_words():
     assert duration(timedelta(days=1, hours=6)) == "1 day 6 hours"
     assert duration(timedelta(minutes=1)) == "1 minute"
     assert duration(timedelta(seconds=5)) == "under a minute"
+
+
+def test_how_long_ago():
+    now = timezone.now()
+    assert ago(now - timedelta(seconds=20)) == "just now"
+    assert ago(now - timedelta(hours=3, minutes=5)) == "3\xa0hours ago"
+    assert ago(None) == ""
+
+
+def test_payload_values_as_json():
+    assert [payload_value(v) for v in ("text", None, True, 3, ["ops"], {"b": 1, "a": 2})] == [
+        "text", "—", "true", "3", '["ops"]', '{"a": 2, "b": 1}']

@@ -10,6 +10,8 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -19,6 +21,7 @@ from approvals.models import AuditEntry
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from tests.approvals.builders import raised
+from tests.factories import agent_with_token, person
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +67,23 @@ def test_filters(client_for, history, rita):
     today = timezone.now().date()
     assert len(actions(since=today.isoformat(), until=today.isoformat())) == AuditEntry.objects.count()
     assert actions(until=(today - timedelta(days=1)).isoformat()) == []
+
+
+def test_entries_name_sources_and_agents_and_a_source_filter_can_be_dropped(client_for, kb, agent, history,
+                                                                             rita):
+    response = client_for(rita).get(AUDIT, {"source": kb.vault.pk, "action": "request."})
+
+    html = response.content.decode()
+    assert {entry.source_id for entry in response.context["page"].object_list} == {kb.vault.pk}
+    assert "<code>kb/vault</code>" in html and ">bot</a>" in html
+    assert "Only entries naming" in html and "source kb/vault" in html
+    assert 'href="?action=request."' in html  # the chip's link drops the source, keeps the rest
+    assert f'<input type="hidden" name="source" value="{kb.vault.pk}">' in html
+
+
+def test_payload_values_read_as_json(client_for, history, rita):
+    html = client_for(rita).get(AUDIT, {"action": "policy.created"}).content.decode()
+    assert '<span class="k">four_eyes</span> false' in html and '<span class="k">lifetime_seconds</span> —' in html
 
 
 def test_a_range_that_ends_before_it_starts_is_a_400(client_for, history, rita):
@@ -125,3 +145,21 @@ def test_an_empty_export_is_still_valid(client_for, history, rita):
 
 def test_an_unknown_export_format_is_404(client_for, rita):
     assert client_for(rita).get(reverse("audit-export", args=["xml"])).status_code == 404
+
+
+def test_the_log_costs_the_same_queries_however_many_entries(client_for, kb, agent, rita):
+    client = client_for(rita)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(AUDIT).status_code == 200
+        return len(queries)
+
+    raised(agent, kb.vault)
+    few = count()
+    for n in range(3):
+        bot = agent_with_token(name=f"bot{n}", catalogs=[kb.catalog])[0]
+        request_decide(request_id=raised(bot, kb.vault), reviewer=person(f"r{n}", "reviewer"), verdict="reject")
+    assert count() == few
+    # session, user, the role check; count, page; the names of its sources, of its agents; the header's roles, count
+    assert few == 9

@@ -4,11 +4,14 @@ decisions taken on it and how it ended."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
 from tests.approvals.builders import approved, raised
+from tests.factories import agent_with_token
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +31,7 @@ def test_a_sources_history_lists_every_agents_requests_and_decisions(client_for,
     assert "History of" in html and "kb/vault" in html
     assert "state-revoked" in html and "state-rejected" in html
     assert "not this one" in html and "other-bot" in html
+    assert "by <strong>rita</strong>: “leaked”" in html  # who revoked and why, from the audit log
     assert f"{reverse('audit-log')}?source={kb.vault.pk}" in html
 
 
@@ -45,3 +49,21 @@ def test_history_of_something_unknown_is_404(client_for, kb, rita):
     client = client_for(rita)
     assert client.get(reverse("approvals-source-history", args=["kb", "nope"])).status_code == 404
     assert client.get(reverse("approvals-agent-history", args=[999999])).status_code == 404
+
+
+def test_history_costs_the_same_queries_however_many_requests(client_for, kb, agent, rita):
+    client = client_for(rita)
+    url = reverse("approvals-source-history", args=["kb", "vault"])
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        return len(queries)
+
+    request_decide(request_id=raised(agent, kb.vault), reviewer=rita, verdict="reject")
+    few = count()
+    for n in range(3):
+        request_decide(request_id=raised(agent_with_token(name=f"bot{n}", catalogs=[kb.catalog])[0], kb.vault),
+                       reviewer=rita, verdict="reject")
+    # one governance statement per distinct agent on the page: 3 more agents, 3 more statements
+    assert count() == few + 3

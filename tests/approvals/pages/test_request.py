@@ -96,6 +96,7 @@ def test_when_two_reviewers_decide_the_first_stands_and_the_second_is_told(clien
     html = late.content.decode()
     assert late.status_code == 409
     assert late["X-Lectern-Partial"] == "1"  # htmx swaps it in whatever the status
+    assert late["HX-Trigger"] == "queue-changed"  # the count in the header catches up with rita's decision
     assert "Not recorded." in html and "already rejected" in html
     assert ApprovalRequest.objects.get(pk=pending).state == "rejected"
     assert list(Decision.objects.values_list("reviewer__username", "verdict")) == [("rita", "reject")]
@@ -159,6 +160,8 @@ def test_revoking_an_approval_needs_a_reason_and_is_audited(client_for, kb, agen
     assert ApprovalRequest.objects.get(pk=request.pk).state == "revoked"
     entry = AuditEntry.objects.order_by("-seq")[0]
     assert (entry.action, entry.actor_name, entry.payload) == ("request.revoked", "rita", {"reason": "the key leaked"})
+    panel = page_of(client, request.pk).content.decode()
+    assert "state-revoked\">revoked</span> by <strong>rita</strong>" in panel and "the key leaked" in panel
 
 
 def test_revoking_what_is_not_approved_is_a_conflict_message(client_for, pending, rita):
