@@ -1,6 +1,9 @@
-"""Reads for the reviewer's pages: the queue with its filters, one request with what a
-reviewer decides on, the history of a source or an agent. A constant number of queries
-per page, whatever its length (one governance statement per distinct agent shown)."""
+"""What the reviewer's pages read beyond approvals.queries (the queue and a request's
+detail, shared with the other channels): the queue's further filters and orders, the
+header's count, a request's page (the policies, who four eyes keeps out, the
+revocation, the text as shown), revocations and the names audit entries refer to. A
+constant number of queries per page, whatever its length (approvals.queries.rules_for:
+one governance statement per distinct agent shown)."""
 
 from __future__ import annotations
 
@@ -9,64 +12,40 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 
 from approvals.audit.log import Action
-from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, AuditEntry, Decision
+from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry, Decision
+from approvals.queries import request_detail, requests_queue
 from approvals.rules import Rule
-from approvals.selectors import source_rules
-from approvals.services.contents import documents_now
 from catalog.models import Agent, Catalog, ReferenceSource
 
-# What the detail page shows of a source's text; past it, documents are named only.
+# What the request page shows of a source's text; past it, documents are named only.
 SHOWN_TEXT_MAX_CHARS = 400_000
-
-
-def with_decisions(requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
-    """`requests` with their source, catalog, agent and decisions (and deciders) loaded."""
-    return requests.select_related("source__catalog", "agent").prefetch_related(
-        Prefetch("decisions", queryset=Decision.objects.select_related("reviewer").order_by("pk")))
 
 
 def requests_filtered(*, state: str = "", catalog: Catalog | None = None, source: ReferenceSource | None = None,
                       agent: Agent | None = None, raised_via: str = "", text: str = "") -> QuerySet[ApprovalRequest]:
-    """Requests matching every filter given: pending ones oldest first (a queue is worked
-    from its head), any other selection newest first. `text`: a case-insensitive
-    substring of the context that raised the request."""
-    requests = ApprovalRequest.objects.all()
-    if state:
-        requests = requests.filter(state=state)
-    if catalog is not None:
-        requests = requests.filter(source__catalog=catalog)
+    """approvals.queries.requests_queue narrowed by every filter given. Pending: the
+    queue proper, for the content sources hold now, oldest first (a queue is worked
+    from its head). Any other selection, history included: every request, newest
+    first. `text`: a case-insensitive substring of the context that raised it."""
+    pending = state == ApprovalRequest.State.PENDING
+    requests = requests_queue(states=[state] if state else ApprovalRequest.State.values,
+                              catalog_ids=[catalog.pk] if catalog is not None else [],
+                              agent_ids=[agent.pk] if agent is not None else [], current_only=pending)
     if source is not None:
         requests = requests.filter(source=source)
-    if agent is not None:
-        requests = requests.filter(agent=agent)
     if raised_via:
         requests = requests.filter(raised_via=raised_via)
     if text:
         requests = requests.filter(context__icontains=text)
-    order = ("created_at", "pk") if state == ApprovalRequest.State.PENDING else ("-created_at", "-pk")
-    return with_decisions(requests.order_by(*order))
+    return requests if pending else requests.order_by("-created_at", "-pk")
 
 
 def pending_count() -> int:
-    return ApprovalRequest.objects.filter(state=ApprovalRequest.State.PENDING).count()
-
-
-def rules_for(requests: Iterable[ApprovalRequest]) -> dict[int, Rule]:
-    """request id -> the rule that applies to it now (required approvals, lifetime, four
-    eyes, policies): one statement per distinct agent among `requests`. A source no
-    longer governed gets the default rule (one approval settles it)."""
-    requests = list(requests)
-    by_agent: dict[int, tuple[Agent, set[int]]] = {}
-    for request in requests:
-        by_agent.setdefault(request.agent_id, (request.agent, set()))[1].add(request.source_id)
-    rules: dict[tuple[int, int], Rule] = {}
-    for agent_id, (agent, source_ids) in by_agent.items():
-        for source_id, governance in source_rules(agent=agent, source_ids=source_ids).items():
-            rules[(agent_id, source_id)] = governance.rule
-    return {request.pk: rules.get((request.agent_id, request.source_id), Rule()) for request in requests}
+    """What the queue shows by default: pending requests for the content sources hold now."""
+    return requests_queue().count()
 
 
 @dataclass(frozen=True)
@@ -92,21 +71,19 @@ class ShownDocument:
     path: str
     title: str
     sha256: str
-    text: str | None  # None: too long to show here (or not kept)
+    text: str | None  # None: too long to show here, or not kept
     chars: int | None
 
 
 @dataclass(frozen=True)
-class RequestDetail:
-    """What a reviewer decides on: the request and its decisions, the rule that applies
-    now, the text an approval lets through (the source's documents while they are the
-    content the request was raised for; after a change, the text kept when that content
-    was approved, else None), and who last changed the source or a policy covering it
-    (four eyes keeps them from approving)."""
+class RequestReview:
+    """approvals.queries.request_detail as the page shows it: the documents bounded for
+    a browser, the policies behind the rule, who last changed the source or a policy
+    covering it (four eyes keeps them from approving), the revocation if any."""
 
     request: ApprovalRequest
     rule: Rule
-    current: bool
+    current: bool  # the request is for the content the source holds now
     documents: list[ShownDocument] | None
     decisions: list[Decision]
     policies: list[ApprovalPolicy]
@@ -114,27 +91,23 @@ class RequestDetail:
     revocation: Revocation | None
 
 
-def request_detail(*, request_id: int) -> RequestDetail | None:
-    request = with_decisions(ApprovalRequest.objects.filter(pk=request_id)).select_related("source__changed_by").first()
-    if request is None:
+def request_review(*, request_id: int) -> RequestReview | None:
+    detail = request_detail(request_id=request_id)
+    if detail is None:
         return None
-    rule = rules_for([request])[request.pk]
-    current = request.fingerprint == request.source.fingerprint
-    if current:
-        documents: list[dict[str, Any]] | None = documents_now(request.source_id)
-    else:
-        documents = ApprovedContent.objects.filter(source_id=request.source_id, fingerprint=request.fingerprint) \
-            .values_list("documents", flat=True).first()
-    policies = list(ApprovalPolicy.objects.filter(pk__in=rule.policy_ids).select_related(
+    request = detail.request
+    policies = list(ApprovalPolicy.objects.filter(pk__in=detail.rule.policy_ids).select_related(
         "catalog", "source__catalog", "tag", "changed_by"))
     changed_by = {p.changed_by.get_username() for p in policies if p.changed_by is not None}
-    if request.source.changed_by is not None:
-        changed_by.add(request.source.changed_by.get_username())
-    return RequestDetail(request=request, rule=rule, current=current,
-                         documents=None if documents is None else _shown(documents),
-                         decisions=list(request.decisions.all()), policies=policies, changed_by=sorted(changed_by),
-                         revocation=revocations([request.pk]).get(request.pk)
-                         if request.state == ApprovalRequest.State.REVOKED else None)
+    source_changer = ReferenceSource.objects.filter(pk=request.source_id, changed_by__isnull=False) \
+        .values_list("changed_by__username", flat=True).first()
+    if source_changer is not None:
+        changed_by.add(source_changer)
+    revoked = request.state == ApprovalRequest.State.REVOKED
+    return RequestReview(request=request, rule=detail.rule, current=request.fingerprint == request.source.fingerprint,
+                       documents=None if detail.documents is None else _shown(detail.documents),
+                       decisions=detail.decisions, policies=policies, changed_by=sorted(changed_by),
+                       revocation=revocations([request.pk]).get(request.pk) if revoked else None)
 
 
 def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:

@@ -31,15 +31,8 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.audit.export import audit_csv_chunks, audit_entries, audit_json_chunks
 from approvals.forms import AuditFilterForm, BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
 from approvals.models import ApprovalRequest, AuditEntry, Decision
-from approvals.queue import (
-    RequestDetail,
-    audit_names,
-    pending_count,
-    request_detail,
-    requests_filtered,
-    revocations,
-    rules_for,
-)
+from approvals.queries import rules_for
+from approvals.queue import RequestReview, audit_names, pending_count, request_review, requests_filtered, revocations
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
@@ -82,7 +75,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET)
     requests = requests_filtered(**form.filters()) if form.is_valid() else ApprovalRequest.objects.none()
     page = Paginator(requests, QUEUE_PAGE).get_page(request.GET.get("page"))
-    rules = rules_for(page.object_list)
+    rules = rules_for(list(page.object_list))
     context = {"form": form, "page": page, "rows": [(r, rules[r.pk]) for r in page.object_list],
                "query": _query_without_page(request), "can_decide": is_reviewer(request.user),
                "state": form.cleaned_data.get("state") if form.is_valid() else ""}
@@ -99,16 +92,16 @@ def pending_badge(request: HttpRequest) -> HttpResponse:
 
 # --- one request -------------------------------------------------------------------------
 
-def _detail_or_404(request_id: int) -> RequestDetail:
+def _detail_or_404(request_id: int) -> RequestReview:
     """The request with what a reviewer decides on; every curator and reviewer may see
     every request (as they see every catalog: catalog.auth.visible_catalogs)."""
-    detail = request_detail(request_id=request_id)
+    detail = request_review(request_id=request_id)
     if detail is None:
         raise Http404(f"No approval request {request_id}.")
     return detail
 
 
-def _panel_context(request: HttpRequest, detail: RequestDetail, **extra: Any) -> dict[str, Any]:
+def _panel_context(request: HttpRequest, detail: RequestReview, **extra: Any) -> dict[str, Any]:
     """What the decision panel shows this person: the forms they may use, their own
     decision so far, whether four eyes keeps them from approving."""
     user, state = _person(request), detail.request.state
@@ -226,7 +219,7 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
 
 def _history(request: HttpRequest, requests: QuerySet[ApprovalRequest], **context: Any) -> HttpResponse:
     page = Paginator(requests, HISTORY_PAGE).get_page(request.GET.get("page"))
-    rules = rules_for(page.object_list)
+    rules = rules_for(list(page.object_list))
     context.update(page=page, rows=[(r, rules[r.pk]) for r in page.object_list], query="",
                    revocations=revocations(r.pk for r in page.object_list))
     template = "approvals/partials/history_list.html" if _htmx(request) else "approvals/history.html"
