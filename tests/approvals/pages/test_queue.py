@@ -152,3 +152,15 @@ def test_the_header_names_the_person_and_their_roles_and_signs_out_by_post(clien
 
     home = client_for(nobody).get(reverse("home")).content.decode()
     assert "no role" in home and "Approvals" not in home
+
+
+def test_a_pending_request_for_content_since_replaced_leaves_the_queue_not_the_history(client_for, kb, agent,
+                                                                                       other_agent, rita):
+    current = raised(agent, kb.vault)
+    stale = raised(other_agent, kb.vault)  # as a read path racing a reindex can leave one
+    ApprovalRequest.objects.filter(pk=stale).update(fingerprint="0" * 64)
+    client = client_for(rita)
+
+    assert listed(client.get(QUEUE)) == [current]
+    assert 'aria-label="1 pending"' in client.get(QUEUE).content.decode()
+    assert set(listed(client.get(QUEUE, {"state": ""}))) == {current, stale}
