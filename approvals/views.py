@@ -108,7 +108,7 @@ def _panel_context(request: HttpRequest, detail: RequestReview, **extra: Any) ->
     mine = next((d for d in detail.decisions if d.reviewer_id == user.pk), None)
     reviewer = is_reviewer(user)
     return {"detail": detail, "req": detail.request, "my_decision": mine, "is_reviewer": reviewer,
-            "can_decide": reviewer and state == ApprovalRequest.State.PENDING and mine is None,
+            "can_decide": reviewer and state == ApprovalRequest.State.PENDING and mine is None and detail.current,
             "can_revoke": reviewer and state == ApprovalRequest.State.APPROVED,
             "approvals_missing": max(detail.rule.required - detail.request.approvals, 0),
             "four_eyes_me": detail.rule.four_eyes and user.get_username() in detail.changed_by,

@@ -179,3 +179,13 @@ def test_a_request_for_content_since_replaced_says_so(client_for, kb, agent, rit
 
     assert "state-lapsed" in html and "the source has changed since" in html
     assert "its text is not kept" in html and 'value="approve"' not in html
+
+
+def test_a_pending_request_for_replaced_content_offers_no_decision(client_for, pending, rita):
+    ApprovalRequest.objects.filter(pk=pending).update(fingerprint="0" * 64)  # a read path raced a reindex
+
+    html = page_of(client_for(rita), pending).content.decode()
+
+    assert "it can no longer be decided" in html and 'value="approve"' not in html
+    refused = decide(client_for(rita), pending, "approve")
+    assert refused.status_code == 409 and b"changed since request" in refused.content
