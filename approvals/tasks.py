@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from approvals.services.expiry import approvals_expire
+from approvals.services.notifications import reviewers_notify
 
 EXPIRY_SCHEDULE = "lectern-expire-approvals"
 EXPIRY_MINUTES = 5
@@ -10,6 +11,10 @@ EXPIRY_MINUTES = 5
 
 def expire_approvals() -> int:
     return approvals_expire()
+
+
+def notify_reviewers(request_ids: list[int]) -> int:
+    return reviewers_notify(request_ids=request_ids)
 
 
 def ensure_expiry_schedule(**kwargs: object) -> None:

@@ -39,6 +39,7 @@ class Action(StrEnum):
     REQUEST_REVOKED = "request.revoked"
     REQUEST_EXPIRED = "request.expired"
     REQUEST_LAPSED = "request.lapsed"
+    REQUEST_NOTIFIED = "request.notified"  # reviewers were e-mailed about it
     POLICY_CREATED = "policy.created"
     POLICY_UPDATED = "policy.updated"
     POLICY_DELETED = "policy.deleted"
