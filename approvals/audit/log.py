@@ -10,7 +10,7 @@ the lock is held for the commit only and never waited on while holding it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -39,6 +39,11 @@ class Action(StrEnum):
     POLICY_DELETED = "policy.deleted"
     SOURCE_CHANGED = "source.changed"
     TOKEN_ISSUED = "token.issued"
+    WEBHOOK_ENDPOINT_CREATED = "webhook.endpoint_created"
+    WEBHOOK_ENDPOINT_UPDATED = "webhook.endpoint_updated"
+    WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint_deleted"
+    WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
+    DECISION_RECEIVED = "decision.received"  # by which channel (webhook message, decision file) decisions came
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,19 @@ class AuditEvent:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
+Subscriber = Callable[[Sequence[AuditEntry]], None]
+_subscribers: list[Subscriber] = []
+
+
+def audit_subscribe(subscriber: Subscriber) -> None:
+    """Hand every batch of appended entries to `subscriber`, inside the appending
+    transaction (what it writes commits or rolls back with them). The webhook channel
+    (approvals.channels.events) turns request events into deliveries this way, so no
+    service needs to know the channels exist."""
+    if subscriber not in _subscribers:
+        _subscribers.append(subscriber)
+
+
 def audit_append(event: AuditEvent) -> AuditEntry:
     return audit_append_many([event])[0]
 
@@ -100,7 +118,10 @@ def audit_append_many(events: Sequence[AuditEvent]) -> list[AuditEntry]:
                 fingerprint=event.fingerprint, payload=_as_stored(event.payload), prev_hash=prev)
             entry.hash = prev = entry_hash(_record(entry), prev)
             entries.append(entry)
-        return AuditEntry.objects.bulk_create(entries)
+        appended = AuditEntry.objects.bulk_create(entries)
+        for subscriber in _subscribers:
+            subscriber(appended)
+        return appended
 
 
 def _as_stored(payload: dict[str, Any]) -> dict[str, Any]:
