@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import QuerySet, URLField
 from django.http import HttpRequest
 
 from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -27,6 +27,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     fields = ["catalog", "url", "description", "event_types", "active", "accepts_decisions", "secret",
               "created_by", "created_at", "updated_at"]
     readonly_fields = ["catalog", "secret", "created_by", "created_at", "updated_at"]
+    formfield_overrides = {URLField: {"assume_scheme": "https"}}
 
     @admin.display(description="secret")
     def secret(self, obj: WebhookEndpoint) -> str:

@@ -41,12 +41,12 @@ INBOUND_IDS_KEPT = timedelta(days=1)  # far past the 5-minute tolerance after wh
 USER_AGENT = "Lectern-Webhooks/1"
 
 
-def backoff(attempt: int, *, base: float, cap: float, rand: Callable[[], float] = random.random) -> timedelta:
+def backoff(attempt: int, *, base: float, cap: float, rand: Callable[[], float] | None = None) -> timedelta:
     """The wait after failed attempt number `attempt` (1, 2, ...): base x 2^(attempt-1),
     at most `cap`, of which the second half is random ("equal jitter"): never sooner
     than half the step, and endpoints that failed together do not retry in lockstep."""
     step = min(cap, base * 2 ** (attempt - 1))
-    return timedelta(seconds=step / 2 + rand() * step / 2)
+    return timedelta(seconds=step / 2 + (rand or random.random)() * step / 2)
 
 
 def claim_duration() -> timedelta:
