@@ -144,9 +144,9 @@ class WebhookEndpointsApi(APIView):
                    responses={201: OutputSerializer, **errors({
                        400: "`invalid_input`: a field is missing or not valid.", **CURATOR_ERRORS})})
     def post(self, request: Request, slug: str) -> Response:
+        catalog, curator = _curated_catalog(request, slug)  # who asks first: a non-curator learns nothing more
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        catalog, curator = _curated_catalog(request, slug)
         issued = endpoint_create(catalog=catalog, by=curator, **data.validated_data)
         body = {**WebhookEndpointSerializer(issued.endpoint).data, "secret": issued.secret}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -186,9 +186,9 @@ class WebhookDeliveriesApi(APIView):
                    responses={200: OutputSerializer(many=True), **errors({
                        400: "`invalid_input`: a query parameter is not valid.", **CURATOR_ERRORS})})
     def get(self, request: Request, slug: str) -> Response:
+        catalog, _ = _curated_catalog(request, slug)
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        catalog, _ = _curated_catalog(request, slug)
         deliveries = WebhookDelivery.objects.filter(endpoint__catalog=catalog).select_related("event", "endpoint")
         if "status" in query.validated_data:
             deliveries = deliveries.filter(status=query.validated_data["status"])
