@@ -22,11 +22,14 @@ from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookE
 from approvals.channels.webhooks import delivery as delivery_module
 from approvals.channels.webhooks.delivery import claim_duration, deliveries_send_due, delivery_attempt
 from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_update
-from approvals.models import AuditEntry
+from approvals.models import ApprovalRequest, AuditEntry
 from approvals.services.decisions import request_decide
+from approvals.services.expiry import approvals_expire
+from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke
-from tests.approvals.builders import raised
+from tests.approvals.builders import approved, document, raised
 from tests.approvals.receiver import Receiver
+from tests.factories import import_documents
 
 
 @pytest.fixture
@@ -90,6 +93,26 @@ def test_decisions_revocations_and_their_reviewers_are_events_too(kb, agent, hoo
     assert decided["state"] == "approved" and decided["decision"] == {
         "verdict": "approve", "reviewer": "rita", "comment": "fine by me", "channel": "web", "required": 1}
     assert revoked["state"] == "revoked" and revoked["revocation"] == {"by": "rita", "reason": "keys leaked"}
+
+
+def test_a_content_change_and_an_expiry_are_events_without_the_text_or_the_diff(kb, agent, hook, receiver, cora,
+                                                                               rita):
+    policy_create(by=cora, source=kb.vault, lifetime=timedelta(days=1))
+    first = approved(agent, kb.vault, rita)
+    import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "Rotate monthly.\n")])
+    second = ApprovalRequest.objects.get(state="pending")
+    request_decide(request_id=second.pk, reviewer=rita, verdict="approve")
+    approvals_expire(now=timezone.now() + timedelta(days=2))
+
+    assert deliveries_send_due() == 6
+    bodies = [Webhook(hook.secret).verify(r.body, r.headers) for r in receiver.wait_for(6)]
+    assert [(b["type"], b["data"]["request_id"]) for b in bodies] == [
+        ("approval.requested", first.pk), ("approval.decided", first.pk), ("approval.lapsed", first.pk),
+        ("approval.requested", second.pk), ("approval.decided", second.pk), ("approval.expired", second.pk)]
+    lapsed, raised_again = bodies[2]["data"], bodies[3]["data"]
+    assert lapsed["lapse"] == {"was": "approved", "new_fingerprint": second.fingerprint}
+    assert raised_again["raised_via"] == "reindex" and raised_again["previous_request_id"] == first.pk
+    assert all("Rotate" not in r.body.decode() for r in receiver.received)  # neither text nor diff
 
 
 def test_an_endpoint_gets_only_the_events_it_subscribes_to_and_only_its_catalogs(kb, agent, cora, receiver,

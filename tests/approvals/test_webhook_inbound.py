@@ -18,6 +18,7 @@ from approvals.channels.webhooks.delivery import INBOUND_IDS_KEPT, deliveries_se
 from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_rotate_secret, endpoint_update
 from approvals.channels.webhooks.signing import new_message_id, new_secret, signed_headers
 from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.selectors import injection_decisions
 from approvals.services.policies import policy_create
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token, person
@@ -63,6 +64,7 @@ def test_a_signed_decision_decides_the_request_as_the_reviewer_named(kb, agent, 
     assert received.actor_name.startswith("webhook:") and received.payload["webhook_id"] == "msg_decision_1"
     assert received.payload["reviewer"] == "rita"
     assert audit_verify().broken is None
+    assert injection_decisions(agent=agent, sources=[kb.vault])[kb.vault.pk].allowed  # the gate lets it through
 
 
 @pytest.mark.parametrize(("tamper", "code"), [
