@@ -52,9 +52,9 @@ class Judgement:
 
     def raised(self, request_id: int) -> Judgement:
         """This judgement once its new request exists: pending, naming it."""
-        ended = "" if self.reason == MISSING_REASON else self.reason.removeprefix("requires approval") + ";"
+        ended = "" if self.reason == MISSING_REASON else self.reason.removeprefix("requires approval")
         return Judgement(allowed=False, state="pending", request_id=request_id,
-                         reason=f"requires approval{ended} request {request_id} awaits a reviewer")
+                         reason=f"requires approval{ended}; request {request_id} awaits a reviewer")
 
 
 NOT_REQUIRED = Judgement(allowed=True, state="not_required")

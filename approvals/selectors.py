@@ -144,47 +144,51 @@ _POLICIES = """
                   WHERE a.approvalpolicy_id = p.id AND a.agent_id = %(agent)s)
 """
 
+# An approval's lifetime is over: by its own expiry, or by the lifetime the policies set now.
+_TIMED_OUT = "(coalesce(r.expires_at <= %(now)s, false) OR coalesce(r.decided_at + g.lifetime <= %(now)s, false))"
+# A request that lets the source through: approved by enough reviewers, not timed out.
+_LIVE = f"(r.state = 'approved' AND r.approvals >= g.required AND NOT {_TIMED_OUT})"
+
+# `g`: the governed sources among those asked about, each with the strictest rule of the
+# policies covering it (the flag alone: one approval, forever). Two branches, of which
+# Postgres runs one (each has a one-time filter): while no policy applies to the caller
+# (the usual case), only flagged sources are read, with no per-source work; otherwise a
+# lateral aggregate over the policies per source. Then the caller's requests for each
+# source's current fingerprint, newest first, with which are live. With `withheld`, a
+# source with a live request is left out (a hash anti-join: what an approved catalog
+# costs is one pass over its governed sources and the agent's approvals).
 _GOVERNANCE = """
-WITH pol AS ({policies}),
-src AS MATERIALIZED (
-    SELECT s.id, s.catalog_id, s.fingerprint, s.requires_approval FROM catalog_referencesource s WHERE {where}
-),
-matched AS (
-    SELECT src.id AS governed_id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
-    FROM src JOIN pol ON pol.catalog_id = src.catalog_id
+WITH pol AS MATERIALIZED ({policies}),
+g AS MATERIALIZED (
+    SELECT s.id, s.fingerprint, 1 AS required, NULL::interval AS lifetime, false AS four_eyes,
+           '{{}}'::bigint[] AS policy_ids
+    FROM catalog_referencesource s
+    WHERE {where} AND s.requires_approval AND NOT EXISTS (SELECT FROM pol)
     UNION ALL
-    SELECT src.id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
-    FROM src JOIN pol ON pol.source_id = src.id
-    UNION ALL
-    SELECT src.id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
-    FROM src JOIN catalog_referencesource_tags t ON t.referencesource_id = src.id JOIN pol ON pol.tag_id = t.tag_id
-),
-governed AS (
-    SELECT src.id, src.fingerprint, greatest(max(m.required_approvals), 1) AS required,
-           min(m.lifetime) AS lifetime, coalesce(bool_or(m.four_eyes), false) AS four_eyes,
-           array_remove(array_agg(DISTINCT m.id), NULL) AS policy_ids
-    FROM src LEFT JOIN matched m ON m.governed_id = src.id
-    GROUP BY src.id, src.fingerprint, src.requires_approval
-    HAVING src.requires_approval OR count(m.id) > 0
-),
-reqs AS MATERIALIZED (
-    SELECT r.id, r.source_id, r.state, r.approvals, r.raised_via, t.timed_out,
-           r.state = 'approved' AND r.approvals >= g.required AND NOT t.timed_out AS live
-    FROM governed g
-    JOIN approvals_approvalrequest r ON r.agent_id = %(agent)s AND r.source_id = g.id AND r.fingerprint = g.fingerprint
+    SELECT s.id, s.fingerprint, greatest(coalesce(rule.required, 1), 1), rule.lifetime,
+           coalesce(rule.four_eyes, false), coalesce(rule.policy_ids, '{{}}')
+    FROM catalog_referencesource s
     CROSS JOIN LATERAL (
-        SELECT coalesce(r.expires_at <= %(now)s, false)
-            OR coalesce(r.decided_at + g.lifetime <= %(now)s, false) AS timed_out
-    ) t
+        SELECT max(p.required_approvals) AS required, min(p.lifetime) AS lifetime, bool_or(p.four_eyes) AS four_eyes,
+               array_agg(p.id) AS policy_ids, count(*) AS n
+        FROM pol p
+        WHERE p.catalog_id = s.catalog_id OR p.source_id = s.id
+           OR (p.tag_id IS NOT NULL AND EXISTS (SELECT FROM catalog_referencesource_tags t
+                                                WHERE t.referencesource_id = s.id AND t.tag_id = p.tag_id))
+    ) rule
+    WHERE {where} AND (s.requires_approval OR rule.n > 0) AND EXISTS (SELECT FROM pol)
 )
 SELECT g.id, g.fingerprint, g.required, g.lifetime, g.four_eyes, g.policy_ids,
-       r.id, r.state, r.approvals, r.live, r.timed_out, r.raised_via
-FROM governed g LEFT JOIN reqs r ON r.source_id = g.id
+       r.id, r.state, r.approvals, {live} AS live, {timed_out} AS timed_out, r.raised_via
+FROM g
+LEFT JOIN approvals_approvalrequest r ON r.agent_id = %(agent)s AND r.source_id = g.id AND r.fingerprint = g.fingerprint
 {withheld}
 ORDER BY g.id, r.id DESC
 """
 
-_WITHHELD_ONLY = "WHERE NOT EXISTS (SELECT FROM reqs l WHERE l.source_id = g.id AND l.live)"
+_WITHHELD_ONLY = f"""WHERE NOT EXISTS (
+    SELECT FROM approvals_approvalrequest r
+    WHERE r.agent_id = %(agent)s AND r.source_id = g.id AND r.fingerprint = g.fingerprint AND {_LIVE})"""
 
 
 def governance(*, agent: Agent | None, source_ids: list[int] | None = None, catalog_ids: list[int] | None = None,
@@ -196,7 +200,8 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
         where, params["ids"] = "s.id = ANY(%(ids)s)", source_ids
     else:
         where, params["catalogs"] = "s.catalog_id = ANY(%(catalogs)s)", catalog_ids or []
-    sql = _GOVERNANCE.format(policies=_POLICIES, where=where, withheld=_WITHHELD_ONLY if withheld_only else "")
+    sql = _GOVERNANCE.format(policies=_POLICIES, where=where, live=_LIVE, timed_out=_TIMED_OUT,
+                             withheld=_WITHHELD_ONLY if withheld_only else "")
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -205,7 +210,8 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
          request_id, state, approvals, live, timed_out, raised_via) in rows:
         entry = found.get(pk)
         if entry is None:
-            entry = found[pk] = Governance(pk, fingerprint, Rule(required, lifetime, four_eyes, tuple(policy_ids)), [])
+            rule = Rule(required, lifetime, four_eyes, tuple(sorted(policy_ids)))
+            entry = found[pk] = Governance(pk, fingerprint, rule, [])
         if request_id is not None:
             entry.requests.append(RequestState(request_id, state, approvals, live, timed_out, raised_via))
     return found

@@ -146,6 +146,8 @@ SPECTACULAR_SETTINGS = {
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
         "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
+        "ApprovalStateEnum": "approvals.models.ApprovalRequest.State",
+        "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
     },
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",

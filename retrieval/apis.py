@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.apis import gate_state_field, request_id_field
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from catalog.embedder import embedder_status
 from catalog.models import Agent, Catalog
@@ -70,8 +71,9 @@ class WithheldSourceSerializer(serializers.Serializer[dict[str, Any]]):
     source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
         help_text="The withheld source's slug (the reference id).")
     count = serializers.IntegerField(min_value=1, help_text="Its chunks that match the query.")
-    state = serializers.CharField(help_text="The approval gate's state: missing, ...")
+    state = gate_state_field()
     reason = serializers.CharField(help_text="Why it is withheld from this caller.")
+    request_id = request_id_field()
 
 
 class WithheldHitsSerializer(serializers.Serializer[dict[str, Any]]):

@@ -23,7 +23,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog.auth import RequestUser, request_user
+from approvals.apis import gate_state_field, request_id_field
+from catalog.auth import RequestUser, is_curator, request_user
 from catalog.models import Agent, ReferenceSource
 from catalog.rest.fields import StrictCharField, StrictRegexField, StrictSlugField
 from catalog.rest.schema import errors
@@ -84,6 +85,7 @@ class HintSerializer(serializers.Serializer[dict[str, Any]]):
                   "cut: beyond max_hints; none: withheld.")
     withheld = serializers.BooleanField()
     reason = serializers.CharField(help_text="Why withheld or cut; empty otherwise.")
+    request_id = request_id_field(required=False)  # traces stored before it existed lack it
     parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`: who points at it.")
 
 
@@ -94,6 +96,7 @@ class PinnedReferenceSerializer(serializers.Serializer[dict[str, Any]]):
     path = serializers.CharField(help_text="The file read, inside the reference.")
     withheld = serializers.BooleanField()
     reason = serializers.CharField()
+    request_id = request_id_field()
     # named like Field.context, which the stubs declare (DRF's metaclass takes declared
     # fields off the class, so there is no clash at run time)
     context = serializers.CharField(allow_null=True,  # type: ignore[assignment]
@@ -159,6 +162,8 @@ class ReferenceSerializer(serializers.Serializer[dict[str, Any]]):
     index_status = serializers.ChoiceField(choices=ReferenceSource.Status.values)
     withheld = serializers.BooleanField()
     reason = serializers.CharField(help_text="Why withheld; empty otherwise.")
+    request_id = request_id_field(help_text="The approval request of this agent for the reference as it is now, "
+                                            "when withheld and one exists (listing raises none).")
 
 
 class ReferenceListApi(APIView):
@@ -210,6 +215,8 @@ class WithheldReferenceSerializer(serializers.Serializer[dict[str, Any]]):
     catalog = serializers.CharField()
     name = serializers.CharField()
     reason = serializers.CharField()
+    state = gate_state_field()
+    request_id = request_id_field()
 
 
 class ReferenceSelectApi(APIView):
@@ -313,8 +320,9 @@ class DecisionSerializer(serializers.Serializer[dict[str, Any]]):
     source_id = serializers.CharField()
     catalog = serializers.CharField()
     allowed = serializers.BooleanField()
-    state = serializers.CharField(help_text="The gate's state: not_required, missing, ...")
+    state = gate_state_field()
     reason = serializers.CharField()
+    request_id = request_id_field(required=False)  # traces stored before it existed lack it
 
 
 def _scores() -> serializers.DictField:
@@ -367,7 +375,7 @@ class BlankAsNullField(serializers.CharField):
 
 
 class TraceApi(APIView):
-    """One enrichment trace; an agent sees only its own."""
+    """One enrichment trace: an agent sees only its own, a person theirs, a curator every one."""
 
     class OutputSerializer(serializers.Serializer[Trace]):
         id = serializers.UUIDField()
@@ -388,7 +396,7 @@ class TraceApi(APIView):
         user = request_user(request)
         if isinstance(user, Agent):
             traces = traces.filter(agent=user)
-        elif not user.is_staff:
+        elif not is_curator(user):  # a role, not staff status
             traces = traces.filter(caller=user.get_username(), agent=None)
         trace = traces.filter(pk=trace_id).first()
         if trace is None:
@@ -407,6 +415,8 @@ class InstructionSourceSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="content: loaded whole; listed: named with its files, or only by name when the budget ran "
                   "short; omitted: no room even for that (the text names it, or counts it, on one line).")
     reason = serializers.CharField(required=False, help_text="Why listed, omitted or withheld.")
+    request_id = request_id_field(required=False, help_text="For `included: withheld`: the approval request "
+                                                            "to follow (GET /api/v1/approvals).")
     parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`.")
 
 

@@ -4,14 +4,13 @@ here), the secret only as its hint; deliveries and events read-only, the history
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.db.models import QuerySet, URLField
 from django.http import HttpRequest
 
+from approvals.admin import ReadOnly
 from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from approvals.channels.webhooks.endpoints import FIELDS, endpoint_delete, endpoint_update
 
@@ -48,17 +47,6 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
         for pk in queryset.values_list("pk", flat=True):
             endpoint_delete(endpoint_id=pk, by=_person(request))
-
-
-class ReadOnly(admin.ModelAdmin[Any]):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(WebhookDelivery)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
@@ -34,6 +35,19 @@ class RaiseItem:
 def excerpt(text: str, limit: int = CONTEXT_MAX_CHARS) -> str:
     """`text` cut to `limit` characters, marked when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+CONTEXT_TEXT_CHARS = 300
+
+
+def request_context(what: str, text: str = "") -> str:
+    """What a read path tells reviewers about why it asked: `what` (the operation), then
+    the head of the agent's `text` when Lectern keeps agents' text at all (a request
+    keeps what a trace would: LECTERN_TRACE_STORE_TEXT)."""
+    head = " ".join(text.split())
+    if not head or not settings.LECTERN_TRACE_STORE_TEXT:
+        return what
+    return f"{what}: {excerpt(head, CONTEXT_TEXT_CHARS)}"
 
 
 _INSERT = """

@@ -51,7 +51,8 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
     entries: list[tuple[SourceCard, str, list[Parent]]] = [(card, "auto", []) for card in auto]
     entries += [(card, "preselected", []) for card in preselected]
     entries += [(node.card, "link", node.parents) for node in discovered]
-    decisions = injection_decisions(agent=caller.agent, sources=[card for card, _, _ in entries])
+    decisions = injection_decisions(agent=caller.agent, sources=[card for card, _, _ in entries],
+                                    raised_via="enrichment", context="startup instructions")
 
     header = "# Reference material\n\nThese references apply to your work. Cite them by @id."
     rag_hint = None
@@ -69,7 +70,8 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
             item["parents"] = parents
         decision = decisions[card.pk]
         if not decision.allowed:
-            report[card.pk] = {**item, "included": "withheld", "reason": decision.reason}
+            report[card.pk] = {**item, "included": "withheld", "reason": decision.reason,
+                               "request_id": decision.request_id}
             continue
         loads = via == "auto" or caller.profile.strategy == Agent.Strategy.PRELOAD
         body = _source_body(card, caller.profile.token_budget) if loads else None

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils.crypto import salted_hmac
 
 from approvals.selectors import InjectionDecision, injection_decisions
+from approvals.services.requests import request_context
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource
 from retrieval.enrichment import formatting
@@ -83,7 +84,8 @@ class Candidate:
                             for via in sorted(self.reasons, key=SPECIFICITY.index)],
                 "score": None if self.score is None else round(self.score, 4), "injected": self.action,
                 "withheld": bool(self.decision and not self.decision.allowed),
-                "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note}
+                "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note,
+                "request_id": self.decision.request_id if self.decision and not self.decision.allowed else None}
         if self.parents:
             data["parents"] = self.parents
         return data
@@ -98,10 +100,12 @@ class EnrichResult:
     degraded: str | None
 
 
-def _decide(caller: Caller, candidates: list[Candidate]) -> None:
-    """Ask the gate about each candidate not decided yet."""
+def _decide(caller: Caller, candidates: list[Candidate], context: str) -> None:
+    """Ask the gate about each candidate not decided yet (an approval request is raised
+    for what it withholds from an agent, with `context`)."""
     undecided = [c for c in candidates if c.decision is None]
-    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided])
+    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided],
+                                    raised_via="enrichment", context=context)
     for candidate in undecided:
         candidate.decision = decisions[candidate.card.pk]
 
@@ -316,14 +320,15 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     tagged.sort(key=lambda c: (-len(c.reasons["tag"]), -(c.score or 0.0)))  # scores came from the semantic pass
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
-    _decide(caller, roots)  # a withheld reference's content must not steer discovery either
+    context = request_context(f"enrich ({surface})", clean)
+    _decide(caller, roots, context)  # a withheld reference's content must not steer discovery either
     linked = run.links([c for c in roots if c.decided.allowed])
 
     ranked = tagged + semantic + linked
     run.rank(ranked)
     surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
     gate_started = time.perf_counter()
-    _decide(caller, surfaced)
+    _decide(caller, surfaced, context)
     run.step("governance", gate_started, decisions=[
         {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict()} for c in surfaced])
 
@@ -339,7 +344,8 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     if pinned is not None:
         pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
                       "path": pinned.matched[0], "withheld": not pinned.decided.allowed,
-                      "reason": pinned.decided.reason, "context": None}
+                      "reason": pinned.decided.reason, "context": None,
+                      "request_id": None if pinned.decided.allowed else pinned.decided.request_id}
         if pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
             context = formatting.reading_block(reference_text(pinned.card, pinned.ref), pinned.matched[0])
             pinned_out["context"] = context

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from approvals.selectors import injection_decisions
+from approvals.services.requests import request_context
 from catalog.models import Document, ReferenceSource
 from catalog.rest.errors import DomainError
 from catalog.sources.errors import SourceError
@@ -47,7 +48,8 @@ def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[di
     decisions = injection_decisions(agent=caller.agent, sources=cards)
     return [{"source_id": c.slug, "catalog": c.catalog, "name": c.name, "description": c.description,
              "mode": c.mode, "tags": list(c.tags), "requires_approval": c.requires_approval,
-             "index_status": c.status, "withheld": not decisions[c.pk].allowed, "reason": decisions[c.pk].reason}
+             "index_status": c.status, "withheld": not decisions[c.pk].allowed, "reason": decisions[c.pk].reason,
+             "request_id": None if decisions[c.pk].allowed else decisions[c.pk].request_id}
             for c in cards]
 
 
@@ -93,7 +95,8 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
         raise DomainError("some references could not be resolved", code="unknown_reference", status_code=400,
                           details={"unknown_ids": unknown, "ambiguous_ids": ambiguous, "unknown_tags": unknown_tags})
     cards = list({(card.catalog_id, card.slug): card for card in cards}.values())
-    decisions = injection_decisions(agent=caller.agent, sources=cards)
+    context = request_context("selectReferences", " ".join([*ids, *(f"#{tag}" for tag in tags)]))
+    decisions = injection_decisions(agent=caller.agent, sources=cards, raised_via="select", context=context)
     allowed = [card for card in cards if decisions[card.pk].allowed]
     with transaction.atomic():
         selections_grant(caller, allowed, Selection.Via.SELECT)
@@ -103,7 +106,8 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
         selected.append({"source_id": card.slug, "catalog": card.catalog, "name": card.name,
                          "description": card.description, "files": reference.paths, "contents": reference.contents,
                          "instructions": formatting.expansion_block(reference)})
-    withheld = [{"source_id": c.slug, "catalog": c.catalog, "name": c.name, "reason": decisions[c.pk].reason}
+    withheld = [{"source_id": c.slug, "catalog": c.catalog, "name": c.name, "reason": decisions[c.pk].reason,
+                 "state": decisions[c.pk].state, "request_id": decisions[c.pk].request_id}
                 for c in cards if not decisions[c.pk].allowed]
     return {"selected": selected, "withheld": withheld}
 
@@ -137,9 +141,11 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
     if not cards:
         raise DomainError(f"no reference {source_id!r} in catalog {catalog!r}", code="not_found", status_code=404)
     card = cards[0]
-    decision = injection_decisions(agent=caller.agent, sources=[card])[card.pk]
+    decision = injection_decisions(agent=caller.agent, sources=[card], raised_via="select",
+                                   context=request_context(f"read file {path}"))[card.pk]
     if not decision.allowed:
-        raise DomainError(decision.reason, code="withheld", status_code=403)
+        raise DomainError(decision.reason, code="withheld", status_code=403,
+                          details={"state": decision.state, "request_id": decision.request_id})
     granted = card.mode == ReferenceSource.Mode.AUTO or caller.agent is None or \
         Selection.objects.filter(agent=caller.agent, source_id=card.pk).exists()
     if not granted:

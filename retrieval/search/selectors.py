@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 
-from approvals.selectors import InjectionDecision, withheld_sources
+from approvals.selectors import InjectionDecision, withheld_raise, withheld_sources
+from approvals.services.requests import request_context
 from catalog.models import Agent, Catalog
 from retrieval.search import bm25, fusion
 from retrieval.search.lexical import bm25_scores, bm25_terms, bm25_top
@@ -64,6 +65,8 @@ class WithheldHits:
     count: int
     state: str
     reason: str
+    request_id: int | None = None  # the approval request to follow
+    source_pk: int = 0
 
 
 @dataclass
@@ -166,9 +169,21 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     if withheld:
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
         report = _withheld_hits(withheld, terms if "bm25" in lists else [], vector=vector, similar=similar)
+        if agent is not None and report:  # the agent wanted these: a request each, once
+            report = _raise_requests(agent, report, query)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
                         vector_chars, vector_chars is not None and vector_chars < len(query))
+
+
+def _raise_requests(agent: Agent, report: list[WithheldHits], query: str) -> list[WithheldHits]:
+    """The withheld sources that matched, each with the approval request raised (or
+    already there) for the agent."""
+    decisions = withheld_raise(agent=agent, source_ids=[entry.source_pk for entry in report], raised_via="search",
+                               context=request_context("search", query))
+    return [WithheldHits(entry.source, entry.count, decision.state, decision.reason, decision.request_id,
+                         entry.source_pk) if (decision := decisions.get(entry.source_pk)) else entry
+            for entry in report]
 
 
 def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
@@ -206,8 +221,8 @@ def _withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.Quer
             GROUP BY s.id, s.slug ORDER BY count(*) DESC, s.slug
         """, params)
         rows = cursor.fetchall()
-    return [WithheldHits(source=slug, count=count, state=withheld[pk].state, reason=withheld[pk].reason)
-            for pk, slug, count in rows]
+    return [WithheldHits(source=slug, count=count, state=withheld[pk].state, reason=withheld[pk].reason,
+                         request_id=withheld[pk].request_id, source_pk=pk) for pk, slug, count in rows]
 
 
 def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, fused: list[tuple[int, float]],

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRequest
 from catalog.demo_loader import DEMO_DIR
 from catalog.indexing.runs import source_index_now
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
@@ -122,8 +123,10 @@ def test_withheld_reference_is_named_with_its_reason_and_never_expanded(agent):
     assert counts() == (before[0] + 1, before[1])  # a trace, but no selection
     trace = Trace.objects.get(pk=body["trace_id"])
     (gate,) = [s for s in trace.steps if s["pass"] == "governance"]
-    assert {"source_id": "secrets-management", "catalog": "demo", "allowed": False, "state": "missing",
-            "reason": hint["reason"], "request_id": None} in gate["decisions"]
+    request = ApprovalRequest.objects.get(source__slug="secrets-management", state="pending")
+    assert (request.raised_via, hint["request_id"]) == ("enrichment", request.pk)
+    assert {"source_id": "secrets-management", "catalog": "demo", "allowed": False, "state": "pending",
+            "reason": hint["reason"], "request_id": request.pk} in gate["decisions"]
 
 
 def test_a_tool_result_without_words_skips_only_the_semantic_pass(agent):

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRequest
 from catalog.models import Agent, Catalog, Chunk, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.models import Trace
@@ -86,9 +87,11 @@ def test_lexical_search_counts_the_withheld_chunks_that_match_and_shows_none_of_
     matching = Counter(hit["source"] for hit in ungated(agent, mode="bm25", top_k=1000) if hit["source"] in WITHHELD)
     assert withheld_counts(body) == dict(matching) and set(matching) == WITHHELD
     assert body["withheld"]["count"] == sum(matching.values())
-    for entry in body["withheld"]["sources"]:
-        assert set(entry) == {"source", "count", "state", "reason"}
-        assert entry["state"] == "missing" and "requires approval" in entry["reason"]
+    for entry in body["withheld"]["sources"]:  # the agent wanted them: each has a request now
+        assert set(entry) == {"source", "count", "state", "reason", "request_id"}
+        request = ApprovalRequest.objects.get(pk=entry["request_id"])
+        assert (request.source.slug, request.state, request.raised_via) == (entry["source"], "pending", "search")
+        assert entry["state"] == "pending" and "requires approval" in entry["reason"]
     served = json.dumps(body)
     for content in Chunk.objects.filter(source__slug__in=WITHHELD).values_list("content", flat=True):
         assert content not in served
