@@ -211,7 +211,8 @@ def _claim(path: Path, root: Path, name: str, now: datetime) -> Path | None:
 
 
 def _apply_claimed(claimed: Path, root: Path, name: str) -> Outcome:
-    raw = claimed.read_bytes()
+    with claimed.open("rb") as handle:
+        raw = handle.read(MAX_FILE_BYTES + 1)  # one byte more than allowed says it is too large
     try:
         applied = decisions_apply(items=parse_decisions(raw), name=name, digest=hashlib.sha256(raw).hexdigest())
     except FileRefused as exc:

@@ -77,6 +77,7 @@ def test_a_decision_file_is_applied_once_and_moved_to_processed(kb, agent, other
     ({"request_id": "1", "verdict": "approve", "reviewer": "rita"}, "request_id is a positive integer"),
     ({"request_id": 1, "verdict": "yes", "reviewer": "rita"}, "verdict is approve or reject"),
     ({"request_id": 1, "verdict": "approve", "reviewer": "nobody"}, "no active user 'nobody'"),
+    ({"request_id": 1, "verdict": "approve", "reviewer": "rita", "comment": "x" * 1_100_000}, "over 1048576 bytes"),
 ])
 def test_a_bad_file_is_moved_to_failed_with_its_reason_and_decides_nothing(kb, agent, rita, inbox, content,
                                                                            reason):

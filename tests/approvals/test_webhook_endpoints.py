@@ -83,6 +83,10 @@ def test_curators_make_endpoints_and_read_deliveries_over_the_api(kb, agent, cli
     assert (delivery["event_type"], delivery["status"], delivery["attempts"]) == ("approval.requested", "pending", 1)
     assert delivery["history"][0]["status_code"] == 500 and delivery["last_error"] == "HTTP 500"
 
+    refused = client.post("/api/v1/catalogs/kb/webhooks", {"url": "ftp://files.example.com/in"},
+                          content_type="application/json")
+    assert refused.status_code == 400 and "url" in refused.json()["error"]["details"]["fields"]
+
     client.force_login(rita)
     assert client.get("/api/v1/catalogs/kb/webhooks").status_code == 403
     assert client.post("/api/v1/catalogs/kb/webhooks", {"url": "https://x.example.com"},

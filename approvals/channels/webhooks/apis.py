@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -114,13 +116,22 @@ CURATOR_ERRORS = {403: "`forbidden`: the caller is not a person in the curator g
                   404: "`not_found`: no such catalog for this caller."}
 
 
+@extend_schema_field({"type": "string", "format": "uri", "pattern": "^https?://", "maxLength": 2000})
+class EndpointUrlField(serializers.URLField):
+    """An endpoint's URL: http or https only (the model's rule), as the schema says."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=2000, **kwargs)
+        self.validators.append(URLValidator(schemes=["http", "https"]))
+
+
 class WebhookEndpointsApi(APIView):
     """A catalog's webhook endpoints (GET), or a new one (POST), whose secret the answer
     holds this once."""
 
     @extend_schema_serializer(component_name="NewWebhookEndpoint")
     class InputSerializer(serializers.Serializer[None]):
-        url = serializers.URLField(max_length=2000)
+        url = EndpointUrlField()
         description = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
         event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.values), required=False,
                                             min_length=1, help_text="Default: every event type.")
@@ -147,7 +158,10 @@ class WebhookEndpointsApi(APIView):
         catalog, curator = _curated_catalog(request, slug)  # who asks first: a non-curator learns nothing more
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        issued = endpoint_create(catalog=catalog, by=curator, **data.validated_data)
+        try:
+            issued = endpoint_create(catalog=catalog, by=curator, **data.validated_data)
+        except ValidationError as exc:  # the model's own checks, should the serializer's ever differ
+            raise serializers.ValidationError(exc.message_dict) from None
         body = {**WebhookEndpointSerializer(issued.endpoint).data, "secret": issued.secret}
         return Response(body, status=status.HTTP_201_CREATED)
 
