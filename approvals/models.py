@@ -132,6 +132,7 @@ class ApprovalRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True, help_text="When it was approved or rejected.")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="When its approval ends; empty: never.")
     ended_at = models.DateTimeField(null=True, blank=True, help_text="When it expired, was revoked or lapsed.")
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="When reviewers were e-mailed about it.")
 
     class Meta:
         ordering = ["-pk"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 
 from approvals.models import ApprovalRequest, ApprovedContent, Decision
 from approvals.rules import Rule
@@ -85,11 +85,16 @@ def _agent_view(request: ApprovalRequest, rule: Rule) -> AgentRequest:
 
 
 def requests_queue(*, states: Iterable[str] = (ApprovalRequest.State.PENDING,), catalog_ids: Iterable[int] = (),
-                   agent_ids: Iterable[int] = ()) -> QuerySet[ApprovalRequest]:
+                   agent_ids: Iterable[int] = (), current_only: bool = True) -> QuerySet[ApprovalRequest]:
     """The reviewers' queue: requests in `states` (pending by default), oldest first,
     with source, catalog, agent and decisions loaded; narrowed to catalogs or agents
-    when given. Paginate the queryset; rules_for() adds what each now requires."""
+    when given. `current_only`: only requests for the content the source holds now (a
+    read path racing a reindex can leave a pending request for the old content, which
+    request_decide refuses with content_changed). Paginate the queryset; rules_for()
+    adds what each now requires."""
     requests = ApprovalRequest.objects.filter(state__in=list(states))
+    if current_only:
+        requests = requests.filter(fingerprint=F("source__fingerprint"))
     if catalog_ids := list(catalog_ids):
         requests = requests.filter(source__catalog_id__in=catalog_ids)
     if agent_ids := list(agent_ids):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from approvals.channels.files import decision_files_apply
 from approvals.channels.webhooks.delivery import deliveries_send_due, delivery_attempt
 from approvals.services.expiry import approvals_expire
+from approvals.services.notifications import reviewers_notify
 
 EXPIRY_SCHEDULE = "lectern-expire-approvals"
 EXPIRY_MINUTES = 5
@@ -29,6 +30,10 @@ def deliver_due_webhooks() -> int:
 
 def apply_decision_files() -> int:
     return sum(outcome.applied for outcome in decision_files_apply())
+
+
+def notify_reviewers(request_ids: list[int]) -> int:
+    return reviewers_notify(request_ids=request_ids)
 
 
 def ensure_expiry_schedule(**kwargs: object) -> None:

@@ -4,12 +4,16 @@ search and enrichment APIs, the MCP server and the dashboard."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TypeAlias
+from functools import wraps
+from typing import Any, TypeAlias, TypeVar, cast
 
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -78,6 +82,41 @@ def has_role(user: User | AnonymousUser, group: str) -> bool:
     if not user.is_authenticated:
         return False
     return user.is_superuser or user.groups.filter(name=group).exists()
+
+
+def has_any_role(user: User | AnonymousUser, groups: tuple[str, ...]) -> bool:
+    """has_role for any of `groups`, in one query."""
+    if not user.is_authenticated:
+        return False
+    return user.is_superuser or user.groups.filter(name__in=groups).exists()
+
+
+def roles_of(user: User | AnonymousUser) -> list[str]:
+    """The roles `user` holds, as the page header names them."""
+    if not user.is_authenticated:
+        return []
+    if user.is_superuser:
+        return [CURATOR_GROUP, REVIEWER_GROUP]
+    return sorted(user.groups.filter(name__in=(CURATOR_GROUP, REVIEWER_GROUP)).values_list("name", flat=True))
+
+
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
+
+
+def role_required(*groups: str) -> Callable[[View], View]:
+    """A page for people holding any of `groups`: anyone not signed in goes to the
+    sign-in page (and comes back), a person without the role gets 403. Sessions only:
+    an agent's bearer token signs no one in here."""
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if not has_any_role(request.user, groups):
+                raise PermissionDenied(f"this page is for the {' or '.join(groups)} role")
+            return view(request, *args, **kwargs)
+
+        return cast(View, login_required(guarded))
+
+    return decorate
 
 
 def is_curator(caller: RequestUser) -> bool:

@@ -88,6 +88,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "approvals.context_processors.reviewer_header",
             ],
         },
     },
@@ -103,6 +104,20 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# E-mail (reviewers are told of new approval requests): printed on the console under
+# DEBUG (`make run`), sent by SMTP otherwise; Django's own EMAIL_* names.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend" if DEBUG
+                        else "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 30, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "lectern@localhost")
+# Where people reach this server: the links in e-mails (no request to take a host from).
+LECTERN_BASE_URL = env_str("LECTERN_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -185,6 +200,8 @@ LECTERN_EMBEDDING_MODEL = env_str("LECTERN_EMBEDDING_MODEL", "default")
 LECTERN_EMBEDDING_THREADS = env_int("LECTERN_EMBEDDING_THREADS", os.cpu_count() or 1, minimum=1)
 LECTERN_EMBEDDING_BATCH = env_int("LECTERN_EMBEDDING_BATCH", 8, minimum=1)
 LECTERN_HNSW_EF_SEARCH = env_int("LECTERN_HNSW_EF_SEARCH", 100, minimum=1)
+# A catalog of at most this many chunks is ranked exactly, not by the shared HNSW index.
+LECTERN_VECTOR_EXACT_MAX = env_int("LECTERN_VECTOR_EXACT_MAX", 1000, minimum=0)
 LECTERN_BM25_K1 = float(env_str("LECTERN_BM25_K1", "1.2"))
 LECTERN_BM25_B = float(env_str("LECTERN_BM25_B", "0.75"))
 LECTERN_RRF_K = env_int("LECTERN_RRF_K", 60, minimum=1)

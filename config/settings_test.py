@@ -10,6 +10,7 @@ Q_CLUSTER = {**Q_CLUSTER, "sync": True}
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 # Nor does WhiteNoise look for the collected files at start (no "No directory" warning).
 WHITENOISE_AUTOREFRESH = True
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LECTERN_EMBEDDING_BATCH = 16
 # Parallel runs on one server (several checkouts, CI beside a dev) need distinct names.

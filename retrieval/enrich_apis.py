@@ -40,8 +40,12 @@ INVALID = "`invalid_input`: a field is missing or out of range; `details.fields`
 NO_CATALOG = "`not_found`: a catalog in `catalogs` does not exist for this caller."
 
 
+# A reference id as callers write it: `id` or `catalog/id`, with or without `@`.
+REFERENCE_ID = r"^@?([A-Za-z0-9_-]+/)?[A-Za-z0-9_-]+$"
+
+
 def _id_field() -> StrictRegexField:
-    return StrictRegexField(r"^@?([A-Za-z0-9_-]+/)?[A-Za-z0-9_-]+$", max_length=200)
+    return StrictRegexField(REFERENCE_ID, max_length=200)
 
 
 def _catalogs_field() -> serializers.ListField:

@@ -55,24 +55,58 @@ def _rows(entries: Iterable[AuditEntry]) -> Iterator[dict[str, Any]]:
         yield entry_row(entry)
 
 
-def audit_write_csv(entries: Iterable[AuditEntry], out: Writable) -> int:
-    """One row per entry, the payload as compact JSON in its column; returns the count."""
+class _Taken:
+    """A Writable that keeps what csv writes until it is taken."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str, /) -> None:
+        self.parts.append(text)
+
+    def take(self) -> str:
+        text, self.parts = "".join(self.parts), []
+        return text
+
+
+def audit_csv_chunks(entries: Iterable[AuditEntry]) -> Iterator[str]:
+    """The CSV as it is read: the header, then one row per entry, the payload as compact
+    JSON in its column (what a streamed download sends)."""
+    out = _Taken()
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
-    count = 0
+    yield out.take()
     for row in _rows(entries):
         row["payload"] = json.dumps(row["payload"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         writer.writerow(row)
+        yield out.take()
+
+
+def audit_json_chunks(entries: Iterable[AuditEntry]) -> Iterator[str]:
+    """A JSON array of entries as it is read: the opening bracket, one entry per chunk,
+    the closing bracket."""
+    yield "["
+    count = 0
+    for row in _rows(entries):
+        yield ("," if count else "") + "\n" + json.dumps(row, ensure_ascii=False, sort_keys=True)
         count += 1
-    return count
+    yield "\n]\n" if count else "]\n"
+
+
+def audit_write_csv(entries: Iterable[AuditEntry], out: Writable) -> int:
+    """audit_csv_chunks written to `out`; returns the count of entries."""
+    return _write(audit_csv_chunks(entries), out) - 1
 
 
 def audit_write_json(entries: Iterable[AuditEntry], out: Writable) -> int:
-    """A JSON array of entries, written as it is read; returns the count."""
-    out.write("[")
-    count = 0
-    for row in _rows(entries):
-        out.write(("," if count else "") + "\n" + json.dumps(row, ensure_ascii=False, sort_keys=True))
-        count += 1
-    out.write("\n]\n" if count else "]\n")
-    return count
+    """audit_json_chunks written to `out`; returns the count of entries."""
+    return _write(audit_json_chunks(entries), out) - 2
+
+
+def _write(chunks: Iterator[str], out: Writable) -> int:
+    """Write every chunk; how many there were."""
+    written = 0
+    for chunk in chunks:
+        out.write(chunk)
+        written += 1
+    return written

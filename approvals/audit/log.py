@@ -4,12 +4,14 @@ Appends serialise on one transaction-level advisory lock: the appender reads the
 entry and writes the next ones while holding it, and the lock is released only when its
 transaction commits, so the next appender reads what it wrote and the chain never
 forks. Services append last in their transaction (after every row lock they take), so
-the lock is held for the commit only and never waited on while holding it.
+the lock is held for the commit only and never waited on while holding it. Once the
+transaction commits, the new entries are announced (approvals.signals.audited).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,7 +23,10 @@ from django.utils import timezone
 
 from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
 from approvals.models import AuditEntry
+from approvals.signals import audited
 from catalog.models import Agent
+
+logger = logging.getLogger(__name__)
 
 AUDIT_LOCK = (0x4C41, 1)  # "LA": Lectern audit; catalog's source locks use (0x4C43, source id)
 
@@ -34,6 +39,7 @@ class Action(StrEnum):
     REQUEST_REVOKED = "request.revoked"
     REQUEST_EXPIRED = "request.expired"
     REQUEST_LAPSED = "request.lapsed"
+    REQUEST_NOTIFIED = "request.notified"  # reviewers were e-mailed about it
     POLICY_CREATED = "policy.created"
     POLICY_UPDATED = "policy.updated"
     POLICY_DELETED = "policy.deleted"
@@ -86,9 +92,11 @@ _subscribers: list[Subscriber] = []
 
 def audit_subscribe(subscriber: Subscriber) -> None:
     """Hand every batch of appended entries to `subscriber`, inside the appending
-    transaction (what it writes commits or rolls back with them). The webhook channel
-    (approvals.channels.events) turns request events into deliveries this way, so no
-    service needs to know the channels exist."""
+    transaction: what it writes commits or rolls back with them. For a channel that
+    must never lose an event (the webhook outbox, approvals.channels.events: its rows
+    are written with the decision they report); one that only reacts to what committed
+    connects to approvals.signals.audited instead, which a crash between the commit and
+    its receivers can miss. A subscriber that raises fails the appending transaction."""
     if subscriber not in _subscribers:
         _subscribers.append(subscriber)
 
@@ -118,10 +126,17 @@ def audit_append_many(events: Sequence[AuditEvent]) -> list[AuditEntry]:
                 fingerprint=event.fingerprint, payload=_as_stored(event.payload), prev_hash=prev)
             entry.hash = prev = entry_hash(_record(entry), prev)
             entries.append(entry)
-        appended = AuditEntry.objects.bulk_create(entries)
+        created = AuditEntry.objects.bulk_create(entries)
         for subscriber in _subscribers:
-            subscriber(appended)
-        return appended
+            subscriber(created)
+        transaction.on_commit(lambda: _announce(created), robust=True)
+        return created
+
+
+def _announce(entries: list[AuditEntry]) -> None:
+    for receiver, result in audited.send_robust(sender=AuditEntry, entries=entries):
+        if isinstance(result, Exception):
+            logger.error("audited receiver %r failed: %s", receiver, result, exc_info=result)
 
 
 def _as_stored(payload: dict[str, Any]) -> dict[str, Any]:

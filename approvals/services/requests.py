@@ -19,6 +19,7 @@ from django.utils import timezone
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
 from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest
 from approvals.services.errors import forbidden, invalid
+from approvals.services.notifications import reviewers_notify_on_commit
 from catalog.auth import is_curator
 from catalog.models import Agent, ReferenceSource
 
@@ -67,8 +68,8 @@ RETURNING id, source_id, fingerprint
 def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, context: str = "",
                    actor: Actor | None = None) -> dict[int, int]:
     """source_id -> the pending request of `agent` for each item's (source, fingerprint):
-    raised now (and audited, as done by `actor`, the agent by default), or the one
-    already pending. A source deleted meanwhile is left out."""
+    raised now (audited, as done by `actor`, the agent by default; reviewers are
+    e-mailed once it commits), or the one already pending. A source deleted meanwhile is left out."""
     if via not in ApprovalRequest.Via.values:
         raise ValueError(f"unknown raised_via {via!r}")
     if not items:
@@ -94,6 +95,7 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
                        agent_id=agent.pk, fingerprint=fingerprint, payload={"raised_via": via,
                                                                             "context": excerpt(context, 200)})
             for request_id, source_id, fingerprint in inserted])
+        reviewers_notify_on_commit([request_id for request_id, _, _ in inserted])
     return found
 
 

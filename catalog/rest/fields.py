@@ -19,11 +19,12 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 # What the blank check refuses, as a validator drf-spectacular publishes as the
-# field's pattern (it never fires: the check runs first): some character that is not
-# whitespace as Python's strip() counts it. Spelled out, not `\S`: regex dialects
-# disagree on \x1c-\x1f and \x85 (ECMA's and Rust's `\s` leave them out).
-NOT_BLANK = RegexValidator(
-    r"[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]", "must not be blank")
+# field's pattern (it never fires: the check runs first), and as the pattern of the MCP
+# tools' text arguments: some character that is not whitespace as Python's strip()
+# counts it. Spelled out, not `\S`: regex dialects disagree on \x1c-\x1f and \x85
+# (ECMA's and Rust's `\s` leave them out).
+NOT_BLANK_PATTERN = r"[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+NOT_BLANK = RegexValidator(NOT_BLANK_PATTERN, "must not be blank")
 
 
 class StrictStringField(serializers.CharField):

@@ -70,7 +70,8 @@ def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[st
 
 
 def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
-    """link path -> slug of the source it lands in (a document path or a folder)."""
+    """link path -> slug of the source it lands in (a document path or a folder): one
+    lookup for the links of a whole level of the walk."""
     if not links:
         return {}
     found = dict(Document.objects.filter(catalog_id=index.catalog_id, path__in=[p.rstrip("/") for p in links])
@@ -114,12 +115,13 @@ def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Agent | Non
         level = [card for card in frontier if decisions[card.pk].allowed]
         frontier.clear()
         mentions = source_mentions(level)
+        targets = _link_targets(index, {link for _, links in mentions.values() for link in links})
         for card in level:
             ids, links = mentions.get(card.pk, (set(), set()))
             edges = [(index.ids[key], "mention", f"@{ident}") for ident in sorted(ids)
                      if (key := _own_id(index, ident)) in index.ids and index.ids[key] != card.slug]
-            edges += [(slug, "link", link) for link, slug in sorted(_link_targets(index, links).items())
-                      if slug != card.slug]
+            edges += [(targets[link], "link", link) for link in sorted(links)
+                      if link in targets and targets[link] != card.slug]
             for slug, via, evidence in edges:
                 if slug in root_slugs:
                     continue

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import Sum
+
 from approvals.selectors import injection_decisions
 from catalog.embedder import get_embedder
 from catalog.models import Agent, Document, ReferenceSource
@@ -14,6 +16,7 @@ from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
 from retrieval.enrichment.detection import SourceCard
 from retrieval.enrichment.discovery import Parent, discover
+from retrieval.enrichment.reference_files import documents_paths
 from retrieval.enrichment.references import reference_text
 
 
@@ -24,14 +27,22 @@ def _count_tokens(text: str) -> int:
     return embedder.count_tokens([text])[0]
 
 
-def _source_body(card: SourceCard, budget_left: int) -> str | None:
-    """The reference's documents as one text, or None when they cannot fit
-    (a token covers at most a dozen bytes, so larger sources are not even read)."""
-    size = sum(Document.objects.filter(source_id=card.pk).values_list("size", flat=True))
-    if size > budget_left * 12:
-        return None
-    documents = Document.objects.filter(source_id=card.pk).order_by("path").values_list("path", "text")
-    return "\n\n".join(f"#### {path}\n\n{text.strip()}" for path, text in documents)
+def _source_bodies(cards: list[SourceCard], budget: int) -> dict[int, str]:
+    """Each reference's documents as one text, by pk, for those that can fit `budget`
+    tokens (a token covers at most a dozen bytes, so larger sources are not even read):
+    the sizes of all in one aggregate query, then the texts of those that fit in one."""
+    pks = {card.pk for card in cards}
+    if not pks:
+        return {}
+    sizes = dict(Document.objects.filter(source_id__in=list(pks)).order_by().values("source_id")
+                 .annotate(total=Sum("size")).values_list("source_id", "total"))
+    parts: dict[int, list[str]] = {pk: [] for pk in pks if sizes.get(pk, 0) <= budget * 12}
+    if parts:
+        documents = Document.objects.filter(source_id__in=list(parts)).order_by("source_id", "path") \
+            .values_list("source_id", "path", "text")
+        for pk, path, text in documents:
+            parts[pk].append(f"#### {path}\n\n{text.strip()}")
+    return {pk: "\n\n".join(texts) for pk, texts in parts.items()}
 
 
 def agent_instructions(*, caller: Caller) -> dict[str, Any]:
@@ -61,6 +72,9 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
         rag_hint = (f"Use the `rag_search` tool with a natural-language query to find passages in the catalogs "
                     f"{names}. It returns up to {caller.profile.default_top_k} results as "
                     "`--- Result N (score: 0.XXX, source: path) ---` followed by the passage.")
+    preload = caller.profile.strategy == Agent.Strategy.PRELOAD
+    bodies = _source_bodies([card for card, via, _ in entries if decisions[card.pk].allowed
+                             and (via == "auto" or preload)], caller.profile.token_budget)
     loaded: dict[int, str] = {}  # pk -> section, in entry order
     report: dict[int, dict[str, Any]] = {}
     for card, via, parents in entries:
@@ -73,8 +87,8 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
             report[card.pk] = {**item, "included": "withheld", "reason": decision.reason,
                                "request_id": decision.request_id}
             continue
-        loads = via == "auto" or caller.profile.strategy == Agent.Strategy.PRELOAD
-        body = _source_body(card, caller.profile.token_budget) if loads else None
+        loads = via == "auto" or preload
+        body = bodies.get(card.pk) if loads else None
         if body is not None:
             loaded[card.pk] = f"## @{caller.ref(card)}: {formatting.one_line(card.name)}\n\n{body}"
             report[card.pk] = {**item, "included": "content"}
@@ -133,13 +147,16 @@ class _StartupText:
         self.header, self.sections, self.cards, self.ref = header, sections, cards, ref
         self.forms, self.searching = forms, searching
         self.count_only = False  # the omitted ones as a count rather than by id
-        self.listings: dict[int, str] = {}  # each read once (files: a query and a glob)
+        self.listings: dict[int, str] = {}  # each read once (files: a query for all, and a glob each)
+        self.indexed: dict[int, list[str]] | None = None  # documents' paths of every reference shown
 
     def listing(self, pk: int) -> str:
         if pk not in self.listings:
+            if self.indexed is None:  # any reference shown may come to be listed: one query for all
+                self.indexed = documents_paths(self.cards[key] for key in self.forms)
             card = self.cards[pk]
-            self.listings[pk] = formatting.expansion_block(reference_text(card, self.ref(card)),
-                                                           status=formatting.LISTED)
+            self.listings[pk] = formatting.expansion_block(
+                reference_text(card, self.ref(card), indexed=self.indexed[pk]), status=formatting.LISTED)
         return self.listings[pk]
 
     def parts(self) -> list[str]:

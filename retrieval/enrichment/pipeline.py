@@ -23,7 +23,7 @@ from retrieval.enrichment.caller import Caller, caller_indexes, preselected_card
 from retrieval.enrichment.detection import CatalogIndex, SourceCard, content_words
 from retrieval.enrichment.discovery import Parent, discover
 from retrieval.enrichment.mentions import at_mentions, path_candidates
-from retrieval.enrichment.reference_files import containing_source
+from retrieval.enrichment.reference_files import containing_source, documents_paths
 from retrieval.enrichment.references import cards_named, reference_text
 from retrieval.enrichment.selections import selected_source_pks, selections_grant
 from retrieval.enrichment.traces import insert_trace
@@ -335,19 +335,23 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     format_started = time.perf_counter()
     blocks = []
     allowed_expansions = [c for c in expanded if c.decided.allowed]
+    read = pinned is not None and pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0])
+    indexed = documents_paths([c.card for c in allowed_expansions + ([pinned] if pinned and read else [])])
     for candidate in allowed_expansions:
         related = sorted(c.ref for c in run.candidates.values() if "link" in c.reasons
                          and c.card.catalog_id == candidate.card.catalog_id
                          and any(p["source_id"] == candidate.card.slug for p in c.parents))
-        blocks.append(formatting.expansion_block(reference_text(candidate.card, candidate.ref, related)))
+        blocks.append(formatting.expansion_block(reference_text(candidate.card, candidate.ref, related,
+                                                                indexed=indexed[candidate.card.pk])))
     pinned_out = None
     if pinned is not None:
         pinned_out = {"source_id": pinned.card.slug, "catalog": pinned.card.catalog, "name": pinned.card.name,
                       "path": pinned.matched[0], "withheld": not pinned.decided.allowed,
                       "reason": pinned.decided.reason, "context": None,
                       "request_id": None if pinned.decided.allowed else pinned.decided.request_id}
-        if pinned.decided.allowed and _is_root_markdown(pinned.card, pinned.matched[0]):
-            context = formatting.reading_block(reference_text(pinned.card, pinned.ref), pinned.matched[0])
+        if read:
+            reference = reference_text(pinned.card, pinned.ref, indexed=indexed[pinned.card.pk])
+            context = formatting.reading_block(reference, pinned.matched[0])
             pinned_out["context"] = context
             blocks.append(context)
     for candidate in expanded:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from django.conf import settings
@@ -54,11 +55,23 @@ def containing_source(cards: list[SourceCard], paths: list[str]) -> tuple[Source
     return None
 
 
-def source_files(card: SourceCard) -> list[str]:
+def documents_paths(cards: Iterable[SourceCard]) -> dict[int, list[str]]:
+    """The indexed documents' paths of each reference, in one query for all of them."""
+    paths: dict[int, list[str]] = {card.pk: [] for card in cards}
+    if paths:
+        for source_id, path in Document.objects.filter(source_id__in=list(paths)).order_by() \
+                .values_list("source_id", "path"):
+            paths[source_id].append(path)
+    return paths
+
+
+def source_files(card: SourceCard, indexed: Iterable[str] | None = None) -> list[str]:
     """Every file of a reference, indexed or not (templates and scripts in other
     formats are still part of the reference), in path order: exactly what the file
-    endpoint serves (indexed documents, and the glob's files up to LECTERN_MAX_FILE_BYTES)."""
-    paths = set(Document.objects.filter(source_id=card.pk).values_list("path", flat=True))
+    endpoint serves (indexed documents, and the glob's files up to LECTERN_MAX_FILE_BYTES).
+    `indexed`: its documents' paths, when documents_paths fetched them for several
+    references at once."""
+    paths = set(documents_paths([card])[card.pk] if indexed is None else indexed)
     if card.kind == ReferenceSource.Kind.GLOB:
         try:
             paths.update(glob_listing(card.location, max_bytes=settings.LECTERN_MAX_FILE_BYTES))

@@ -23,13 +23,16 @@ from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
 from retrieval.enrichment.detection import CatalogIndex, SourceCard
 from retrieval.enrichment.discovery import discover
-from retrieval.enrichment.reference_files import contents_of, source_files
+from retrieval.enrichment.reference_files import contents_of, documents_paths, source_files
 from retrieval.enrichment.selections import selections_grant
 from retrieval.models import Selection
 
 
-def reference_text(card: SourceCard, ref: str, related: list[str] | None = None) -> formatting.ReferenceText:
-    paths = source_files(card)
+def reference_text(card: SourceCard, ref: str, related: list[str] | None = None, *,
+                   indexed: list[str] | None = None) -> formatting.ReferenceText:
+    """The reference as a block shows it; `indexed`: its documents' paths, when
+    documents_paths fetched them for several references at once."""
+    paths = source_files(card, indexed)
     return formatting.ReferenceText(source_id=ref, name=card.name, description=card.description, paths=paths,
                                     contents=contents_of(card, paths), related=related or [],
                                     base_dir=card.base_dir)
@@ -101,8 +104,9 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
     with transaction.atomic():
         selections_grant(caller, allowed, Selection.Via.SELECT)
     selected = []
+    indexed = documents_paths(allowed)
     for card in allowed:
-        reference = reference_text(card, caller.ref(card))
+        reference = reference_text(card, caller.ref(card), indexed=indexed[card.pk])
         selected.append({"source_id": card.slug, "catalog": card.catalog, "name": card.name,
                          "description": card.description, "files": reference.paths, "contents": reference.contents,
                          "instructions": formatting.expansion_block(reference)})

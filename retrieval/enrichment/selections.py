@@ -9,12 +9,17 @@ from retrieval.models import Selection, Trace
 
 
 def selections_grant(caller: Caller, cards: list[SourceCard], via: str, trace: Trace | None = None) -> None:
-    """Record the agent's authorisation to read these references' files."""
-    if caller.agent is None:
+    """Record the agent's authorisation to read these references' files: one upsert for
+    all of them, a grant already on record taking the new via, fingerprint and trace."""
+    if caller.agent is None or not cards:
         return
-    for card in cards:
-        Selection.objects.update_or_create(agent=caller.agent, source_id=card.pk,
-                                           defaults={"via": via, "fingerprint": card.fingerprint, "trace": trace})
+    # a row may be upserted once per statement: a card given twice is granted once
+    unique = {card.pk: card for card in cards}.values()
+    Selection.objects.bulk_create(
+        [Selection(agent=caller.agent, source_id=card.pk, via=via, fingerprint=card.fingerprint, trace=trace)
+         for card in unique],
+        update_conflicts=True, unique_fields=["agent", "source"],
+        update_fields=["via", "fingerprint", "trace", "updated_at"])
 
 
 def selected_source_pks(caller: Caller) -> list[int]:

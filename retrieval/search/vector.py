@@ -37,9 +37,10 @@ def embed_query(query: str) -> tuple[str, int]:
 def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = ()) -> list[Row]:
     """HNSW k-NN by cosine over the chunks outside the `withheld` sources; score =
     cosine similarity. ef_search is raised towards `limit`, up to what pgvector
-    accepts; the iterative scan finds the rest, past the rows the filters drop. When
-    the scan still returns fewer than `limit` rows of a catalog that holds more, the
-    catalog's chunks are ranked exactly (a small catalog beside large ones)."""
+    accepts; the iterative scan finds the rest, past the rows the filters drop. A
+    catalog of at most LECTERN_VECTOR_EXACT_MAX chunks is ranked exactly, and so is one
+    the scan returns fewer than `limit` rows of while it holds more (a small catalog
+    beside large ones)."""
     ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(), connection.cursor() as cursor:
@@ -56,16 +57,24 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
             """
         params: Params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
-        cursor.execute(sql, params)
-        rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
-        if len(rows) < limit and len(rows) < catalog.chunk_count:
-            # The scan stopped short (hnsw.max_scan_tuples: every catalog shares the
-            # index, so a small catalog's rows may lie beyond what it visits): rank the
-            # catalog's chunks exactly instead. "+ 0" is an order the HNSW index cannot
-            # serve, whatever the planner's settings: the catalog's rows are sorted.
-            cursor.execute(sql.replace("ORDER BY embedding <=> %(vector)s::vector",
-                                       "ORDER BY (embedding <=> %(vector)s::vector) + 0"), params)
+        # "+ 0" is an order the HNSW index cannot serve, whatever the planner's
+        # settings: the catalog's rows (its catalog_id index) are sorted.
+        exact = sql.replace("ORDER BY embedding <=> %(vector)s::vector",
+                            "ORDER BY (embedding <=> %(vector)s::vector) + 0")
+        if catalog.chunk_count <= settings.LECTERN_VECTOR_EXACT_MAX:
+            # A small catalog is a small part of the index every catalog shares: the
+            # approximate scan's recall for it falls with what lies around it (other
+            # catalogs, dead tuples), while sorting its rows costs about a millisecond.
+            cursor.execute(exact, params)
             rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+        else:
+            cursor.execute(sql, params)
+            rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+            if len(rows) < limit and len(rows) < catalog.chunk_count:
+                # The scan stopped short (hnsw.max_scan_tuples: a catalog's rows may lie
+                # beyond what the scan visits): rank the catalog's chunks exactly instead.
+                cursor.execute(exact, params)
+                rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 

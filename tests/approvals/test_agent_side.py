@@ -132,3 +132,18 @@ def test_a_bad_state_filter_is_a_400(bot):
     response = bot.get("/api/v1/approvals?state=maybe")
 
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_input"
+
+
+def test_the_reviewers_queue_holds_pending_requests_for_current_content_oldest_first(kb, agent, other_agent):
+    from approvals.queries import request_detail, requests_queue, rules_for
+
+    first, second = raised(agent, kb.vault), raised(other_agent, kb.vault)
+    ApprovalRequest.objects.create(source=kb.vault, agent=agent, fingerprint="old-content", raised_via="search")
+
+    queue = list(requests_queue())
+
+    assert [r.pk for r in queue] == [first, second]
+    assert {pk: rule.required for pk, rule in rules_for(queue).items()} == {first: 1, second: 1}
+    detail = request_detail(request_id=first)
+    assert detail is not None and detail.documents is not None
+    assert [d["text"] for d in detail.documents] == [VAULT_TEXT]

@@ -318,6 +318,20 @@ def test_a_reference_selected_on_the_server_counts_as_selected_for_enrich(agent)
     assert "rate-limiting" not in hinted(text)  # the server's record counts the same
 
 
+def test_a_grant_on_record_is_renewed_in_place(agent):
+    expanded = agent.post("/api/v1/enrich", {"text": "see @caching", "surface": "prompt"}, format="json").json()
+    first = Selection.objects.get(source__slug="caching")
+    assert (first.via, str(first.trace_id)) == ("mention", expanded["trace_id"])
+
+    # the same reference again, twice in one request (by id and by a tag it carries)
+    response = agent.post("/api/v1/references/select", {"ids": ["caching"], "tags": ["redis"]}, format="json")
+
+    assert response.status_code == 200
+    again = Selection.objects.get(source__slug="caching")
+    assert (again.pk, again.created_at) == (first.pk, first.created_at)
+    assert (again.via, again.trace_id) == ("select", None) and again.updated_at > first.updated_at
+
+
 def test_select_with_an_unknown_id_or_tag_selects_nothing(agent):
     before = counts()
     response = agent.post("/api/v1/references/select", {"ids": ["caching", "nope"], "tags": ["no-such-tag"]},

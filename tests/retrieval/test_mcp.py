@@ -152,6 +152,13 @@ def recorded() -> tuple[int, int]:
 # --- tools ------------------------------------------------------------------------------
 
 
+def offered(schema: dict) -> dict:
+    """An optional argument's schema without its `null` alternative (null counts as omitted)."""
+    alternatives = [arm for arm in schema.get("anyOf", [schema]) if arm.get("type") != "null"]
+    assert len(alternatives) == 1, schema
+    return alternatives[0]
+
+
 def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
@@ -159,13 +166,17 @@ def test_lists_the_tools_with_the_rest_limits(mcp):
                           "agent_instructions"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
-    assert set(search["properties"]) == {"query", "catalog", "top_k", "mode"}
-    assert (search["properties"]["top_k"]["minimum"], search["properties"]["top_k"]["maximum"]) == (1, 1000)
-    assert "default" not in search["properties"]["top_k"]  # the agent's default_top_k
+    assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
+                                         "dedup"}
+    top_k = offered(search["properties"]["top_k"])
+    assert (top_k["type"], top_k["minimum"], top_k["maximum"]) == ("integer", 1, 1000)
+    assert search["properties"]["top_k"].get("default") is None  # the agent's default_top_k
+    dedup = search["properties"]["dedup"]
+    assert (dedup["type"], dedup["default"]) == ("boolean", False)
     assert tools["rag_search"].annotations.read_only_hint is True
     assert tools["enrich"].input_schema["required"] == ["text", "surface"]
     assert tools["enrich"].input_schema["properties"]["surface"]["enum"] == ["prompt", "tool_result"]
-    assert tools["select_references"].input_schema["properties"]["ids"]["maxItems"] == 100
+    assert offered(tools["select_references"].input_schema["properties"]["ids"])["maxItems"] == 100
     read = tools["read_reference_file"]
     assert read.input_schema["required"] == ["catalog", "source_id", "path"] and read.annotations.read_only_hint
     assert read.input_schema["properties"]["path"]["maxLength"] == 1024
@@ -206,6 +217,82 @@ def test_rag_search_modes_and_an_empty_answer(mcp):
     assert lexical["mode"] == "bm25"
     assert text_of(nothing) == "No relevant documentation found for your query."
     assert ok(nothing)["results"] == []
+
+
+def without_timing(body: dict) -> dict:
+    return {key: value for key, value in body.items() if key != "took_ms"}
+
+
+@pytest.mark.parametrize("options", [
+    {"fusion": "convex", "normalization": "zscore", "weights": {"bm25": 0.8, "vector": 0.2}},
+    {"fusion": "convex", "weights": {"vector": 1}},
+    {"weights": {"bm25": 3, "vector": 0.5}},  # RRF's
+    {"mode": "bm25_tiebreak", "dedup": True},
+])
+def test_rag_search_takes_every_rest_option_and_answers_as_rest_does(mcp, rest, options):
+    body = {"catalog": "ops", "query": "log failures", "top_k": 10, **options}
+
+    result = mcp.call("rag_search", **body)
+
+    expected = rest.post("/api/v1/search", body, format="json").json()
+    assert without_timing(ok(result)) == without_timing(expected)
+    assert text_of(result).count("--- Result ") == len(expected["results"]) > 0
+
+
+def test_rag_search_weights_decide_which_component_leads(mcp):
+    def leader(weights: dict) -> str:
+        result = mcp.call("rag_search", query="log failures", mode="hybrid", fusion="convex", weights=weights)
+        return ok(result)["results"][0]["document_id"]
+
+    assert leader({"bm25": 1, "vector": 0}) == "logging.md"  # the only chunk with "log"
+    assert leader({"bm25": 0, "vector": 1}) == "retries.md"  # the nearest in meaning
+
+
+def test_rag_search_dedup_keeps_one_passage_per_document(mcp, agent, make_catalog):
+    guides = make_catalog("guides", chunk_size=100, chunk_overlap=0)
+    texts = {"retry-guide.md": "Retry idempotent calls. Retry with exponential backoff. Retry at most five times. "
+                               "Log each retry with its attempt number. Give up after the retry budget is spent.",
+             "tls.md": "Rotate certificates before they expire."}
+    import_documents(catalog=guides, slug="guides",
+                     documents=[DocumentInput(path, path, text, len(text)) for path, text in texts.items()])
+    agent.catalogs.add(guides)
+
+    plain = ok(mcp.call("rag_search", query="retry backoff", catalog="guides", mode="bm25", top_k=10))
+    deduped = ok(mcp.call("rag_search", query="retry backoff", catalog="guides", mode="bm25", top_k=10, dedup=True))
+
+    assert [hit["document_id"] for hit in plain["results"]].count("retry-guide.md") > 1
+    assert [hit["document_id"] for hit in deduped["results"]] == ["retry-guide.md"]
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ({"weights": {"x": 1}}, "weights"),
+    ({"weights": {"bm25": 0, "vector": 0}}, "weights"),
+    ({"weights": {"bm25": "1"}}, "weights"),
+    ({"weights": '{"bm25": 1}'}, "weights"),  # JSON in a string is a string, as over REST
+    ({"mode": "nope"}, "mode"),
+    ({"fusion": "borda"}, "fusion"),
+    ({"normalization": "l2"}, "normalization"),
+    ({"dedup": "true"}, "dedup"),
+    ({"top_k": "5"}, "top_k"),
+])
+def test_a_bad_search_option_is_the_rest_error(mcp, rest, arguments, field):
+    body = {"catalog": "ops", "query": "retry", **arguments}
+
+    result = mcp.call("rag_search", **body)
+
+    assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
+    assert result.structured_content == rest.post("/api/v1/search", body, format="json").json()
+
+
+@pytest.mark.parametrize("tool, arguments, url", [
+    ("rag_search", {"catalog": "ops"}, "/api/v1/search"),
+    ("enrich", {"text": "Please expand @handbook."}, "/api/v1/enrich"),
+])
+def test_a_missing_required_argument_is_the_rest_error(mcp, rest, tool, arguments, url):
+    result = mcp.call(tool, **arguments)
+
+    assert result.structured_content == rest.post(url, arguments, format="json").json()
+    assert error(result, "invalid_input")["details"]["fields"]
 
 
 def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_catalog, rest):
@@ -326,12 +413,13 @@ def test_bad_arguments_are_invalid_input_and_change_nothing(mcp):
     before = recorded()
 
     out_of_range = mcp.call("rag_search", query="retry", top_k=0)
-    unknown = mcp.call("rag_search", query="retry", fusion="convex")
+    unknown = mcp.call("rag_search", query="retry", fuzzy=True)
     blank = mcp.call("enrich", text="   ", surface="prompt")
     no_catalog = mcp.call("rag_search", query="retry", catalog="nope")
 
     assert set(error(out_of_range, "invalid_input")["details"]["fields"]) == {"top_k"}
-    assert set(error(unknown, "invalid_input")["details"]["fields"]) == {"fusion"}
+    assert error(unknown, "invalid_input")["details"]["fields"] == {
+        "fuzzy": ["unknown argument; use catalog, query, top_k, mode, fusion, normalization, weights, dedup"]}
     assert set(error(blank, "invalid_input")["details"]["fields"]) == {"text"}
     assert error(no_catalog, "not_found")["message"] == "No catalog 'nope'."
     assert recorded() == before

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from catalog.indexing.chunks import prepare_chunks
@@ -112,7 +113,8 @@ def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalo
     assert int(ef_search) == HNSW_EF_SEARCH_MAX
 
 
-def test_a_small_catalog_the_shared_index_scan_stops_short_of_is_ranked_exactly(make_catalog):
+def test_a_small_catalog_the_shared_index_scan_stops_short_of_is_ranked_exactly(make_catalog, settings):
+    settings.LECTERN_VECTOR_EXACT_MAX = 0  # the small catalog goes to the HNSW scan first
     # given: a large catalog whose chunks are all nearer the query than a small one's,
     # in the index every catalog shares, and a scan that may visit few tuples past its
     # first ef_search (pgvector's hnsw.max_scan_tuples; 20,000 by default, which a large
@@ -150,3 +152,31 @@ def test_a_small_catalog_the_shared_index_scan_stops_short_of_is_ranked_exactly(
                            "RESET enable_bitmapscan")
 
     assert [pk for pk, _, _ in rows] == exact
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("exact_max", [150, 149])
+def test_a_catalog_within_the_exact_limit_is_ranked_without_the_shared_index(make_catalog, settings, exact_max):
+    # given: a catalog of 150 chunks with random vectors, and the limit at or just below it
+    settings.LECTERN_VECTOR_EXACT_MAX = exact_max
+    catalog = make_catalog("exact", chunk_size=60, chunk_overlap=0)
+    source = ReferenceSource.objects.create(catalog=catalog, slug="dots", name="Dots", kind="upload", location="d")
+    text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
+    documents = [DocumentInput(f"dot-{i:03d}.md", f"Dot {i}", text, len(text)) for i in range(150)]
+    prepared = prepare_chunks(catalog, documents, embedder=None)
+    source_replace_rows(source, Collected(documents), prepared, random_unit_vectors(len(prepared), seed=21))
+    catalog.refresh_from_db()
+    assert catalog.chunk_count == 150
+    query = random_unit_vectors(1, seed=22)[0]
+    vectors = dict(Chunk.objects.filter(catalog=catalog).values_list("pk", "embedding"))
+    exact = sorted(vectors, key=lambda pk: -float(np.dot(np.asarray(vectors[pk]), query)))[:10]
+    literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = vector_search(catalog=catalog, vector=literal, limit=10)
+
+    ranking = [q["sql"] for q in queries.captured_queries if "FROM catalog_chunk" in q["sql"]]
+    assert len(ranking) == 1
+    assert ("+ 0" in ranking[0]) is (exact_max == 150)  # sorted rows, or the HNSW scan's order
+    if exact_max == 150:
+        assert [pk for pk, _, _ in rows] == exact

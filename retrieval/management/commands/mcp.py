@@ -2,7 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.mcp import server as mcp_server
+from retrieval.mcp import starting
+from retrieval.mcp.server import serve
 
 
 class UnechoingParser(CommandParser):
@@ -25,14 +26,14 @@ def _unknown_arguments(unknown: list[str]) -> str:
     message = f"unrecognized arguments: {' '.join(names) or 'none named'}"
     if hidden:
         message += f" and {hidden} value{'s' if hidden > 1 else ''}, not shown: a value may be a secret"
-    return (f"{message}. The agent token comes from {mcp_server.TOKEN_ENV} or --token-file PATH, never from the "
+    return (f"{message}. The agent token comes from {starting.TOKEN_ENV} or --token-file PATH, never from the "
             "command line")
 
 
 class Command(BaseCommand):
     help = (
-        "Serve rag_search, list_references, select_references and enrich as MCP tools over stdio, for the "
-        f"agent whose bearer token is in {mcp_server.TOKEN_ENV} (or in --token-file)."
+        "Serve rag_search, list_references, select_references, read_reference_file, enrich and agent_instructions "
+        f"as MCP tools over stdio, for the agent whose bearer token is in {starting.TOKEN_ENV} (or in --token-file)."
     )
     # System check warnings are written to stdout, which is the MCP transport here.
     requires_system_checks = []
@@ -48,9 +49,9 @@ class Command(BaseCommand):
         parser.add_argument("--token-file", help="read the agent's token from this file (never pass it as an argument)")
 
     def handle(self, *args: Any, token_file: str | None, **options: Any) -> None:
-        with mcp_server.stdout_to_stderr():
+        with starting.stdout_to_stderr():
             try:
-                token_hash = mcp_server.prepare(mcp_server.read_token(token_file))
-            except mcp_server.StartupError as exc:
+                token_hash = starting.prepare(starting.read_token(token_file))
+            except starting.StartupError as exc:
                 raise CommandError(str(exc)) from None
-        mcp_server.serve(token_hash=token_hash)
+        serve(token_hash=token_hash)

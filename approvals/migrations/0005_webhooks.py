@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0003_roles'),
+        ('approvals', '0004_request_notified_at'),
         ('catalog', '0011_source_changed_by'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

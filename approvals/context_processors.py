@@ -1,0 +1,24 @@
+"""What every page's header shows a signed-in person: their roles, the section they
+are in, and for reviewers the number of requests waiting (templates/base.html)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+
+from approvals.queue import pending_count
+from catalog.auth import REVIEWER_GROUP, roles_of
+
+SECTIONS = {"home": "catalogs", "search": "catalogs", "approvals": "approvals", "audit": "audit"}
+
+
+def reviewer_header(request: HttpRequest) -> dict[str, object]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    roles = roles_of(user)
+    match = request.resolver_match
+    section = SECTIONS.get((match.url_name or "").split("-")[0], "") if match is not None else ""
+    header: dict[str, object] = {"user_roles": roles, "nav_section": section}
+    if REVIEWER_GROUP in roles:
+        header["pending_requests"] = pending_count()
+    return header

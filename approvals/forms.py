@@ -1,0 +1,124 @@
+"""Forms of the reviewer's pages: the queue's and the audit log's filters (GET), and the
+decisions (POST). They read and validate input only; the services decide."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+
+from approvals.audit.log import Action
+from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest, Decision
+from approvals.services.bulk import BULK_MAX
+from catalog.models import Agent, Catalog, ReferenceSource
+
+SEARCH_MAX_CHARS = 200
+
+
+class SourceChoiceField(forms.ModelChoiceField[ReferenceSource]):
+    def label_from_instance(self, obj: ReferenceSource) -> str:
+        return f"{obj.catalog.slug}/{obj.slug}"
+
+
+class QueueFilterForm(forms.Form):
+    """The queue's filters. Without a `state` in the query the queue shows pending
+    requests; an empty one shows every state."""
+
+    state = forms.ChoiceField(choices=[("", "any state"), *ApprovalRequest.State.choices], required=False)
+    catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
+                                     required=False, empty_label="any catalog")
+    source = SourceChoiceField(queryset=ReferenceSource.objects.none(), required=False, empty_label="any source")
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), required=False, empty_label="any agent")
+    via = forms.ChoiceField(choices=[("", "any way"), *ApprovalRequest.Via.choices], required=False,
+                            label="Raised via")
+    q = forms.CharField(max_length=SEARCH_MAX_CHARS, required=False, strip=True, label="Context contains")
+
+    def __init__(self, data: Any = None, **kwargs: Any) -> None:
+        if data is not None and "state" not in data:
+            data = data.copy()
+            data["state"] = ApprovalRequest.State.PENDING
+        super().__init__(data, **kwargs)
+        # Only what has requests: the lists stay short however large the catalogs grow.
+        sources = ReferenceSource.objects.filter(approval_requests__isnull=False).distinct() \
+            .select_related("catalog").order_by("catalog__slug", "slug")
+        agents = Agent.objects.filter(approval_requests__isnull=False).distinct().order_by("name")
+        self.fields["source"].queryset = sources  # type: ignore[attr-defined]
+        self.fields["agent"].queryset = agents  # type: ignore[attr-defined]
+
+    def filters(self) -> dict[str, Any]:
+        """The keyword arguments of approvals.queue.requests_filtered (after is_valid)."""
+        data = self.cleaned_data
+        return {"state": data["state"], "catalog": data["catalog"], "source": data["source"],
+                "agent": data["agent"], "raised_via": data["via"], "text": data["q"]}
+
+
+class DecideForm(forms.Form):
+    verdict = forms.ChoiceField(choices=Decision.Verdict.choices)
+    comment = forms.CharField(max_length=COMMENT_MAX_CHARS, required=False, strip=True,
+                              widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class RevokeForm(forms.Form):
+    reason = forms.CharField(max_length=COMMENT_MAX_CHARS, strip=True, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class RequestIdsField(forms.Field):
+    """Several request ids, as checkboxes send them (name=ids, once per box)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[int]:
+        values = value if isinstance(value, list | tuple) else [value] if value else []
+        try:
+            return list(dict.fromkeys(int(v) for v in values))
+        except (TypeError, ValueError):
+            raise forms.ValidationError("request ids are numbers") from None
+
+    def validate(self, value: list[int]) -> None:
+        if not value:
+            raise forms.ValidationError("Choose at least one request.")
+        if len(value) > BULK_MAX:
+            raise forms.ValidationError(f"At most {BULK_MAX} requests are decided at once.")
+
+
+class BulkDecideForm(DecideForm):
+    ids = RequestIdsField()
+
+
+def _actions() -> list[tuple[str, str]]:
+    prefixes = sorted({action.value.split(".")[0] + "." for action in Action})
+    return [("", "any action"), *((p, f"{p}*") for p in prefixes), *((a.value, a.value) for a in Action)]
+
+
+class AuditFilterForm(forms.Form):
+    """The audit log's filters; dates are whole days in UTC, both ends included."""
+
+    action = forms.ChoiceField(choices=_actions, required=False)
+    actor = forms.CharField(max_length=150, required=False, strip=True, help_text="a user, agent or task name")
+    request = forms.IntegerField(min_value=1, required=False, label="Request id")
+    policy = forms.IntegerField(min_value=1, required=False, label="Policy id")
+    source = forms.IntegerField(min_value=1, required=False, label="Source id")
+    agent = forms.IntegerField(min_value=1, required=False, label="Agent id")
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("The range starts after it ends.")
+        return data
+
+    def filters(self) -> dict[str, Any]:
+        """The keyword arguments of approvals.audit.export.audit_entries (after is_valid)."""
+        data = self.cleaned_data
+        since = _midnight(data["since"]) if data["since"] else None
+        until = _midnight(data["until"]) + timedelta(days=1) if data["until"] else None
+        return {"action": data["action"], "actor": data["actor"], "request_id": data["request"],
+                "policy_id": data["policy"], "source_id": data["source"], "agent_id": data["agent"],
+                "since": since, "until": until}
+
+
+def _midnight(day: Any) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())

@@ -1,0 +1,318 @@
+"""The MCP tools: rag_search, list_references, select_references, read_reference_file,
+enrich and agent_instructions, each a typed function whose docstring and signature the
+SDK publishes as its description and input schema.
+
+A signature offers every field of the REST view's input serializer, with its limits,
+choices and defaults (tests/retrieval/test_mcp_schema.py holds the two together); the
+serializer, not the signature, checks the arguments (retrieval.mcp.calls), so every
+parameter is SkipValidation and the SDK only describes it. A null argument counts as
+omitted: the defaults of catalog and top_k come from the agent, those of other optional
+fields from the serializer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, NamedTuple
+
+from django.conf import settings
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import ConfigDict, Field, SkipValidation, with_config
+from rest_framework import serializers
+from typing_extensions import TypedDict
+
+from catalog.auth import visible_catalogs
+from catalog.models import Agent
+from catalog.rest.fields import NOT_BLANK_PATTERN, StrictSlugField
+from retrieval.apis import SearchApi, search_response
+from retrieval.enrich_apis import (
+    REFERENCE_ID,
+    EnrichApi,
+    ReferenceFileApi,
+    ReferenceListApi,
+    ReferenceSelectApi,
+    enrich_response,
+    instructions_response,
+    reference_file_response,
+    references_response,
+)
+from retrieval.enrichment import references
+from retrieval.enrichment.caller import Caller
+from retrieval.mcp.calls import Ctx, Operation, answer, json_result
+
+NO_RESULTS = "No relevant documentation found for your query."
+SLUG = r"^[-a-zA-Z0-9_]+$"  # DRF's SlugField, spelled for JSON Schema (Python's \Z is $ there)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+RECORDS = ToolAnnotations(read_only_hint=False, open_world_hint=False)  # a selection or a trace
+
+Slug = Annotated[str, Field(max_length=64, pattern=SLUG)]
+ReferenceId = Annotated[str, Field(max_length=200, pattern=REFERENCE_ID)]
+Catalogs = Annotated[
+    list[Slug] | None,
+    Field(max_length=50, description="Restrict to these catalogs (default: all the agent may see)."),
+    SkipValidation,
+]
+
+
+# --- rag_search ---------------------------------------------------------------------------
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Weights(TypedDict, total=False):
+    """Per-component weights, at least one positive: RRF's (default 1 each) or convex
+    fusion's (default 0.5 each)."""
+
+    bm25: Annotated[float, Field(ge=0, le=100)]
+    vector: Annotated[float, Field(ge=0, le=100)]
+
+
+def format_hits(hits: list[dict[str, Any]]) -> str:
+    """Seed 003's rag_search output: one `--- Result N (score: 0.XXX, source: path) ---`
+    block per hit, or a fixed sentence when there is none."""
+    if not hits:
+        return NO_RESULTS
+    return "\n\n".join(
+        f"--- Result {hit['rank']} (score: {hit['score']:.3f}, source: {hit['document_id']}) ---\n{hit['content']}"
+        for hit in hits
+    )
+
+
+def withheld_note(withheld: dict[str, Any]) -> str:
+    """The references search left out for want of an approval, with how many matching
+    passages each holds and why (never their content), a line each; '' when none."""
+    if not withheld["count"]:
+        return ""
+    lines = [f"- @{entry['source']}: {entry['count']} ({entry['reason']})" for entry in withheld["sources"]]
+    count = withheld["count"]
+    passages = f"{count} matching passage{'' if count == 1 else 's'}"
+    return "\n".join([f"Withheld: {passages} in references that need an approval:", *lines])
+
+
+def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
+    """catalog defaults to the agent's only catalog (top_k to its default_top_k, in
+    search_response, as for REST)."""
+    if "catalog" not in arguments:
+        slugs = list(visible_catalogs(agent).order_by("slug").values_list("slug", flat=True))
+        if len(slugs) != 1:
+            named = f": {', '.join(slugs)}" if slugs else ""
+            raise serializers.ValidationError(
+                {"catalog": [f"required: this agent may search {len(slugs)} catalogs{named}"]}
+            )
+        arguments["catalog"] = slugs[0]
+    return arguments
+
+
+def _search(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body = search_response(agent, params)
+    note = withheld_note(body["withheld"])
+    return json_result(body, text=format_hits(body["results"]) + (f"\n\n{note}" if note else ""))
+
+
+SEARCH = Operation(SearchApi.InputSerializer, _search, fill_defaults=_search_defaults)
+
+
+async def rag_search(
+    ctx: Ctx,
+    query: Annotated[
+        str,
+        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
+              description="What to look for, in natural language; or a whole passage (a tool result, an "
+                          "argument) to find its counterpart."),
+        SkipValidation,
+    ],
+    catalog: Annotated[
+        Slug | None, Field(description="The catalog to search; default: the agent's only catalog."), SkipValidation
+    ] = None,
+    top_k: Annotated[
+        int | None, Field(ge=1, le=1000, description="How many passages; default: the agent's default_top_k."),
+        SkipValidation,
+    ] = None,
+    mode: Annotated[
+        Literal["bm25", "vector", "hybrid", "bm25_tiebreak"],
+        Field(description="bm25 (exact words), vector (meaning), hybrid (both, fused) or bm25_tiebreak (passages "
+                          "holding a query word, ranked by BM25, ties by meaning)."),
+        SkipValidation,
+    ] = "hybrid",
+    fusion: Annotated[
+        Literal["rrf", "convex"],
+        Field(description="How hybrid fuses the two rankings: rrf (reciprocal rank, k=60) or convex (a weighted "
+                          "sum of normalised scores)."),
+        SkipValidation,
+    ] = "rrf",
+    normalization: Annotated[
+        Literal["minmax", "zscore"], Field(description="How convex fusion normalises each ranking's scores."),
+        SkipValidation,
+    ] = "minmax",
+    weights: Annotated[Weights | None, Field(description="Per-component fusion weights."), SkipValidation] = None,
+    dedup: Annotated[bool, Field(description="At most one passage per document."), SkipValidation] = False,
+) -> CallToolResult:
+    """Search a reference catalog for passages relevant to a natural-language query. Returns up to
+    top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed by
+    its text, then a line naming references whose matching passages were withheld (they need an
+    approval); structuredContent has chunk ids, component scores and `withheld`."""
+    return await answer(ctx, SEARCH)
+
+
+# --- references -----------------------------------------------------------------------------
+
+
+def _list(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    return json_result(references_response(agent, params))
+
+
+LIST = Operation(ReferenceListApi.QuerySerializer, _list)
+
+
+async def list_references(
+    ctx: Ctx,
+    tag: Annotated[str, Field(max_length=100, description="Only references with this tag."), SkipValidation] = "",
+    q: Annotated[
+        str, Field(max_length=200, description="Only references whose id, name, description or tags contain this "
+                                               "text."),
+        SkipValidation,
+    ] = "",
+    catalog: Annotated[
+        str | None, Field(max_length=64, pattern=r"^[-a-zA-Z0-9_]*$", description="Only references of this catalog."),
+        SkipValidation,
+    ] = None,
+) -> CallToolResult:
+    """List the references (documentation sources) this agent may use."""
+    return await answer(ctx, LIST)
+
+
+def _select(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    caller = Caller.of(agent, params.get("catalogs"))
+    return json_result(references.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
+
+
+SELECT = Operation(ReferenceSelectApi.InputSerializer, _select)
+
+
+async def select_references(
+    ctx: Ctx,
+    ids: Annotated[
+        list[ReferenceId] | None,
+        Field(max_length=100, description="Reference ids, `source` or `catalog/source` (a leading @ is allowed)."),
+        SkipValidation,
+    ] = None,
+    tags: Annotated[
+        list[Annotated[str, Field(max_length=100, pattern=NOT_BLANK_PATTERN)]] | None,
+        Field(max_length=50, description="Select every reference carrying one of these tags."),
+        SkipValidation,
+    ] = None,
+    catalogs: Catalogs = None,
+) -> CallToolResult:
+    """Select references by id or by tag (give at least one): returns each one's description,
+    files and instructions, and those withheld (pending approval) with the reason."""
+    return await answer(ctx, SELECT)
+
+
+class ReadFileArguments(ReferenceFileApi.QuerySerializer):
+    """The file endpoint's query plus the two parts of its URL, with the URL's rules."""
+
+    catalog = StrictSlugField(max_length=64)
+    source_id = StrictSlugField(max_length=100)
+
+
+def _read(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body = reference_file_response(agent, catalog=params["catalog"], source_id=params["source_id"],
+                                   path=params["path"])
+    return json_result(body, text=body["text"] if body["encoding"] == "utf-8" else None)
+
+
+READ = Operation(ReadFileArguments, _read)
+
+
+async def read_reference_file(
+    ctx: Ctx,
+    catalog: Annotated[Slug, Field(description="The reference's catalog."), SkipValidation],
+    source_id: Annotated[
+        str, Field(max_length=100, pattern=SLUG, description="The reference id, without @."), SkipValidation
+    ],
+    path: Annotated[str, Field(max_length=1024, description="The file's path, as `files` lists it."), SkipValidation],
+) -> CallToolResult:
+    """Read one file of a reference this agent has selected (or has by profile): any path that
+    select_references lists in `files`. Returns the file's text (structuredContent: path, title,
+    sha256, encoding; a file that is not UTF-8 text comes base64-encoded, as JSON)."""
+    return await answer(ctx, READ)
+
+
+# --- enrichment -----------------------------------------------------------------------------
+
+
+class NoArguments(serializers.Serializer[None]):
+    pass
+
+
+def _instructions(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body = instructions_response(agent)
+    return json_result(body, text=body["text"])
+
+
+INSTRUCTIONS = Operation(NoArguments, _instructions)
+
+
+async def agent_instructions(ctx: Ctx) -> CallToolResult:
+    """This agent's startup instructions: auto references, its preselected ones and those they link to,
+    whole or listed within its token budget, and how to search for rag agents. Returns the text
+    (structuredContent: which references were included, listed or withheld, and why)."""
+    return await answer(ctx, INSTRUCTIONS)
+
+
+def _enrich(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    return json_result(enrich_response(agent, params))
+
+
+ENRICH = Operation(EnrichApi.InputSerializer, _enrich)
+
+
+async def enrich(
+    ctx: Ctx,
+    text: Annotated[
+        str,
+        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
+              description="The user prompt or tool result."),
+        SkipValidation,
+    ],
+    surface: Annotated[
+        Literal["prompt", "tool_result"],
+        Field(description="prompt (a user message) or tool_result (a tool's output)."),
+        SkipValidation,
+    ],
+    catalogs: Catalogs = None,
+    selected: Annotated[
+        list[ReferenceId] | None,
+        Field(max_length=500, description="References already selected in this conversation: not hinted (those "
+                                          "select_references or an @id expansion recorded count without being "
+                                          "named here)."),
+        SkipValidation,
+    ] = None,
+    paths: Annotated[
+        list[Annotated[str, Field(max_length=1024, pattern=NOT_BLANK_PATTERN)]] | None,
+        Field(max_length=100, description="Files the tool read (for path containment)."),
+        SkipValidation,
+    ] = None,
+) -> CallToolResult:
+    """Enrich a user prompt or a tool result: expands @reference mentions and appends hints for the
+    references it is about. Returns the enriched text, the hints and a trace id."""
+    return await answer(ctx, ENRICH)
+
+
+class Tool(NamedTuple):
+    fn: Callable[..., Awaitable[CallToolResult]]  # what the SDK publishes (its name too) and calls
+    operation: Operation
+    hints: ToolAnnotations
+
+
+TOOLS = {
+    tool.fn.__name__: tool
+    for tool in (
+        Tool(rag_search, SEARCH, READ_ONLY),
+        Tool(list_references, LIST, READ_ONLY),
+        Tool(select_references, SELECT, RECORDS),
+        Tool(read_reference_file, READ, READ_ONLY),
+        Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
+        Tool(enrich, ENRICH, RECORDS),
+    )
+}
