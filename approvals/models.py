@@ -248,3 +248,9 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.action}"
+
+
+
+# The channels' tables (webhooks) live in their own module; imported here so that the
+# app's migrations and admin find them.
+from approvals.channels import models as channel_models  # noqa: E402, F401

@@ -224,6 +224,14 @@ LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 4
 # and hints (ids, tags, scores, the file paths the text named) but not the text itself.
 LECTERN_TRACE_RETENTION_DAYS = env_int("LECTERN_TRACE_RETENTION_DAYS", 30, minimum=0)
 LECTERN_TRACE_STORE_TEXT = env_bool("LECTERN_TRACE_STORE_TEXT", True)
+# Approvals' channels (docs/architecture.md, "Channels"). Webhook deliveries: attempts
+# per event and endpoint, the first retry's delay (doubled each time, with jitter, up to
+# the cap), and each attempt's timeout. Decision files: the directory read each minute.
+LECTERN_WEBHOOK_MAX_ATTEMPTS = env_int("LECTERN_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+LECTERN_WEBHOOK_BACKOFF_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_SECONDS", 30, minimum=1)
+LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS", 3600, minimum=1)
+LECTERN_WEBHOOK_TIMEOUT_SECONDS = env_int("LECTERN_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var" / "decisions")))
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/v1/", include("retrieval.urls")),
     path("api/v1/", include("catalog.urls")),
     path("api/v1/", include("approvals.urls")),
+    path("api/v1/", include("approvals.channels.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
          name="api-docs"),

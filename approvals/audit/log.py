@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -45,6 +45,11 @@ class Action(StrEnum):
     POLICY_DELETED = "policy.deleted"
     SOURCE_CHANGED = "source.changed"
     TOKEN_ISSUED = "token.issued"
+    WEBHOOK_ENDPOINT_CREATED = "webhook.endpoint_created"
+    WEBHOOK_ENDPOINT_UPDATED = "webhook.endpoint_updated"
+    WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint_deleted"
+    WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
+    DECISION_RECEIVED = "decision.received"  # by which channel (webhook message, decision file) decisions came
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,21 @@ class AuditEvent:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
+Subscriber = Callable[[Sequence[AuditEntry]], None]
+_subscribers: list[Subscriber] = []
+
+
+def audit_subscribe(subscriber: Subscriber) -> None:
+    """Hand every batch of appended entries to `subscriber`, inside the appending
+    transaction: what it writes commits or rolls back with them. For a channel that
+    must never lose an event (the webhook outbox, approvals.channels.events: its rows
+    are written with the decision they report); one that only reacts to what committed
+    connects to approvals.signals.audited instead, which a crash between the commit and
+    its receivers can miss. A subscriber that raises fails the appending transaction."""
+    if subscriber not in _subscribers:
+        _subscribers.append(subscriber)
+
+
 def audit_append(event: AuditEvent) -> AuditEntry:
     return audit_append_many([event])[0]
 
@@ -107,6 +127,8 @@ def audit_append_many(events: Sequence[AuditEvent]) -> list[AuditEntry]:
             entry.hash = prev = entry_hash(_record(entry), prev)
             entries.append(entry)
         created = AuditEntry.objects.bulk_create(entries)
+        for subscriber in _subscribers:
+            subscriber(created)
         transaction.on_commit(lambda: _announce(created), robust=True)
         return created
 

@@ -1,0 +1,73 @@
+"""The channels in the admin: endpoints changed through their services (audited; made
+by `manage.py webhook_endpoint create` or the API, which show the secret once, so not
+here), the secret only as its hint; deliveries and events read-only, the history."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.db.models import QuerySet, URLField
+from django.http import HttpRequest
+
+from approvals.admin import ReadOnly
+from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from approvals.channels.webhooks.endpoints import FIELDS, endpoint_delete, endpoint_update
+
+
+def _person(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
+    list_display = ["pk", "catalog", "url", "active", "accepts_decisions", "secret_hint", "updated_at"]
+    list_filter = ["catalog", "active", "accepts_decisions"]
+    fields = ["catalog", "url", "description", "event_types", "active", "accepts_decisions", "secret",
+              "created_by", "created_at", "updated_at"]
+    readonly_fields = ["catalog", "secret", "created_by", "created_at", "updated_at"]
+    formfield_overrides = {URLField: {"assume_scheme": "https"}}
+
+    @admin.display(description="secret")
+    def secret(self, obj: WebhookEndpoint) -> str:
+        return f"{obj.secret_hint} (shown once when made; `manage.py webhook_endpoint rotate` issues another)"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form: forms.ModelForm[WebhookEndpoint],
+                   change: bool) -> None:
+        changed = {name: form.cleaned_data[name] for name in form.changed_data if name in FIELDS}
+        if changed:
+            endpoint_update(endpoint_id=obj.pk, by=_person(request), **changed)
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        endpoint_delete(endpoint_id=obj.pk, by=_person(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for pk in queryset.values_list("pk", flat=True):
+            endpoint_delete(endpoint_id=pk, by=_person(request))
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnly):
+    list_display = ["pk", "event_type", "request_id", "endpoint", "status", "attempts", "last_status_code",
+                    "next_attempt_at", "delivered_at", "created_at"]
+    list_filter = ["status", "endpoint__catalog", "event__type"]
+    list_select_related = ["event", "endpoint"]
+    search_fields = ["event__message_id"]
+
+    @admin.display(description="event")
+    def event_type(self, obj: WebhookDelivery) -> str:
+        return obj.event.type
+
+    @admin.display(description="request")
+    def request_id(self, obj: WebhookDelivery) -> int:
+        return obj.event.request_id
+
+
+@admin.register(WebhookEvent)
+class WebhookEventAdmin(ReadOnly):
+    list_display = ["pk", "type", "request_id", "message_id", "created_at"]
+    list_filter = ["type"]
+    search_fields = ["message_id"]

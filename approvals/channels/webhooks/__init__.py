@@ -1,0 +1,1 @@
+"""The webhook channel: events out, signed decisions in (Standard Webhooks)."""

@@ -1,0 +1,119 @@
+"""Decisions sent back by webhook: `POST /api/v1/approvals/{id}/decision`, signed with
+the secret of an active endpoint of the request's catalog that accepts decisions.
+
+decision_verify checks the Standard Webhooks headers before anything of the body is
+read: present, a timestamp within 5 minutes of now, a signature made with one of those
+secrets. For a request that does not exist, every accepting endpoint's secret is tried,
+so that only a signed caller learns it is missing (404); anyone else gets 401 either
+way. decision_receive then records the message id (unique: a replay is refused, and
+the record rolls back with a decision that fails, so a message refused for a transient
+reason may come again) and decides through request_decide, in one transaction: four
+eyes, required approvals and conflicts hold as on any channel. Every refusal is logged
+as a warning, without secret, signature or body.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from approvals.audit.log import Action, Actor, AuditEvent, audit_append
+from approvals.channels.models import InboundWebhookMessage, WebhookEndpoint
+from approvals.channels.webhooks.sealing import SecretUnreadable, unseal
+from approvals.channels.webhooks.signing import Refusal, matching_secret, signed_parts
+from approvals.models import ApprovalRequest, Decision
+from approvals.services.decisions import request_decide
+from approvals.services.errors import conflict, invalid, not_found
+from catalog.rest.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Verified:
+    endpoint: WebhookEndpoint
+    message_id: str
+
+
+def _shown(value: str) -> str:
+    """A caller-supplied value as a log line may hold it."""
+    return repr(value[:80])
+
+
+def decision_verify(*, request_id: int, headers: Mapping[str, str], body: bytes, client: str = "",
+                    now: datetime | None = None) -> Verified:
+    """The endpoint whose secret signed this message. Raises DomainError 401
+    missing_signature / stale_timestamp / bad_signature, 404 not_found."""
+    now = now or timezone.now()
+    catalog_id = ApprovalRequest.objects.filter(pk=request_id).values_list("source__catalog_id", flat=True).first()
+    try:
+        signed = signed_parts(headers, now=now)
+        endpoints = _accepting(catalog_id)
+        index = matching_secret(secrets_=[secret for _, secret in endpoints], headers=headers, signed=signed,
+                                body=body)
+    except Refusal as refusal:
+        logger.warning("webhook decision for request %s refused (%s): %s; webhook-id %s, from %s", request_id,
+                       refusal.code, refusal.message, _shown(headers.get("webhook-id", "")), client or "?")
+        raise DomainError(refusal.message, code=refusal.code, status_code=401) from None
+    if catalog_id is None:
+        logger.warning("webhook decision for request %s refused: no such request; webhook-id %s, from %s",
+                       request_id, _shown(signed.message_id), client or "?")
+        raise not_found(f"approval request {request_id}")
+    return Verified(endpoints[index][0], signed.message_id)
+
+
+def _accepting(catalog_id: int | None) -> list[tuple[WebhookEndpoint, str]]:
+    """The endpoints whose secret may sign a decision for the catalog (for any catalog
+    when None), with their secrets; one that cannot be opened is left out, logged."""
+    endpoints = WebhookEndpoint.objects.filter(active=True, accepts_decisions=True).order_by("pk")
+    if catalog_id is not None:
+        endpoints = endpoints.filter(catalog_id=catalog_id)
+    found = []
+    for endpoint in endpoints:
+        try:
+            found.append((endpoint, unseal(endpoint.secret_sealed)))
+        except SecretUnreadable as exc:
+            logger.error("webhook endpoint %s: %s", endpoint.pk, exc)
+    return found
+
+
+def decision_receive(*, request_id: int, verified: Verified, verdict: str, reviewer: str, comment: str = "",
+                     now: datetime | None = None) -> ApprovalRequest:
+    """Decide the request as `reviewer` (a Lectern username) said, once per message.
+    Raises DomainError 400 invalid_input, 409 replayed, and request_decide's own."""
+    try:
+        return _receive(request_id=request_id, verified=verified, verdict=verdict, reviewer=reviewer,
+                        comment=comment, now=now or timezone.now())
+    except DomainError as exc:
+        logger.warning("webhook decision for request %s refused (%s): %s; webhook-id %s, endpoint %s", request_id,
+                       exc.error_code, exc.detail, _shown(verified.message_id), verified.endpoint.pk)
+        raise
+
+
+def _receive(*, request_id: int, verified: Verified, verdict: str, reviewer: str, comment: str,
+             now: datetime) -> ApprovalRequest:
+    person = User.objects.filter(username=reviewer, is_active=True).first()
+    if person is None:
+        raise invalid(f"no active user {reviewer!r}", fields={"reviewer": [f"no active user {reviewer!r}"]})
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                InboundWebhookMessage.objects.create(webhook_id=verified.message_id, endpoint=verified.endpoint,
+                                                     request_id=request_id, received_at=now)
+        except IntegrityError:
+            raise conflict(f"webhook-id {verified.message_id!r} was received already; a replay is not applied",
+                           code="replayed") from None
+        request = request_decide(request_id=request_id, reviewer=person, verdict=verdict, comment=comment,
+                                 channel=Decision.Channel.WEBHOOK)
+        audit_append(AuditEvent(
+            Action.DECISION_RECEIVED, Actor.channel(f"webhook:{verified.endpoint.pk}"), request_id=request.pk,
+            source_id=request.source_id, agent_id=request.agent_id, fingerprint=request.fingerprint,
+            payload={"channel": Decision.Channel.WEBHOOK, "endpoint_id": verified.endpoint.pk,
+                     "webhook_id": verified.message_id, "reviewer": person.get_username(), "verdict": verdict}))
+    return request

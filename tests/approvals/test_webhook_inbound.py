@@ -1,0 +1,221 @@
+"""Signed decisions coming back: POST /api/v1/approvals/{id}/decision, accepted only with
+a Standard Webhooks signature made with the secret of an endpoint of the request's
+catalog; refused (and logged, without secrets) when unsigned, badly signed, stale,
+replayed, or sent with a session or a token instead. On a refusal nothing changes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from approvals.audit.log import audit_verify
+from approvals.channels.models import InboundWebhookMessage
+from approvals.channels.webhooks.delivery import INBOUND_IDS_KEPT, deliveries_send_due
+from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_rotate_secret, endpoint_update
+from approvals.channels.webhooks.signing import new_message_id, new_secret, signed_headers
+from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.selectors import injection_decisions
+from approvals.services.policies import policy_create
+from tests.approvals.builders import raised
+from tests.factories import agent_with_token, person
+
+
+@pytest.fixture
+def secret(kb, cora):
+    return endpoint_create(catalog=kb.catalog, url="https://reviews.example.com/hooks", by=cora).secret
+
+
+@pytest.fixture
+def post(client):
+    """post(request_id, body, secret=..., at=..., message_id=..., headers=...) -> response."""
+
+    def send(request_id, body, *, secret=None, at=None, message_id=None, headers=None, **extra):
+        text = body if isinstance(body, str) else json.dumps(body)
+        signed = {} if secret is None else signed_headers(
+            secret=secret, message_id=message_id or new_message_id(), at=at or timezone.now(), body=text)
+        return client.post(f"/api/v1/approvals/{request_id}/decision", data=text, content_type="application/json",
+                           headers={**signed, **(headers or {})}, **extra)
+
+    return send
+
+
+def _state(request_id):
+    return ApprovalRequest.objects.get(pk=request_id).state
+
+
+def test_a_signed_decision_decides_the_request_as_the_reviewer_named(kb, agent, secret, rita, post):
+    request_id = raised(agent, kb.vault)
+
+    answer = post(request_id, {"verdict": "approve", "reviewer": "rita", "comment": "checked"}, secret=secret,
+                  message_id="msg_decision_1")
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {"request_id": request_id, "state": "approved", "approvals": 1}
+    decision = Decision.objects.get(request_id=request_id)
+    assert (decision.reviewer, decision.channel, decision.comment) == (rita, "webhook", "checked")
+    approved, received = AuditEntry.objects.filter(request_id=request_id).order_by("seq")[1:3]
+    assert (approved.action, approved.actor_name, approved.payload["channel"]) == ("request.approved", "rita",
+                                                                                  "webhook")
+    assert (received.action, received.actor_kind) == ("decision.received", "channel")
+    assert received.actor_name.startswith("webhook:") and received.payload["webhook_id"] == "msg_decision_1"
+    assert received.payload["reviewer"] == "rita"
+    assert audit_verify().broken is None
+    assert injection_decisions(agent=agent, sources=[kb.vault])[kb.vault.pk].allowed  # the gate lets it through
+
+
+@pytest.mark.parametrize(("tamper", "code"), [
+    ("unsigned", "missing_signature"),
+    ("wrong_secret", "bad_signature"),
+    ("tampered_body", "bad_signature"),
+    ("stale", "stale_timestamp"),
+    ("future", "stale_timestamp"),
+])
+def test_a_message_not_signed_as_it_should_be_is_refused_and_logged(kb, agent, secret, rita, post, caplog, tamper,
+                                                                     code):
+    request_id = raised(agent, kb.vault)
+    body = {"verdict": "approve", "reviewer": "rita"}
+    kwargs = {
+        "unsigned": {},
+        "wrong_secret": {"secret": new_secret()},
+        "tampered_body": {"secret": secret},
+        "stale": {"secret": secret, "at": timezone.now() - timedelta(minutes=5, seconds=30)},
+        "future": {"secret": secret, "at": timezone.now() + timedelta(minutes=6)},
+    }[tamper]
+    if tamper == "tampered_body":  # signed for a rejection, sent as an approval
+        signed = signed_headers(secret=secret, message_id="m1", at=timezone.now(),
+                                body=json.dumps({"verdict": "reject", "reviewer": "rita"}))
+        kwargs = {"headers": signed}
+
+    answer = post(request_id, body, **kwargs)
+
+    assert answer.status_code == 401 and answer.json()["error"]["code"] == code
+    assert _state(request_id) == "pending" and not Decision.objects.exists()
+    assert not InboundWebhookMessage.objects.exists()
+    assert f"refused ({code})" in caplog.text
+    assert secret.removeprefix("whsec_") not in caplog.text and "v1," not in caplog.text
+
+
+def test_a_replayed_message_is_refused_however_valid_its_signature(kb, agent, secret, cora, rita, rob, post,
+                                                                   caplog):
+    policy_create(by=cora, source=kb.vault, required_approvals=2)
+    request_id = raised(agent, kb.vault)
+    at = timezone.now()
+    body = {"verdict": "approve", "reviewer": "rita"}
+    assert post(request_id, body, secret=secret, at=at, message_id="msg_once").status_code == 200
+
+    again = post(request_id, body, secret=secret, at=at, message_id="msg_once")
+    other_reviewer = post(request_id, {"verdict": "approve", "reviewer": "rob"}, secret=secret, message_id="msg_once")
+
+    for answer in (again, other_reviewer):
+        assert answer.status_code == 409 and answer.json()["error"]["code"] == "replayed"
+    request = ApprovalRequest.objects.get(pk=request_id)
+    assert (request.state, request.approvals) == ("pending", 1)  # rob's approval, replayed under rita's id, counted not
+    assert "refused (replayed)" in caplog.text
+
+
+def test_a_message_refused_by_the_service_may_be_sent_again_under_its_id(kb, agent, secret, rita, post):
+    request_id = raised(agent, kb.vault)
+    person("ned")  # no reviewer
+    refused = post(request_id, {"verdict": "approve", "reviewer": "ned"}, secret=secret, message_id="msg_retry")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_reviewer"
+
+    accepted = post(request_id, {"verdict": "approve", "reviewer": "rita"}, secret=secret, message_id="msg_retry")
+    assert accepted.status_code == 200  # the refused message left no trace of its id
+
+
+def test_a_decided_request_answers_409_from_the_service(kb, agent, secret, rita, rob, post):
+    request_id = raised(agent, kb.vault)
+    assert post(request_id, {"verdict": "reject", "reviewer": "rita"}, secret=secret).status_code == 200
+
+    late = post(request_id, {"verdict": "approve", "reviewer": "rob"}, secret=secret)
+
+    assert late.status_code == 409 and late.json()["error"]["code"] == "request_decided"
+    assert _state(request_id) == "rejected"
+
+
+def test_an_unknown_request_is_404_to_a_signed_caller_only(kb, secret, post):
+    body = {"verdict": "approve", "reviewer": "rita"}
+    signed = post(999999, body, secret=secret)
+    unsigned = post(999999, body, secret=new_secret())
+
+    assert signed.status_code == 404 and signed.json()["error"]["code"] == "not_found"
+    assert unsigned.status_code == 401 and unsigned.json()["error"]["code"] == "bad_signature"
+
+
+def test_only_the_secret_of_an_endpoint_of_the_requests_catalog_that_accepts_decisions_signs(
+        kb, agent, cora, rita, post, make_catalog):
+    request_id = raised(agent, kb.vault)
+    foreign = endpoint_create(catalog=make_catalog("other"), url="https://x.example.com", by=cora).secret
+    events_only = endpoint_create(catalog=kb.catalog, url="https://y.example.com", by=cora, accepts_decisions=False)
+    inactive = endpoint_create(catalog=kb.catalog, url="https://z.example.com", by=cora)
+    endpoint_update(endpoint_id=inactive.endpoint.pk, by=cora, active=False)
+    rotated = endpoint_create(catalog=kb.catalog, url="https://w.example.com", by=cora)
+    fresh = endpoint_rotate_secret(endpoint_id=rotated.endpoint.pk, by=cora).secret
+
+    body = {"verdict": "approve", "reviewer": "rita"}
+    for refused in (foreign, events_only.secret, inactive.secret, rotated.secret):
+        assert post(request_id, body, secret=refused).status_code == 401
+    assert post(request_id, body, secret=fresh).status_code == 200
+
+
+def test_a_session_or_an_agent_token_is_no_credential_here(kb, agent, secret, rita, post, client):
+    request_id = raised(agent, kb.vault)
+    _, token = agent_with_token(name="curious", catalogs=[kb.catalog], is_curator=True)
+    client.force_login(rita)
+
+    with_session = post(request_id, {"verdict": "approve", "reviewer": "rita"})
+    with_token = post(request_id, {"verdict": "approve", "reviewer": "rita"},
+                      headers={"Authorization": f"Bearer {token}"})
+
+    for answer in (with_session, with_token):
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "missing_signature"
+    assert _state(request_id) == "pending"
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"verdict": "maybe", "reviewer": "rita"}, "verdict"),
+    ({"verdict": "approve"}, "reviewer"),
+    ({"verdict": "approve", "reviewer": "nobody"}, "reviewer"),
+    ({"verdict": "approve", "reviewer": "rita", "comment": "x" * 4001}, "comment"),
+])
+def test_a_signed_but_invalid_body_is_400_and_decides_nothing(kb, agent, secret, rita, post, body, field):
+    request_id = raised(agent, kb.vault)
+
+    answer = post(request_id, body, secret=secret)
+
+    assert answer.status_code == 400 and field in answer.json()["error"]["details"]["fields"]
+    assert _state(request_id) == "pending" and not InboundWebhookMessage.objects.exists()
+
+
+def test_four_eyes_holds_on_this_channel_too(kb, agent, secret, cora, post):
+    reviewer = person("carl", "curator", "reviewer")
+    policy_create(by=reviewer, source=kb.vault, four_eyes=True)
+    request_id = raised(agent, kb.vault)
+
+    answer = post(request_id, {"verdict": "approve", "reviewer": "carl"}, secret=secret)
+
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "four_eyes"
+
+
+def test_message_ids_are_forgotten_a_day_after_they_were_received(kb, agent, secret, rita, post):
+    request_id = raised(agent, kb.vault)
+    post(request_id, {"verdict": "approve", "reviewer": "rita"}, secret=secret)
+    received = InboundWebhookMessage.objects.get().received_at
+
+    deliveries_send_due(now=received + INBOUND_IDS_KEPT - timedelta(seconds=1))
+    assert InboundWebhookMessage.objects.exists()
+    deliveries_send_due(now=received + INBOUND_IDS_KEPT + timedelta(seconds=1))
+    assert not InboundWebhookMessage.objects.exists()
+
+
+def test_refusals_are_warnings_in_the_log(kb, agent, secret, post, caplog):
+    caplog.set_level(logging.WARNING, logger="approvals.channels.webhooks.inbound")
+    request_id = raised(agent, kb.vault)
+    post(request_id, {"verdict": "approve", "reviewer": "rita"}, secret=new_secret(), message_id="msg_forged\nfake")
+
+    (record,) = [r for r in caplog.records if r.name == "approvals.channels.webhooks.inbound"]
+    assert record.levelno == logging.WARNING and "'msg_forged\\nfake'" in record.getMessage()
