@@ -89,6 +89,7 @@ BENCH := $(PY) -m benchmarks
 bench: nfcorpus
 	$(BENCH) bench --dataset $(NFCORPUS)
 	$(BENCH) bench_reindex --files 10000 --edits 5
+	$(BENCH) bench_gate --dataset $(NFCORPUS) --sources 1000
 
 stop-db:
 	$(PY) -m config.embedded_pg stop

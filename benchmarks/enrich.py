@@ -101,7 +101,7 @@ def enrich_catalog_ensure(*, sources: int, dataset: Path, log: Log) -> Catalog:
     return catalog
 
 
-def _tool_results(dataset: Path, count: int, size: int = 4096) -> list[str]:
+def tool_results(dataset: Path, count: int, size: int = 4096) -> list[str]:
     texts, current = [], ""
     for row in _corpus(dataset, count * 4)[::-1]:
         current += f"{row['title']}\n{row['text']}\n"
@@ -180,13 +180,13 @@ def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, to
     first_ms = (time.perf_counter() - started) * 1000
     prompts = nfcorpus_test_queries(dataset)
     prompts = (prompts * (calls // max(len(prompts), 1) + 1))[:calls]
-    tool_results = _tool_results(dataset, max(calls // 3, 20))
+    tool_texts = tool_results(dataset, max(calls // 3, 20))
     configs = [("prompt", None), *(("tool_result", tokens) for tokens in tool_tokens)]
     rounds: dict[tuple[str, int | None], list[EnrichLatency]] = {config: [] for config in configs}
     for round_no in range(repeat):
         shift = round_no % len(configs)
         for surface, tokens in configs[shift:] + configs[:shift]:
-            texts = prompts if surface == "prompt" else tool_results
+            texts = prompts if surface == "prompt" else tool_texts
             head = tokens or settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
             with override_settings(LECTERN_ENRICH_TOOL_EMBED_TOKENS=head):
                 rounds[(surface, tokens)].append(_measure(client, texts, surface, warmup))
