@@ -145,6 +145,9 @@ class ApprovalRequest(models.Model):
         indexes = [
             # the gate: an agent's requests for these sources, at their current fingerprints
             models.Index(fields=["agent", "source", "fingerprint"], name="request_gate"),
+            # what search leaves out: the agent's approvals, read from the index alone
+            models.Index(fields=["agent", "source", "fingerprint"], include=["approvals", "decided_at", "expires_at"],
+                         condition=models.Q(state="approved"), name="request_live"),
             models.Index(fields=["source", "state"], name="request_source_state"),
             models.Index(fields=["state", "created_at"], name="request_queue"),
             models.Index(fields=["expires_at"], condition=models.Q(state="approved"), name="request_expiry"),

@@ -152,11 +152,16 @@ _LIVE = f"(r.state = 'approved' AND r.approvals >= g.required AND NOT {_TIMED_OU
 # `g`: the governed sources among those asked about, each with the strictest rule of the
 # policies covering it (the flag alone: one approval, forever). Two branches, of which
 # Postgres runs one (each has a one-time filter): while no policy applies to the caller
-# (the usual case), only flagged sources are read, with no per-source work; otherwise a
-# lateral aggregate over the policies per source. Then the caller's requests for each
-# source's current fingerprint, newest first, with which are live. With `withheld`, a
-# source with a live request is left out (a hash anti-join: what an approved catalog
-# costs is one pass over its governed sources and the agent's approvals).
+# (the usual case), only flagged sources are read, with no per-source work; otherwise the
+# policies' rules are aggregated once per catalog (`c`) and once per source they name or
+# tag (`o`), and each source takes the stricter of its two by hash joins (what a
+# catalog-wide policy costs is one pass over the catalog's sources, not a per-source
+# search of the policies). Then the caller's requests for each source's current
+# fingerprint, newest first, with which are live. With `withheld`, a source with a live
+# request is left out (a hash anti-join: what an approved catalog costs is one pass over
+# its governed sources and the agent's approvals).
+_RULE = """max(p.required_approvals) AS required, min(p.lifetime) AS lifetime, bool_or(p.four_eyes) AS four_eyes,
+           array_agg(p.id) AS policy_ids"""
 _GOVERNANCE = """
 WITH pol AS MATERIALIZED ({policies}),
 g AS MATERIALIZED (
@@ -165,18 +170,21 @@ g AS MATERIALIZED (
     FROM catalog_referencesource s
     WHERE {where} AND s.requires_approval AND NOT EXISTS (SELECT FROM pol)
     UNION ALL
-    SELECT s.id, s.fingerprint, greatest(coalesce(rule.required, 1), 1), rule.lifetime,
-           coalesce(rule.four_eyes, false), coalesce(rule.policy_ids, '{{}}')
+    SELECT s.id, s.fingerprint, greatest(coalesce(c.required, 1), coalesce(o.required, 1), 1),
+           least(c.lifetime, o.lifetime), coalesce(c.four_eyes, false) OR coalesce(o.four_eyes, false),
+           coalesce(c.policy_ids, '{{}}') || coalesce(o.policy_ids, '{{}}')
     FROM catalog_referencesource s
-    CROSS JOIN LATERAL (
-        SELECT max(p.required_approvals) AS required, min(p.lifetime) AS lifetime, bool_or(p.four_eyes) AS four_eyes,
-               array_agg(p.id) AS policy_ids, count(*) AS n
-        FROM pol p
-        WHERE p.catalog_id = s.catalog_id OR p.source_id = s.id
-           OR (p.tag_id IS NOT NULL AND EXISTS (SELECT FROM catalog_referencesource_tags t
-                                                WHERE t.referencesource_id = s.id AND t.tag_id = p.tag_id))
-    ) rule
-    WHERE {where} AND (s.requires_approval OR rule.n > 0) AND EXISTS (SELECT FROM pol)
+    LEFT JOIN (SELECT p.catalog_id, {rule} FROM pol p WHERE p.catalog_id IS NOT NULL
+               GROUP BY p.catalog_id) c ON c.catalog_id = s.catalog_id
+    LEFT JOIN (SELECT p.source_id, {rule}
+               FROM (SELECT source_id, id, required_approvals, lifetime, four_eyes FROM pol
+                     WHERE source_id IS NOT NULL
+                     UNION ALL
+                     SELECT t.referencesource_id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
+                     FROM pol JOIN catalog_referencesource_tags t ON t.tag_id = pol.tag_id) p
+               GROUP BY p.source_id) o ON o.source_id = s.id
+    WHERE {where} AND (s.requires_approval OR c.catalog_id IS NOT NULL OR o.source_id IS NOT NULL)
+      AND EXISTS (SELECT FROM pol)
 )
 SELECT g.id, g.fingerprint, g.required, g.lifetime, g.four_eyes, g.policy_ids,
        r.id, r.state, r.approvals, {live} AS live, {timed_out} AS timed_out, r.raised_via
@@ -200,7 +208,7 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
         where, params["ids"] = "s.id = ANY(%(ids)s)", source_ids
     else:
         where, params["catalogs"] = "s.catalog_id = ANY(%(catalogs)s)", catalog_ids or []
-    sql = _GOVERNANCE.format(policies=_POLICIES, where=where, live=_LIVE, timed_out=_TIMED_OUT,
+    sql = _GOVERNANCE.format(policies=_POLICIES, rule=_RULE, where=where, live=_LIVE, timed_out=_TIMED_OUT,
                              withheld=_WITHHELD_ONLY if withheld_only else "")
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

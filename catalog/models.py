@@ -116,7 +116,14 @@ class ReferenceSource(models.Model):
         # Every enrich call checks its catalogs' detection stamp (count, latest
         # updated_at and indexed_at): an index-only scan instead of reading wide rows.
         indexes = [models.Index(fields=["catalog"], include=["updated_at", "indexed_at"],
-                                name="source_detection_stamp")]
+                                name="source_detection_stamp"),
+                   # The approval gate reads a catalog's sources before every search: what
+                   # it needs of each, from the index alone; and while no policy applies,
+                   # only the flagged ones (usually none).
+                   models.Index(fields=["catalog"], include=["id", "fingerprint", "requires_approval"],
+                                name="source_gate"),
+                   models.Index(fields=["catalog"], condition=models.Q(requires_approval=True),
+                                name="source_flagged")]
 
     def __str__(self) -> str:
         return f"{self.catalog.slug}/{self.slug}"
