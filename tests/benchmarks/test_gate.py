@@ -44,7 +44,7 @@ def test_approvals_are_rebuilt_when_one_no_longer_covers_the_content():
     gate_benchmark(sources=3, dataset=DATASET, calls=2, warmup=0, repeat=1, log=lambda line: None)
     catalog = Catalog.objects.get(slug="bench-enrich-3")
     agents = list(Agent.objects.filter(name__startswith="bench-gate-"))
-    stale = ApprovalRequest.objects.filter(agent__name=AGENT).first()
+    stale = ApprovalRequest.objects.filter(agent__name=AGENT).earliest("pk")
     ApprovalRequest.objects.filter(pk=stale.pk).update(fingerprint="an-older-fingerprint")
 
     assert approvals_ensure(catalog=catalog, agents=agents, log=lambda line: None) == 30
