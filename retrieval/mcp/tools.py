@@ -1,6 +1,6 @@
 """The MCP tools: rag_search, list_references, select_references, read_reference_file,
-enrich and agent_instructions, each a typed function whose docstring and signature the
-SDK publishes as its description and input schema.
+enrich, agent_instructions and approval_requests, each a typed function whose docstring
+and signature the SDK publishes as its description and input schema.
 
 A signature offers every field of the REST view's input serializer, with its limits,
 choices and defaults (tests/retrieval/test_mcp_schema.py holds the two together); the
@@ -12,6 +12,7 @@ fields from the serializer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -21,6 +22,7 @@ from pydantic import ConfigDict, Field, SkipValidation, with_config
 from rest_framework import serializers
 from typing_extensions import TypedDict
 
+from approvals.apis import ApprovalListApi, approval_requests_response
 from catalog.auth import visible_catalogs
 from catalog.models import Agent
 from catalog.rest.fields import NOT_BLANK_PATTERN, StrictSlugField
@@ -299,6 +301,70 @@ async def enrich(
     return await answer(ctx, ENRICH)
 
 
+# --- approvals ------------------------------------------------------------------------------
+
+
+def request_line(request: dict[str, Any]) -> str:
+    """One request as approval_requests' text lists it: its state and what it waits on."""
+    state = request["state"]
+    line = f"- request {request['id']}: @{request['catalog']}/{request['source_id']} {state}"
+    if state == "pending":
+        line += f", {request['approvals']} of {request['required_approvals']} approvals"
+    if state == "approved" and request["expires_at"]:
+        line += f" until {request['expires_at']}"
+    if request["ended_at"] and state != "approved":
+        line += f" since {request['ended_at']}"
+    line += f"; raised via {request['raised_via']} at {request['created_at']}"
+    if request["previous_id"] is not None:
+        line += f", following request {request['previous_id']}"
+    if not request["current"]:
+        line += "; for content the reference no longer holds"
+    if request["comment"]:
+        line += f"; reviewer's comment: {json.dumps(request['comment'], ensure_ascii=False)}"
+    return line
+
+
+def requests_text(body: dict[str, Any], params: dict[str, Any]) -> str:
+    count, results, offset = body["count"], body["results"], params["offset"]
+    which = f" in state {params['state']}" if params["state"] else ""
+    total = f"{count} approval request{'' if count == 1 else 's'}{which}"
+    if not results:
+        return f"No approval requests{which}." if not count else f"{total}; none from offset {offset}."
+    shown = "" if len(results) == count else f" ({offset + 1}-{offset + len(results)} shown)"
+    lines = [f"{total}, newest first{shown}:", *(request_line(request) for request in results)]
+    if offset + len(results) < count:
+        lines.append(f"More from offset {offset + len(results)}.")
+    return "\n".join(lines)
+
+
+def _approvals(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body = approval_requests_response(agent, params)
+    return json_result(body, text=requests_text(body, params))
+
+
+APPROVALS = Operation(ApprovalListApi.QuerySerializer, _approvals)
+
+
+async def approval_requests(
+    ctx: Ctx,
+    state: Annotated[
+        Literal["", "pending", "approved", "rejected", "expired", "revoked", "lapsed"],
+        Field(description="Only requests in this state; empty: every state."),
+        SkipValidation,
+    ] = "",
+    limit: Annotated[int, Field(ge=1, le=200, description="How many requests, at most."), SkipValidation] = 50,
+    offset: Annotated[
+        int, Field(ge=0, le=1_000_000, description="How many of the newest to skip (the next page)."), SkipValidation
+    ] = 0,
+) -> CallToolResult:
+    """This agent's approval requests, newest first: what waits on a reviewer, what was approved,
+    rejected, revoked, expired or lapsed (the content changed), with the reviewer's comment. A
+    reference withheld for want of an approval names its request: follow it here. Returns a line
+    per request (structuredContent: `count` over all pages and `results`, as GET /api/v1/approvals);
+    never the content or its diff."""
+    return await answer(ctx, APPROVALS)
+
+
 class Tool(NamedTuple):
     fn: Callable[..., Awaitable[CallToolResult]]  # what the SDK publishes (its name too) and calls
     operation: Operation
@@ -314,5 +380,6 @@ TOOLS = {
         Tool(read_reference_file, READ, READ_ONLY),
         Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
         Tool(enrich, ENRICH, RECORDS),
+        Tool(approval_requests, APPROVALS, READ_ONLY),
     )
 }
