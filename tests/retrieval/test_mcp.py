@@ -128,10 +128,20 @@ def rest() -> APIClient:
 
 
 def text_of(result: CallToolResult) -> str:
-    """The result's text: the one content item every tool result carries."""
+    """The result's text: the first content item, which every tool result carries."""
     content = result.content[0]
     assert isinstance(content, TextContent), content
     return content.text
+
+
+def note_of(result: CallToolResult) -> str:
+    """The second text item, naming what was withheld: '' when there is none."""
+    assert len(result.content) <= 2, result.content
+    if len(result.content) < 2:
+        return ""
+    note = result.content[1]
+    assert isinstance(note, TextContent), note
+    return note.text
 
 
 def ok(result: CallToolResult) -> dict:
@@ -323,8 +333,9 @@ def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, vault, rest)
     assert data["withheld"] == expected["withheld"]
     text = text_of(result)
     assert text.startswith("No relevant documentation found for your query.")
-    assert text.endswith("\n\nWithheld: 1 matching passage in references that need an approval:\n"
-                         f"- @vault: 1 ({entry['reason']})")
+    assert text.endswith("\n\nWithheld: 1 matching passage in references that need an approval "
+                         "(approval_requests lists your requests and their states):\n"
+                         f"- @vault: 1 (requires approval; request {entry['request_id']} awaits a reviewer)")
     assert "ninety days" not in text
 
 
@@ -456,6 +467,83 @@ def test_a_bad_approval_requests_argument_is_the_rest_error(mcp, rest, arguments
 
     assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
     assert result.structured_content == rest.get("/api/v1/approvals", arguments).json()
+
+
+def test_every_tool_names_the_request_of_what_it_withholds_as_approval_requests_shows_it(mcp, agent, rest, vault):
+    agent.preselected.add(vault)  # the startup instructions take it up, and withhold it
+
+    selected = mcp.call("select_references", ids=["vault", "handbook"])
+
+    (withheld,) = ok(selected)["withheld"]
+    request_id = withheld["request_id"]
+    listed = rest.get("/api/v1/approvals").json()
+    assert [(r["id"], r["source_id"], r["state"]) for r in listed["results"]] == [(request_id, "vault", "pending")]
+    line = f"- @vault: requires approval; request {request_id} awaits a reviewer"
+    header = "Withheld for want of an approval (approval_requests lists your requests and their states):"
+    assert note_of(selected) == f"{header}\n{line}"
+    assert json.loads(text_of(selected)) == ok(selected)  # the first text is the body, as before
+
+    enriched = mcp.call("enrich", text="Follow @vault for the rotation.", surface="prompt")
+    (hint,) = [h for h in ok(enriched)["hints"] if h["source_id"] == "vault"]
+    assert (hint["withheld"], hint["request_id"]) == (True, request_id)
+    assert note_of(enriched) == f"{header}\n{line}"
+
+    searched = mcp.call("rag_search", query="rotate vault credentials", mode="bm25")
+    assert ok(searched)["withheld"]["sources"][0]["request_id"] == request_id
+    assert f"- @vault: 1 (requires approval; request {request_id} awaits a reviewer)" in text_of(searched)
+
+    references = mcp.call("list_references")
+    (entry,) = [r for r in ok(references)["references"] if r["source_id"] == "vault"]
+    assert (entry["withheld"], entry["request_id"]) == (True, request_id)
+    assert note_of(references) == f"{header}\n{line}"
+
+    read = mcp.call("read_reference_file", catalog="ops", source_id="vault", path="vault.md")
+    assert error(read, "withheld")["details"] == {"state": "pending", "request_id": request_id}
+    assert note_of(read) == f"{header}\n{line}"
+    assert "ninety days" not in text_of(read) + note_of(read)
+
+    instructions = mcp.call("agent_instructions")
+    (source,) = [s for s in ok(instructions)["sources"] if s["source_id"] == "vault"]
+    assert (source["included"], source["request_id"]) == ("withheld", request_id)
+    assert text_of(instructions) == ok(instructions)["text"] and note_of(instructions) == f"{header}\n{line}"
+
+    shown = mcp.call("approval_requests")
+    assert ok(shown) == rest.get("/api/v1/approvals").json()
+    assert [r["id"] for r in ok(shown)["results"]] == [request_id]  # every read path named the one request
+    assert text_of(shown).splitlines()[1].startswith(f"- request {request_id}: @ops/vault pending")
+
+
+def test_nothing_withheld_adds_no_second_text(mcp):
+    for result in (mcp.call("list_references"), mcp.call("select_references", ids=["handbook"]),
+                   mcp.call("enrich", text="Please expand @handbook.", surface="prompt"),
+                   mcp.call("agent_instructions")):
+        ok(result)
+        assert note_of(result) == ""
+
+
+def test_a_rejected_request_is_named_with_its_state_and_a_listing_names_one_not_yet_raised(mcp, agent, vault):
+    listed = mcp.call("list_references")  # listing raises no request
+    assert note_of(listed).endswith("- @vault: requires approval; no reviewer has approved it for this agent; "
+                                    "no request yet: select_references asks a reviewer")
+    assert ApprovalRequest.objects.count() == 0
+    request_id = raised(agent, vault)
+    request_decide(request_id=request_id, reviewer=person("rita", "reviewer"), verdict="reject")
+
+    selected = mcp.call("select_references", ids=["vault"])
+
+    assert ok(selected)["withheld"][0]["state"] == "rejected"
+    assert note_of(selected).endswith(f"- @vault: requires approval; request {request_id} was rejected")
+
+
+def test_an_agent_reading_several_catalogs_is_named_ids_with_their_catalog(mcp, agent, vault, make_catalog):
+    agent.catalogs.add(make_catalog("lab"))
+
+    selected = mcp.call("select_references", ids=["ops/vault"])
+
+    request_id = ok(selected)["withheld"][0]["request_id"]
+    assert note_of(selected).endswith(f"- @ops/vault: requires approval; request {request_id} awaits a reviewer")
+    assert note_of(mcp.call("list_references")).endswith(
+        f"- @ops/vault: requires approval; request {request_id} awaits a reviewer")
 
 
 # --- errors -------------------------------------------------------------------------------
