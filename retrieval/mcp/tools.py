@@ -75,8 +75,8 @@ def qualifies(agent: Agent) -> bool:
     return visible_catalogs(agent).count() > 1
 
 
-def ref_of(agent: Agent, catalog: str, source_id: str) -> str:
-    return f"{catalog}/{source_id}" if qualifies(agent) else source_id
+def ref_of(qualify: bool, catalog: str, source_id: str) -> str:
+    return f"{catalog}/{source_id}" if qualify else source_id
 
 
 def withheld_reason(reason: str, request_id: int | None) -> str:
@@ -206,8 +206,9 @@ async def rag_search(
 def _list(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     body = references_response(agent, params)
     withheld = [ref for ref in body["references"] if ref["withheld"]]
+    qualify = bool(withheld) and qualifies(agent)
     return json_result(body, note=withheld_text(
-        (ref_of(agent, ref["catalog"], ref["source_id"]), ref["reason"], ref["request_id"]) for ref in withheld))
+        (ref_of(qualify, ref["catalog"], ref["source_id"]), ref["reason"], ref["request_id"]) for ref in withheld))
 
 
 LIST = Operation(ReferenceListApi.QuerySerializer, _list)
@@ -276,7 +277,7 @@ def _read(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     except DomainError as exc:
         if exc.error_code != "withheld":
             raise
-        ref = ref_of(agent, params["catalog"], params["source_id"])
+        ref = ref_of(qualifies(agent), params["catalog"], params["source_id"])
         return error_result(exc, note=withheld_text([(ref, str(exc.detail), exc.details["request_id"])]))
     return json_result(body, text=body["text"] if body["encoding"] == "utf-8" else None)
 
@@ -309,9 +310,10 @@ class NoArguments(serializers.Serializer[None]):
 def _instructions(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     body = instructions_response(agent)
     withheld = [source for source in body["sources"] if source["included"] == "withheld"]
+    qualify = bool(withheld) and qualifies(agent)
     # the startup text as REST gives it (within the token budget), then what it left out
     return json_result(body, text=body["text"], note=withheld_text(
-        (ref_of(agent, s["catalog"], s["source_id"]), s["reason"], s.get("request_id")) for s in withheld))
+        (ref_of(qualify, s["catalog"], s["source_id"]), s["reason"], s.get("request_id")) for s in withheld))
 
 
 INSTRUCTIONS = Operation(NoArguments, _instructions)
@@ -332,7 +334,7 @@ def _enrich(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     pinned = body["pinned_reference"]
     if pinned is not None and pinned["withheld"] and (pinned["catalog"], pinned["source_id"]) not in withheld:
         withheld[(pinned["catalog"], pinned["source_id"])] = (
-            ref_of(agent, pinned["catalog"], pinned["source_id"]), pinned["reason"], pinned["request_id"])
+            ref_of(qualifies(agent), pinned["catalog"], pinned["source_id"]), pinned["reason"], pinned["request_id"])
     return json_result(body, note=withheld_text(withheld.values()))
 
 
