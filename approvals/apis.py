@@ -1,4 +1,5 @@
-"""The agent's side of approvals: GET /api/v1/approvals lists the calling agent's
+"""The agent's side of approvals: GET /api/v1/approvals (and the MCP tool
+approval_requests, through approval_requests_response) lists the calling agent's
 requests and their states. Also the fields every read path's answer uses to name the
 request an agent should follow (`request_id`) and the gate's state."""
 
@@ -83,7 +84,10 @@ class ApprovalListApi(APIView):
         agent = request_user(request)
         if not isinstance(agent, Agent):
             raise PermissionDenied("Approval requests are an agent's: call with its bearer token.")
-        params = query.validated_data
-        count, page = agent_requests(agent=agent, state=params["state"], limit=params["limit"],
-                                     offset=params["offset"])
-        return Response(self.OutputSerializer({"count": count, "results": page}).data)
+        return Response(approval_requests_response(agent, query.validated_data))
+
+
+def approval_requests_response(agent: Agent, params: dict[str, Any]) -> dict[str, Any]:
+    """The endpoint's body for validated `params` (REST, and the MCP tool approval_requests)."""
+    count, page = agent_requests(agent=agent, state=params["state"], limit=params["limit"], offset=params["offset"])
+    return ApprovalListApi.OutputSerializer({"count": count, "results": page}).data

@@ -3,6 +3,7 @@ are in, and for reviewers the number of requests waiting (templates/base.html)."
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from approvals.queue import pending_count
@@ -13,7 +14,10 @@ SECTIONS = {"home": "catalogs", "search": "catalogs", "approvals": "approvals", 
 
 def reviewer_header(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
+    # A person only: on the HTML an API view renders (the schema's Swagger UI and Redoc
+    # pages), DRF makes the request's user whoever its authentication found, an agent
+    # by its bearer token included, and an agent has no roles and no header.
+    if not isinstance(user, User) or not user.is_authenticated:
         return {}
     roles = roles_of(user)
     match = request.resolver_match

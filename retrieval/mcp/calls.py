@@ -11,7 +11,8 @@ unknown name and fill in defaults). answer():
   3. refuses unknown arguments, fills the defaults the agent's profile gives, and
      validates with the REST view's input serializer;
   4. calls the same service as the REST view, which returns the same JSON: as
-     structuredContent and as text (or another text the tool gives);
+     structuredContent and as text (or another text the tool gives), followed by a
+     second text naming what was withheld, if anything, and the request to follow;
   5. turns a caller error into an isError result carrying the REST JSON error body.
 """
 
@@ -26,7 +27,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.http import Http404
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ContentBlock, TextContent
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
 from rest_framework.utils.encoders import JSONEncoder
@@ -63,10 +64,7 @@ class Operation:
             agent = agent_for_token_hash(token_hash)
             return self.run(agent, self.validate(agent, arguments))
         except (APIException, Http404) as exc:
-            response = exception_handler(exc, {})
-            if response is None:  # not reached: DRF's handler answers both
-                raise
-            return json_result(response.data, is_error=True)
+            return error_result(exc)
         finally:
             close_old_connections()
 
@@ -94,8 +92,20 @@ async def answer(ctx: Ctx, operation: Operation) -> CallToolResult:
     return await sync_to_async(operation.call, thread_sensitive=True)(token_hash, arguments)
 
 
-def json_result(data: dict[str, Any], *, text: str | None = None, is_error: bool = False) -> CallToolResult:
-    """A REST view's JSON body as structuredContent and, unless another text is given, as text."""
+def json_result(data: dict[str, Any], *, text: str | None = None, note: str = "",
+                is_error: bool = False) -> CallToolResult:
+    """A REST view's JSON body as structuredContent and, unless another text is given, as
+    text: the first content item. `note`, when given, is a second text item, for what a
+    reader of the first might miss (what was withheld, and the request to follow)."""
     plain = json.loads(json.dumps(data, cls=JSONEncoder))  # what DRF's JSON renderer would send
     text = json.dumps(plain, ensure_ascii=False) if text is None else text
-    return CallToolResult(content=[TextContent(text=text)], structured_content=plain, is_error=is_error)
+    content: list[ContentBlock] = [TextContent(text=text), *([TextContent(text=note)] if note else [])]
+    return CallToolResult(content=content, structured_content=plain, is_error=is_error)
+
+
+def error_result(exc: APIException | Http404, *, note: str = "") -> CallToolResult:
+    """A caller error as an isError result carrying the REST JSON error body."""
+    response = exception_handler(exc, {})
+    if response is None:  # not reached: DRF's handler answers both
+        raise exc
+    return json_result(response.data, note=note, is_error=True)

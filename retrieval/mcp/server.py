@@ -22,7 +22,8 @@ from retrieval.mcp.tools import TOOLS
 
 INSTRUCTIONS = (
     "Lectern's reference catalogs: read agent_instructions first; search them with rag_search; list, select, "
-    "read and enrich with the reference tools."
+    "read and enrich with the reference tools. A reference withheld for want of an approval names its approval "
+    "request: approval_requests follows it."
 )
 
 

@@ -1,6 +1,6 @@
 """The MCP tools: rag_search, list_references, select_references, read_reference_file,
-enrich and agent_instructions, each a typed function whose docstring and signature the
-SDK publishes as its description and input schema.
+enrich, agent_instructions and approval_requests, each a typed function whose docstring
+and signature the SDK publishes as its description and input schema.
 
 A signature offers every field of the REST view's input serializer, with its limits,
 choices and defaults (tests/retrieval/test_mcp_schema.py holds the two together); the
@@ -8,11 +8,18 @@ serializer, not the signature, checks the arguments (retrieval.mcp.calls), so ev
 parameter is SkipValidation and the SDK only describes it. A null argument counts as
 omitted: the defaults of catalog and top_k come from the agent, those of other optional
 fields from the serializer.
+
+Whatever a tool withholds for want of an approval, its text names, with the request to
+follow (approval_requests lists them): rag_search in its own text, the others in a
+second text item after the first (the REST body as JSON, a file's text, the startup
+instructions), and structuredContent has `request_id` beside each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any, Literal, NamedTuple
 
 from django.conf import settings
@@ -21,8 +28,10 @@ from pydantic import ConfigDict, Field, SkipValidation, with_config
 from rest_framework import serializers
 from typing_extensions import TypedDict
 
+from approvals.apis import ApprovalListApi, approval_requests_response
 from catalog.auth import visible_catalogs
 from catalog.models import Agent
+from catalog.rest.errors import DomainError
 from catalog.rest.fields import NOT_BLANK_PATTERN, StrictSlugField
 from retrieval.apis import SearchApi, search_response
 from retrieval.enrich_apis import (
@@ -38,7 +47,7 @@ from retrieval.enrich_apis import (
 )
 from retrieval.enrichment import references
 from retrieval.enrichment.caller import Caller
-from retrieval.mcp.calls import Ctx, Operation, answer, json_result
+from retrieval.mcp.calls import Ctx, Operation, answer, error_result, json_result
 
 NO_RESULTS = "No relevant documentation found for your query."
 SLUG = r"^[-a-zA-Z0-9_]+$"  # DRF's SlugField, spelled for JSON Schema (Python's \Z is $ there)
@@ -53,6 +62,39 @@ Catalogs = Annotated[
     Field(max_length=50, description="Restrict to these catalogs (default: all the agent may see)."),
     SkipValidation,
 ]
+
+
+# --- what was withheld ----------------------------------------------------------------------
+
+FOLLOW = "approval_requests lists your requests and their states"
+
+
+def qualifies(agent: Agent) -> bool:
+    """Whether the ids written for `agent` name their catalog (it reads several), as
+    enrichment writes them (retrieval.enrichment.caller.Caller.qualify)."""
+    return visible_catalogs(agent).count() > 1
+
+
+def ref_of(qualify: bool, catalog: str, source_id: str) -> str:
+    return f"{catalog}/{source_id}" if qualify else source_id
+
+
+def withheld_reason(reason: str, request_id: int | None) -> str:
+    """The gate's reason, naming the request to follow where the reason does not."""
+    if request_id is None:
+        return f"{reason}; no request yet: select_references asks a reviewer"
+    if re.search(rf"\brequest {request_id}\b", reason):
+        return reason
+    return f"{reason} (request {request_id})"
+
+
+def withheld_text(entries: Iterable[tuple[str, str, int | None]]) -> str:
+    """The references withheld, (ref, reason, request id) each, a line each with the
+    request to follow; '' when none."""
+    lines = [f"- @{ref}: {withheld_reason(reason, request_id)}" for ref, reason, request_id in entries]
+    if not lines:
+        return ""
+    return "\n".join([f"Withheld for want of an approval ({FOLLOW}):", *lines])
 
 
 # --- rag_search ---------------------------------------------------------------------------
@@ -78,15 +120,17 @@ def format_hits(hits: list[dict[str, Any]]) -> str:
     )
 
 
-def withheld_note(withheld: dict[str, Any]) -> str:
+def withheld_note(withheld: dict[str, Any], *, catalog: str, qualify: bool) -> str:
     """The references search left out for want of an approval, with how many matching
-    passages each holds and why (never their content), a line each; '' when none."""
+    passages each holds, why and the request to follow (never their content), a line
+    each; '' when none."""
     if not withheld["count"]:
         return ""
-    lines = [f"- @{entry['source']}: {entry['count']} ({entry['reason']})" for entry in withheld["sources"]]
+    lines = [f"- @{catalog + '/' if qualify else ''}{entry['source']}: {entry['count']} "
+             f"({withheld_reason(entry['reason'], entry['request_id'])})" for entry in withheld["sources"]]
     count = withheld["count"]
     passages = f"{count} matching passage{'' if count == 1 else 's'}"
-    return "\n".join([f"Withheld: {passages} in references that need an approval:", *lines])
+    return "\n".join([f"Withheld: {passages} in references that need an approval ({FOLLOW}):", *lines])
 
 
 def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +149,8 @@ def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def _search(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     body = search_response(agent, params)
-    note = withheld_note(body["withheld"])
+    withheld = body["withheld"]
+    note = withheld_note(withheld, catalog=params["catalog"], qualify=bool(withheld["count"]) and qualifies(agent))
     return json_result(body, text=format_hits(body["results"]) + (f"\n\n{note}" if note else ""))
 
 
@@ -149,8 +194,9 @@ async def rag_search(
 ) -> CallToolResult:
     """Search a reference catalog for passages relevant to a natural-language query. Returns up to
     top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed by
-    its text, then a line naming references whose matching passages were withheld (they need an
-    approval); structuredContent has chunk ids, component scores and `withheld`."""
+    its text, then lines naming references whose matching passages were withheld (they need an
+    approval) and the approval request each waits on; structuredContent has chunk ids, component
+    scores and `withheld`."""
     return await answer(ctx, SEARCH)
 
 
@@ -158,7 +204,11 @@ async def rag_search(
 
 
 def _list(agent: Agent, params: dict[str, Any]) -> CallToolResult:
-    return json_result(references_response(agent, params))
+    body = references_response(agent, params)
+    withheld = [ref for ref in body["references"] if ref["withheld"]]
+    qualify = bool(withheld) and qualifies(agent)
+    return json_result(body, note=withheld_text(
+        (ref_of(qualify, ref["catalog"], ref["source_id"]), ref["reason"], ref["request_id"]) for ref in withheld))
 
 
 LIST = Operation(ReferenceListApi.QuerySerializer, _list)
@@ -177,13 +227,17 @@ async def list_references(
         SkipValidation,
     ] = None,
 ) -> CallToolResult:
-    """List the references (documentation sources) this agent may use."""
+    """List the references (documentation sources) this agent may use; those withheld (they need an
+    approval) are named again in a second text with the approval request each waits on."""
     return await answer(ctx, LIST)
 
 
 def _select(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     caller = Caller.of(agent, params.get("catalogs"))
-    return json_result(references.select_references(caller=caller, ids=params["ids"], tags=params["tags"]))
+    body = references.select_references(caller=caller, ids=params["ids"], tags=params["tags"])
+    return json_result(body, note=withheld_text(
+        (f"{w['catalog']}/{w['source_id']}" if caller.qualify else w["source_id"], w["reason"], w["request_id"])
+        for w in body["withheld"]))
 
 
 SELECT = Operation(ReferenceSelectApi.InputSerializer, _select)
@@ -204,7 +258,8 @@ async def select_references(
     catalogs: Catalogs = None,
 ) -> CallToolResult:
     """Select references by id or by tag (give at least one): returns each one's description,
-    files and instructions, and those withheld (pending approval) with the reason."""
+    files and instructions, and those withheld (they need an approval) with the reason and the
+    approval request to follow (approval_requests)."""
     return await answer(ctx, SELECT)
 
 
@@ -216,8 +271,14 @@ class ReadFileArguments(ReferenceFileApi.QuerySerializer):
 
 
 def _read(agent: Agent, params: dict[str, Any]) -> CallToolResult:
-    body = reference_file_response(agent, catalog=params["catalog"], source_id=params["source_id"],
-                                   path=params["path"])
+    try:
+        body = reference_file_response(agent, catalog=params["catalog"], source_id=params["source_id"],
+                                       path=params["path"])
+    except DomainError as exc:
+        if exc.error_code != "withheld":
+            raise
+        ref = ref_of(qualifies(agent), params["catalog"], params["source_id"])
+        return error_result(exc, note=withheld_text([(ref, str(exc.detail), exc.details["request_id"])]))
     return json_result(body, text=body["text"] if body["encoding"] == "utf-8" else None)
 
 
@@ -234,7 +295,8 @@ async def read_reference_file(
 ) -> CallToolResult:
     """Read one file of a reference this agent has selected (or has by profile): any path that
     select_references lists in `files`. Returns the file's text (structuredContent: path, title,
-    sha256, encoding; a file that is not UTF-8 text comes base64-encoded, as JSON)."""
+    sha256, encoding; a file that is not UTF-8 text comes base64-encoded, as JSON). A reference
+    that needs an approval is an error naming the approval request to follow."""
     return await answer(ctx, READ)
 
 
@@ -247,7 +309,11 @@ class NoArguments(serializers.Serializer[None]):
 
 def _instructions(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     body = instructions_response(agent)
-    return json_result(body, text=body["text"])
+    withheld = [source for source in body["sources"] if source["included"] == "withheld"]
+    qualify = bool(withheld) and qualifies(agent)
+    # the startup text as REST gives it (within the token budget), then what it left out
+    return json_result(body, text=body["text"], note=withheld_text(
+        (ref_of(qualify, s["catalog"], s["source_id"]), s["reason"], s.get("request_id")) for s in withheld))
 
 
 INSTRUCTIONS = Operation(NoArguments, _instructions)
@@ -256,12 +322,20 @@ INSTRUCTIONS = Operation(NoArguments, _instructions)
 async def agent_instructions(ctx: Ctx) -> CallToolResult:
     """This agent's startup instructions: auto references, its preselected ones and those they link to,
     whole or listed within its token budget, and how to search for rag agents. Returns the text
-    (structuredContent: which references were included, listed or withheld, and why)."""
+    (structuredContent: which references were included, listed or withheld, and why), then, in a
+    second text, those withheld (they need an approval) with the approval request each waits on."""
     return await answer(ctx, INSTRUCTIONS)
 
 
 def _enrich(agent: Agent, params: dict[str, Any]) -> CallToolResult:
-    return json_result(enrich_response(agent, params))
+    body = enrich_response(agent, params)
+    withheld = {(h["catalog"], h["source_id"]): (h.get("ref") or h["source_id"], h["reason"], h.get("request_id"))
+                for h in body["hints"] if h["withheld"]}
+    pinned = body["pinned_reference"]
+    if pinned is not None and pinned["withheld"] and (pinned["catalog"], pinned["source_id"]) not in withheld:
+        withheld[(pinned["catalog"], pinned["source_id"])] = (
+            ref_of(qualifies(agent), pinned["catalog"], pinned["source_id"]), pinned["reason"], pinned["request_id"])
+    return json_result(body, note=withheld_text(withheld.values()))
 
 
 ENRICH = Operation(EnrichApi.InputSerializer, _enrich)
@@ -295,8 +369,73 @@ async def enrich(
     ] = None,
 ) -> CallToolResult:
     """Enrich a user prompt or a tool result: expands @reference mentions and appends hints for the
-    references it is about. Returns the enriched text, the hints and a trace id."""
+    references it is about. Returns the enriched text, the hints and a trace id; references withheld
+    (they need an approval) are named again in a second text with the approval request each waits on."""
     return await answer(ctx, ENRICH)
+
+
+# --- approvals ------------------------------------------------------------------------------
+
+
+def request_line(request: dict[str, Any]) -> str:
+    """One request as approval_requests' text lists it: its state and what it waits on."""
+    state = request["state"]
+    line = f"- request {request['id']}: @{request['catalog']}/{request['source_id']} {state}"
+    if state == "pending":
+        line += f", {request['approvals']} of {request['required_approvals']} approvals"
+    if state == "approved" and request["expires_at"]:
+        line += f" until {request['expires_at']}"
+    if request["ended_at"] and state != "approved":
+        line += f" since {request['ended_at']}"
+    line += f"; raised via {request['raised_via']} at {request['created_at']}"
+    if request["previous_id"] is not None:
+        line += f", following request {request['previous_id']}"
+    if not request["current"]:
+        line += "; for content the reference no longer holds"
+    if request["comment"]:
+        line += f"; reviewer's comment: {json.dumps(request['comment'], ensure_ascii=False)}"
+    return line
+
+
+def requests_text(body: dict[str, Any], params: dict[str, Any]) -> str:
+    count, results, offset = body["count"], body["results"], params["offset"]
+    which = f" in state {params['state']}" if params["state"] else ""
+    total = f"{count} approval request{'' if count == 1 else 's'}{which}"
+    if not results:
+        return f"No approval requests{which}." if not count else f"{total}; none from offset {offset}."
+    shown = "" if len(results) == count else f" ({offset + 1}-{offset + len(results)} shown)"
+    lines = [f"{total}, newest first{shown}:", *(request_line(request) for request in results)]
+    if offset + len(results) < count:
+        lines.append(f"More from offset {offset + len(results)}.")
+    return "\n".join(lines)
+
+
+def _approvals(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body = approval_requests_response(agent, params)
+    return json_result(body, text=requests_text(body, params))
+
+
+APPROVALS = Operation(ApprovalListApi.QuerySerializer, _approvals)
+
+
+async def approval_requests(
+    ctx: Ctx,
+    state: Annotated[
+        Literal["", "pending", "approved", "rejected", "expired", "revoked", "lapsed"],
+        Field(description="Only requests in this state; empty: every state."),
+        SkipValidation,
+    ] = "",
+    limit: Annotated[int, Field(ge=1, le=200, description="How many requests, at most."), SkipValidation] = 50,
+    offset: Annotated[
+        int, Field(ge=0, le=1_000_000, description="How many of the newest to skip (the next page)."), SkipValidation
+    ] = 0,
+) -> CallToolResult:
+    """This agent's approval requests, newest first: what waits on a reviewer, what was approved,
+    rejected, revoked, expired or lapsed (the content changed), with the reviewer's comment. A
+    reference withheld for want of an approval names its request: follow it here. Returns a line
+    per request (structuredContent: `count` over all pages and `results`, as GET /api/v1/approvals);
+    never the content or its diff."""
+    return await answer(ctx, APPROVALS)
 
 
 class Tool(NamedTuple):
@@ -314,5 +453,6 @@ TOOLS = {
         Tool(read_reference_file, READ, READ_ONLY),
         Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
         Tool(enrich, ENRICH, RECORDS),
+        Tool(approval_requests, APPROVALS, READ_ONLY),
     )
 }

@@ -27,12 +27,15 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRequest
+from approvals.services.decisions import request_decide
 from catalog.agents import hash_token, new_token
 from catalog.models import Agent, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.models import Selection, Trace
+from tests.approvals.builders import raised
 from tests.config.servers import child_env
-from tests.factories import agent_with_token, import_documents
+from tests.factories import agent_with_token, import_documents, person
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TOKEN = new_token()
@@ -125,10 +128,20 @@ def rest() -> APIClient:
 
 
 def text_of(result: CallToolResult) -> str:
-    """The result's text: the one content item every tool result carries."""
+    """The result's text: the first content item, which every tool result carries."""
     content = result.content[0]
     assert isinstance(content, TextContent), content
     return content.text
+
+
+def note_of(result: CallToolResult) -> str:
+    """The second text item, naming what was withheld: '' when there is none."""
+    assert len(result.content) <= 2, result.content
+    if len(result.content) < 2:
+        return ""
+    note = result.content[1]
+    assert isinstance(note, TextContent), note
+    return note.text
 
 
 def ok(result: CallToolResult) -> dict:
@@ -163,7 +176,7 @@ def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
     assert set(tools) == {"rag_search", "list_references", "select_references", "enrich", "read_reference_file",
-                          "agent_instructions"}
+                          "agent_instructions", "approval_requests"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
@@ -181,6 +194,9 @@ def test_lists_the_tools_with_the_rest_limits(mcp):
     assert read.input_schema["required"] == ["catalog", "source_id", "path"] and read.annotations.read_only_hint
     assert read.input_schema["properties"]["path"]["maxLength"] == 1024
     assert tools["agent_instructions"].input_schema["properties"] == {}
+    approvals = tools["approval_requests"]
+    assert approvals.annotations.read_only_hint and not approvals.input_schema.get("required")
+    assert set(approvals.input_schema["properties"]) == {"state", "limit", "offset"}
 
 
 def test_rag_search_answers_in_seed_003_format_with_the_agent_defaults(mcp, agent, rest):
@@ -295,11 +311,17 @@ def test_a_missing_required_argument_is_the_rest_error(mcp, rest, tool, argument
     assert error(result, "invalid_input")["details"]["fields"]
 
 
-def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_catalog, rest):
+@pytest.fixture
+def vault(indexed_catalog) -> ReferenceSource:
+    """A reference of `ops` that needs an approval."""
     vault = import_documents(catalog=indexed_catalog, slug="vault", documents=[
         DocumentInput("vault.md", "Vault", "Rotate the vault credentials every ninety days.", 47)])
     ReferenceSource.objects.filter(pk=vault.pk).update(requires_approval=True)
+    vault.refresh_from_db()
+    return vault
 
+
+def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, vault, rest):
     result = mcp.call("rag_search", query="rotate vault credentials", mode="bm25")
 
     data = ok(result)
@@ -311,8 +333,9 @@ def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, indexed_cata
     assert data["withheld"] == expected["withheld"]
     text = text_of(result)
     assert text.startswith("No relevant documentation found for your query.")
-    assert text.endswith("\n\nWithheld: 1 matching passage in references that need an approval:\n"
-                         f"- @vault: 1 ({entry['reason']})")
+    assert text.endswith("\n\nWithheld: 1 matching passage in references that need an approval "
+                         "(approval_requests lists your requests and their states):\n"
+                         f"- @vault: 1 (requires approval; request {entry['request_id']} awaits a reviewer)")
     assert "ninety days" not in text
 
 
@@ -379,6 +402,148 @@ def test_an_agent_reading_two_catalogs_that_share_an_id_is_hinted_ids_it_can_act
     selected = ok(mcp.call("select_references", ids=[hinted[0]]))
     assert [(s["catalog"], s["source_id"]) for s in selected["selected"]] == [("lab", "handbook")]
     assert set(Selection.objects.values_list("source__catalog__slug", flat=True)) == {"ops", "lab"}
+
+
+# --- approvals ----------------------------------------------------------------------------
+
+
+def test_approval_requests_lists_this_agents_requests_and_no_one_elses_as_rest_does(mcp, agent, rest,
+                                                                                     indexed_catalog, vault):
+    none_yet = mcp.call("approval_requests")
+    assert ok(none_yet) == {"count": 0, "results": []} and text_of(none_yet) == "No approval requests."
+    keys = import_documents(catalog=indexed_catalog, slug="keys", documents=[
+        DocumentInput("keys.md", "Keys", "Keep the root token offline.", 28)])
+    ReferenceSource.objects.filter(pk=keys.pk).update(requires_approval=True)
+    rejected = raised(agent, vault)
+    request_decide(request_id=rejected, reviewer=person("rita", "reviewer"), verdict="reject",
+                   comment="not for bots")
+    pending = raised(agent, keys)
+    other, _ = agent_with_token(name="other-agent", catalogs=[indexed_catalog])
+    theirs = {raised(other, vault), raised(other, keys)}
+
+    result = mcp.call("approval_requests")
+
+    body = ok(result)
+    assert body == rest.get("/api/v1/approvals").json()
+    assert [r["id"] for r in body["results"]] == [pending, rejected]
+    assert not theirs & {r["id"] for r in body["results"]}
+    assert text_of(result).splitlines() == [
+        "2 approval requests, newest first:",
+        f"- request {pending}: @ops/keys pending, 0 of 1 approvals; raised via select at "
+        f"{body['results'][0]['created_at']}",
+        f"- request {rejected}: @ops/vault rejected; raised via select at {body['results'][1]['created_at']}; "
+        "reviewer's comment: \"not for bots\"",
+    ]
+    assert not any(f"request {other_id}:" in text_of(result) for other_id in theirs)
+
+
+@pytest.mark.parametrize("arguments", [{"state": "rejected"}, {"state": "pending"}, {"state": ""},
+                                       {"limit": 1}, {"limit": 1, "offset": 1}, {"offset": 5}])
+def test_approval_requests_takes_the_rest_filters_and_pages(mcp, agent, rest, indexed_catalog, vault, arguments):
+    keys = import_documents(catalog=indexed_catalog, slug="keys", documents=[
+        DocumentInput("keys.md", "Keys", "Keep the root token offline.", 28)])
+    ReferenceSource.objects.filter(pk=keys.pk).update(requires_approval=True)
+    ApprovalRequest.objects.filter(pk=raised(agent, vault)).update(state="rejected")
+    raised(agent, keys)
+    other, _ = agent_with_token(name="other-agent", catalogs=[indexed_catalog])
+    raised(other, vault)
+
+    result = mcp.call("approval_requests", **arguments)
+
+    expected = rest.get("/api/v1/approvals", arguments).json()
+    assert ok(result) == expected
+    lines = text_of(result).splitlines()
+    assert len([line for line in lines if line.startswith("- request ")]) == len(expected["results"])
+    if arguments == {"limit": 1}:
+        assert lines[0] == "2 approval requests, newest first (1-1 shown):" and lines[-1] == "More from offset 1."
+    if arguments == {"offset": 5}:
+        assert lines == ["2 approval requests; none from offset 5."]
+
+
+@pytest.mark.parametrize("arguments, field", [({"state": "maybe"}, "state"), ({"limit": 0}, "limit"),
+                                              ({"limit": 201}, "limit"), ({"offset": -1}, "offset")])
+def test_a_bad_approval_requests_argument_is_the_rest_error(mcp, rest, arguments, field):
+    result = mcp.call("approval_requests", **arguments)
+
+    assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
+    assert result.structured_content == rest.get("/api/v1/approvals", arguments).json()
+
+
+def test_every_tool_names_the_request_of_what_it_withholds_as_approval_requests_shows_it(mcp, agent, rest, vault):
+    agent.preselected.add(vault)  # the startup instructions take it up, and withhold it
+
+    selected = mcp.call("select_references", ids=["vault", "handbook"])
+
+    (withheld,) = ok(selected)["withheld"]
+    request_id = withheld["request_id"]
+    listed = rest.get("/api/v1/approvals").json()
+    assert [(r["id"], r["source_id"], r["state"]) for r in listed["results"]] == [(request_id, "vault", "pending")]
+    line = f"- @vault: requires approval; request {request_id} awaits a reviewer"
+    header = "Withheld for want of an approval (approval_requests lists your requests and their states):"
+    assert note_of(selected) == f"{header}\n{line}"
+    assert json.loads(text_of(selected)) == ok(selected)  # the first text is the body, as before
+
+    enriched = mcp.call("enrich", text="Follow @vault for the rotation.", surface="prompt")
+    (hint,) = [h for h in ok(enriched)["hints"] if h["source_id"] == "vault"]
+    assert (hint["withheld"], hint["request_id"]) == (True, request_id)
+    assert note_of(enriched) == f"{header}\n{line}"
+
+    searched = mcp.call("rag_search", query="rotate vault credentials", mode="bm25")
+    assert ok(searched)["withheld"]["sources"][0]["request_id"] == request_id
+    assert f"- @vault: 1 (requires approval; request {request_id} awaits a reviewer)" in text_of(searched)
+
+    references = mcp.call("list_references")
+    (entry,) = [r for r in ok(references)["references"] if r["source_id"] == "vault"]
+    assert (entry["withheld"], entry["request_id"]) == (True, request_id)
+    assert note_of(references) == f"{header}\n{line}"
+
+    read = mcp.call("read_reference_file", catalog="ops", source_id="vault", path="vault.md")
+    assert error(read, "withheld")["details"] == {"state": "pending", "request_id": request_id}
+    assert note_of(read) == f"{header}\n{line}"
+    assert "ninety days" not in text_of(read) + note_of(read)
+
+    instructions = mcp.call("agent_instructions")
+    (source,) = [s for s in ok(instructions)["sources"] if s["source_id"] == "vault"]
+    assert (source["included"], source["request_id"]) == ("withheld", request_id)
+    assert text_of(instructions) == ok(instructions)["text"] and note_of(instructions) == f"{header}\n{line}"
+
+    shown = mcp.call("approval_requests")
+    assert ok(shown) == rest.get("/api/v1/approvals").json()
+    assert [r["id"] for r in ok(shown)["results"]] == [request_id]  # every read path named the one request
+    assert text_of(shown).splitlines()[1].startswith(f"- request {request_id}: @ops/vault pending")
+
+
+def test_nothing_withheld_adds_no_second_text(mcp):
+    for result in (mcp.call("list_references"), mcp.call("select_references", ids=["handbook"]),
+                   mcp.call("enrich", text="Please expand @handbook.", surface="prompt"),
+                   mcp.call("agent_instructions")):
+        ok(result)
+        assert note_of(result) == ""
+
+
+def test_a_rejected_request_is_named_with_its_state_and_a_listing_names_one_not_yet_raised(mcp, agent, vault):
+    listed = mcp.call("list_references")  # listing raises no request
+    assert note_of(listed).endswith("- @vault: requires approval; no reviewer has approved it for this agent; "
+                                    "no request yet: select_references asks a reviewer")
+    assert ApprovalRequest.objects.count() == 0
+    request_id = raised(agent, vault)
+    request_decide(request_id=request_id, reviewer=person("rita", "reviewer"), verdict="reject")
+
+    selected = mcp.call("select_references", ids=["vault"])
+
+    assert ok(selected)["withheld"][0]["state"] == "rejected"
+    assert note_of(selected).endswith(f"- @vault: requires approval; request {request_id} was rejected")
+
+
+def test_an_agent_reading_several_catalogs_is_named_ids_with_their_catalog(mcp, agent, vault, make_catalog):
+    agent.catalogs.add(make_catalog("lab"))
+
+    selected = mcp.call("select_references", ids=["ops/vault"])
+
+    request_id = ok(selected)["withheld"][0]["request_id"]
+    assert note_of(selected).endswith(f"- @ops/vault: requires approval; request {request_id} awaits a reviewer")
+    assert note_of(mcp.call("list_references")).endswith(
+        f"- @ops/vault: requires approval; request {request_id} awaits a reviewer")
 
 
 # --- errors -------------------------------------------------------------------------------

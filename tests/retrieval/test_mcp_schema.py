@@ -36,8 +36,8 @@ def expected(field: serializers.Field) -> dict:
         return {"type": "object", "values": expected(field.child)}
     if isinstance(field, serializers.BooleanField):
         return {"type": "boolean"}
-    if isinstance(field, serializers.ChoiceField):
-        return {"type": "string", "enum": sorted(field.choices)}
+    if isinstance(field, serializers.ChoiceField):  # "" too when blank is allowed (read as absent)
+        return {"type": "string", "enum": sorted([*field.choices, *([""] if field.allow_blank else [])])}
     if isinstance(field, serializers.IntegerField | serializers.FloatField):
         kind = "integer" if isinstance(field, serializers.IntegerField) else "number"
         return {"type": kind, **_present(minimum=field.min_value, maximum=field.max_value)}
