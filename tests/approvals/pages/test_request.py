@@ -189,3 +189,22 @@ def test_a_pending_request_for_replaced_content_offers_no_decision(client_for, p
     assert "it can no longer be decided" in html and 'value="approve"' not in html
     refused = decide(client_for(rita), pending, "approve")
     assert refused.status_code == 409 and b"changed since request" in refused.content
+
+
+def test_the_text_section_says_what_the_text_is_to_the_agent_in_each_state(client_for, kb, agent, rita):
+    request_id = raised(agent, kb.vault)
+
+    def said() -> str:
+        html = page_of(client_for(rita), request_id).content.decode()
+        assert "Rotate the vault keys every ninety days." in html
+        # Only the text is governed: listReferences shows the name and description to any agent.
+        assert "the reference's name and description" not in html
+        assert "agents see its name and description in their listings either way" in html
+        return html
+
+    assert "What this agent may read once approved: this document, exactly as indexed." in said()
+    request_decide(request_id=request_id, reviewer=rita, verdict="approve")
+    assert "What this agent may read under this approval: this document, exactly as indexed." in said()
+    import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
+    assert "What this request was for: this document, exactly as indexed." in said()  # lapsed; kept as approved
+
