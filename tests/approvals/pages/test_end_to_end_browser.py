@@ -322,4 +322,6 @@ def test_a_withheld_reference_is_approved_injected_changed_on_disk_and_withheld_
     page.click(f".request-main dl.facts a:has-text('request #{first}')")
     page.wait_for_url(f"{live_server.url}/approvals/{first}/")
     expect(page.locator("#decision-panel .panel-head .state")).to_have_text("lapsed")
+    expect(page.locator(".request-main dl.facts a", has_text=f"request #{raised['id']}")).to_be_visible()
+    assert page.locator("pre.doc-text").text_content() == APPROVED  # the text that was approved, kept
     shot(page, "07-old-request-lapsed")

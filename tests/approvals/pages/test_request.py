@@ -208,3 +208,15 @@ def test_the_text_section_says_what_the_text_is_to_the_agent_in_each_state(clien
     import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
     assert "What this request was for: this document, exactly as indexed." in said()  # lapsed; kept as approved
 
+def test_a_request_followed_by_another_links_to_it(client_for, kb, agent, rita):
+    first = approved(agent, kb.vault, rita)
+    import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
+    new = ApprovalRequest.objects.get(state="pending", previous_id=first.pk)
+
+    old_page = page_of(client_for(rita), first.pk).content.decode()
+    new_page = page_of(client_for(rita), new.pk).content.decode()
+
+    link = f'<a href="{reverse("approvals-request", args=[new.pk])}">request #{new.pk}</a>'
+    assert f"<dt>Followed by</dt><dd>{link}" in old_page
+    assert "Followed by" not in new_page
+
