@@ -5,12 +5,16 @@ a refusal (decided first by another reviewer, four eyes) is a message, never a 5
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
+from approvals.services.revocation import approval_revoke
 from tests.approvals.builders import VAULT_TEXT, approved, document, raised
 from tests.factories import import_documents
 
@@ -208,6 +212,7 @@ def test_the_text_section_says_what_the_text_is_to_the_agent_in_each_state(clien
     import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
     assert "What this request was for: this document, exactly as indexed." in said()  # lapsed; kept as approved
 
+
 def test_a_request_followed_by_another_links_to_it(client_for, kb, agent, rita):
     first = approved(agent, kb.vault, rita)
     import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
@@ -220,3 +225,16 @@ def test_a_request_followed_by_another_links_to_it(client_for, kb, agent, rita):
     assert f"<dt>Followed by</dt><dd>{link}" in old_page
     assert "Followed by" not in new_page
 
+
+def test_every_time_on_the_page_says_its_zone(client_for, pending, rita):
+    ApprovalRequest.objects.filter(pk=pending).update(notified_at=datetime(2026, 3, 4, 10, 30, tzinfo=UTC))
+    request_decide(request_id=pending, reviewer=rita, verdict="approve")
+    approval_revoke(request_id=pending, by=rita, reason="moved to another team")
+    Decision.objects.filter(request_id=pending).update(created_at=datetime(2026, 3, 4, 11, 15, tzinfo=UTC))
+
+    html = page_of(client_for(rita), pending).content.decode()
+
+    assert "reviewers e-mailed 10:30 UTC" in html
+    assert "2026-03-04 11:15 UTC · web" in html  # the decision
+    times = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d(?! UTC)", html)
+    assert times == [], "a time without its zone"
