@@ -238,3 +238,18 @@ def test_every_time_on_the_page_says_its_zone(client_for, pending, rita):
     assert "2026-03-04 11:15 UTC · web" in html  # the decision
     times = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d(?! UTC)", html)
     assert times == [], "a time without its zone"
+
+
+def test_a_request_after_an_expired_approval_does_not_say_the_content_changed(client_for, kb, agent, rita):
+    first = approved(agent, kb.vault, rita)
+    ApprovalRequest.objects.filter(pk=first.pk).update(state="expired")
+    again = raised(agent, kb.vault)
+    assert ApprovalRequest.objects.get(pk=again).previous_id == first.pk
+
+    html = page_of(client_for(rita), again).content.decode()
+    queue = client_for(rita).get(reverse("approvals-queue")).content.decode()
+
+    assert "content changed" not in html.lower()  # it is the content approved before
+    assert f"request #{first.pk}</a> (the same content; that request is expired)" in html
+    assert f"The content is the same as in request #{first.pk} (expired): nothing changed to show" in html
+    assert "via select · asked again" in queue and "content changed" not in queue
