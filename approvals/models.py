@@ -156,6 +156,13 @@ class ApprovalRequest(models.Model):
     def __str__(self) -> str:
         return f"request {self.pk} ({self.state})"
 
+    @property
+    def follows_other_content(self) -> bool:
+        """Whether the request this one follows was for other content (the source changed
+        in between), rather than for this same content (an approval that expired, or one
+        short of the approvals a policy now requires). Reads `previous`: select it along."""
+        return self.previous is not None and self.previous.fingerprint != self.fingerprint
+
 
 class Decision(models.Model):
     """One reviewer's verdict on a request. A reviewer decides a request once; distinct

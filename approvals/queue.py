@@ -79,7 +79,9 @@ class ShownDocument:
 class RequestReview:
     """approvals.queries.request_detail as the page shows it: the documents bounded for
     a browser, the policies behind the rule, who last changed the source or a policy
-    covering it (four eyes keeps them from approving), the revocation if any."""
+    covering it (four eyes keeps them from approving), the revocation if any, and the
+    request raised after it (content changed, an approval expired), for a reviewer who
+    lands on this one from an old e-mail or the history."""
 
     request: ApprovalRequest
     rule: Rule
@@ -89,6 +91,7 @@ class RequestReview:
     policies: list[ApprovalPolicy]
     changed_by: list[str]
     revocation: Revocation | None
+    followed_by: int | None
 
 
 def request_review(*, request_id: int) -> RequestReview | None:
@@ -107,7 +110,9 @@ def request_review(*, request_id: int) -> RequestReview | None:
     return RequestReview(request=request, rule=detail.rule, current=request.fingerprint == request.source.fingerprint,
                        documents=None if detail.documents is None else _shown(detail.documents),
                        decisions=detail.decisions, policies=policies, changed_by=sorted(changed_by),
-                       revocation=revocations([request.pk]).get(request.pk) if revoked else None)
+                       revocation=revocations([request.pk]).get(request.pk) if revoked else None,
+                       followed_by=ApprovalRequest.objects.filter(previous_id=request.pk).order_by("-pk")
+                       .values_list("pk", flat=True).first())
 
 
 def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:

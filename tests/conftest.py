@@ -1,5 +1,6 @@
 """Shared fixtures: a real embedded Postgres (pytest-django's test database), the real
-ONNX embedder, and named callers per role; the test tiers (`unit`, `integration`)."""
+ONNX embedder, named callers per role, and a browser (Debian's chromium driven by
+Playwright); the test tiers (`unit`, `integration`)."""
 
 from __future__ import annotations
 
@@ -172,3 +173,35 @@ def demo(django_db_setup, django_db_blocker):
         finally:
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)
+
+
+# --- the browser ----------------------------------------------------------------------------
+# Debian's chromium (`make chromium`), driven by Playwright for Python: never a browser
+# Playwright downloads. One per test module; each test gets a fresh context (no cookies).
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is missing: `make chromium` installs it")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API runs an event loop in this thread, which Django's ORM (used
+    # by fixtures and the transactional flush) would otherwise refuse.
+    with pytest.MonkeyPatch.context() as patch, sync_api.sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A page in a fresh browser context; every wait in it fails after 15 seconds."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    context.set_default_timeout(15_000)
+    yield context.new_page()
+    context.close()

@@ -58,7 +58,7 @@ def reviewers_notify(*, request_ids: Sequence[int]) -> int:
     with transaction.atomic():
         claimed = list(ApprovalRequest.objects.select_for_update(of=("self",), skip_locked=True)
                        .filter(pk__in=list(request_ids), state=ApprovalRequest.State.PENDING, notified_at__isnull=True)
-                       .select_related("source__catalog", "agent").order_by("pk"))
+                       .select_related("source__catalog", "agent", "previous").order_by("pk"))
         if not claimed:
             return 0
         ApprovalRequest.objects.filter(pk__in=[r.pk for r in claimed]).update(notified_at=timezone.now())
@@ -80,8 +80,10 @@ def _message(request: ApprovalRequest, recipients: list[str]) -> EmailMessage:
         if len(context) > CONTEXT_IN_MAIL_CHARS:
             context = context[:CONTEXT_IN_MAIL_CHARS - 1] + "…"
         lines.append(f"Context: {context}")
-    if request.previous_id is not None:
-        lines.append(f"It follows request {request.previous_id}: the content changed since.")
+    if request.previous is not None:
+        lines.append(f"It follows request {request.previous_id}: the content changed since."
+                     if request.follows_other_content else
+                     f"It follows request {request.previous_id} (now {request.previous.state}), for the same content.")
     lines += ["", f"Review it: {settings.LECTERN_BASE_URL}{reverse('approvals-request', args=[request.pk])}",
               "", "You receive this as a member of Lectern's reviewer group."]
     return EmailMessage(subject=" ".join(subject.split()), body="\n".join(lines), to=recipients)

@@ -114,3 +114,18 @@ def test_a_content_change_mails_the_new_request_with_what_it_follows(kb, agent, 
     [message] = mail.outbox
     assert f"(request {new.pk})" in message.subject
     assert f"It follows request {old.pk}: the content changed since." in message.body
+
+
+def test_a_request_after_an_expired_approval_is_mailed_as_the_same_content(kb, agent, rita, addressed,
+                                                                           django_capture_on_commit_callbacks):
+    old = approved(agent, kb.vault, rita)
+    ApprovalRequest.objects.filter(pk=old.pk).update(state="expired")
+    mail.outbox.clear()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        new = raise_for(agent, kb.vault)
+
+    [message] = mail.outbox
+    assert ApprovalRequest.objects.get(pk=new).previous_id == old.pk
+    assert f"It follows request {old.pk} (now expired), for the same content." in message.body
+    assert "changed" not in message.body

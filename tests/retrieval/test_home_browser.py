@@ -1,5 +1,6 @@
 """The home page in a real browser (Debian's chromium driven by Playwright): sign-in,
-the catalog list, and searches whose results htmx swaps into the page."""
+the catalog list, and searches whose results htmx swaps into the page (the browser and
+page fixtures are tests/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -12,33 +13,8 @@ from tests.factories import person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path("/tmp/lectern-shots")
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is missing: `make chromium` installs it")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API runs an event loop in this thread, which Django's ORM
-    # (used by fixtures and the transactional flush) would otherwise refuse.
-    with pytest.MonkeyPatch.context() as patch, sync_api.sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
-    context.set_default_timeout(15_000)
-    yield context.new_page()
-    context.close()
 
 
 @pytest.fixture

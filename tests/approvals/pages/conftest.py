@@ -1,10 +1,8 @@
 """Fixtures for the reviewer's pages: named people for every row of the permission
 matrix (tests/approvals/conftest.py has rita and rob, reviewers, and cora, a curator),
-a pending request, a signed-in client per person; a browser."""
+a pending request, a signed-in client per person (the browser is tests/conftest.py's)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -53,31 +51,3 @@ def client_for():
 
     return make
 
-
-# --- the browser (Debian's chromium driven by Playwright, as tests/retrieval/test_home_browser.py) ---
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is missing: `make chromium` installs it")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API runs an event loop in this thread, which Django's ORM (used
-    # by fixtures and the transactional flush) would otherwise refuse.
-    with pytest.MonkeyPatch.context() as patch, sync_api.sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
-    context.set_default_timeout(15_000)
-    yield context.new_page()
-    context.close()

@@ -5,12 +5,16 @@ a refusal (decided first by another reviewer, four eyes) is a message, never a 5
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
+from approvals.services.revocation import approval_revoke
 from tests.approvals.builders import VAULT_TEXT, approved, document, raised
 from tests.factories import import_documents
 
@@ -189,3 +193,63 @@ def test_a_pending_request_for_replaced_content_offers_no_decision(client_for, p
     assert "it can no longer be decided" in html and 'value="approve"' not in html
     refused = decide(client_for(rita), pending, "approve")
     assert refused.status_code == 409 and b"changed since request" in refused.content
+
+
+def test_the_text_section_says_what_the_text_is_to_the_agent_in_each_state(client_for, kb, agent, rita):
+    request_id = raised(agent, kb.vault)
+
+    def said() -> str:
+        html = page_of(client_for(rita), request_id).content.decode()
+        assert "Rotate the vault keys every ninety days." in html
+        # Only the text is governed: listReferences shows the name and description to any agent.
+        assert "the reference's name and description" not in html
+        assert "agents see its name and description in their listings either way" in html
+        return html
+
+    assert "What this agent may read once approved: this document, exactly as indexed." in said()
+    request_decide(request_id=request_id, reviewer=rita, verdict="approve")
+    assert "What this agent may read under this approval: this document, exactly as indexed." in said()
+    import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
+    assert "What this request was for: this document, exactly as indexed." in said()  # lapsed; kept as approved
+
+
+def test_a_request_followed_by_another_links_to_it(client_for, kb, agent, rita):
+    first = approved(agent, kb.vault, rita)
+    import_documents(catalog=kb.catalog, slug="vault", documents=[document("rotation.md", "New text.\n")])
+    new = ApprovalRequest.objects.get(state="pending", previous_id=first.pk)
+
+    old_page = page_of(client_for(rita), first.pk).content.decode()
+    new_page = page_of(client_for(rita), new.pk).content.decode()
+
+    link = f'<a href="{reverse("approvals-request", args=[new.pk])}">request #{new.pk}</a>'
+    assert f"<dt>Followed by</dt><dd>{link}" in old_page
+    assert "Followed by" not in new_page
+
+
+def test_every_time_on_the_page_says_its_zone(client_for, pending, rita):
+    ApprovalRequest.objects.filter(pk=pending).update(notified_at=datetime(2026, 3, 4, 10, 30, tzinfo=UTC))
+    request_decide(request_id=pending, reviewer=rita, verdict="approve")
+    approval_revoke(request_id=pending, by=rita, reason="moved to another team")
+    Decision.objects.filter(request_id=pending).update(created_at=datetime(2026, 3, 4, 11, 15, tzinfo=UTC))
+
+    html = page_of(client_for(rita), pending).content.decode()
+
+    assert "reviewers e-mailed 10:30 UTC" in html
+    assert "2026-03-04 11:15 UTC · web" in html  # the decision
+    times = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d(?! UTC)", html)
+    assert times == [], "a time without its zone"
+
+
+def test_a_request_after_an_expired_approval_does_not_say_the_content_changed(client_for, kb, agent, rita):
+    first = approved(agent, kb.vault, rita)
+    ApprovalRequest.objects.filter(pk=first.pk).update(state="expired")
+    again = raised(agent, kb.vault)
+    assert ApprovalRequest.objects.get(pk=again).previous_id == first.pk
+
+    html = page_of(client_for(rita), again).content.decode()
+    queue = client_for(rita).get(reverse("approvals-queue")).content.decode()
+
+    assert "content changed" not in html.lower()  # it is the content approved before
+    assert f"request #{first.pk}</a> (the same content; that request is expired)" in html
+    assert f"The content is the same as in request #{first.pk} (expired): nothing changed to show" in html
+    assert "via select · asked again" in queue and "content changed" not in queue
