@@ -16,7 +16,7 @@ endif
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run serve test test-fast setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
+.PHONY: run serve test test-fast screenshots setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
 
 # Every dependency installs from a wheel (--only-binary): nothing is compiled here.
 NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
@@ -64,6 +64,11 @@ test: setup chromium
 # neither the embedded Postgres nor migrations are set up for it.
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -m unit
+
+# Every browser test audits its pages (tests/browser.py) and photographs them at 1280 and
+# 390 px: into var/screenshots normally, into docs/screenshots here.
+screenshots: setup chromium
+	LECTERN_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -m browser -p no:randomly -q
 
 # lint-imports checks the layers contract in pyproject.toml. Settings start nothing, and
 # the OpenAPI check builds the schema without a database.

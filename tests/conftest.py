@@ -12,6 +12,7 @@ import pytest
 
 from catalog.models import Catalog
 from catalog.sources.documents import DocumentInput
+from tests.browser import console_watch
 from tests.factories import agent_with_token, import_documents
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -200,8 +201,11 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A page in a fresh browser context; every wait in it fails after 15 seconds."""
+    """A page in a fresh browser context; every wait in it fails after 15 seconds; its
+    console errors are collected for tests.browser.page_audit."""
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     context.set_default_timeout(15_000)
-    yield context.new_page()
+    page = context.new_page()
+    console_watch(page)  # tests.browser.page_audit: no console errors
+    yield page
     context.close()

@@ -5,15 +5,14 @@ page fixtures are tests/conftest.py's)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.browser import page_audit
 from tests.factories import person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SHOTS = Path("/tmp/lectern-shots")
 PASSWORD = "correct horse battery"
 
 
@@ -41,8 +40,7 @@ def test_anonymous_visit_redirects_to_the_login_page(page, live_server):
 
     assert page.url == f"{live_server.url}/accounts/login/?next=/"
     assert page.locator("h1").inner_text() == "Sign in"
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / "login.png"), full_page=True)
+    page_audit(page, "login")
 
 
 def test_signed_in_curator_searches_and_sees_swapped_in_hits(page, live_server, curator, indexed_catalog):
@@ -59,8 +57,7 @@ def test_signed_in_curator_searches_and_sees_swapped_in_hits(page, live_server, 
     scores = page.locator("#results .hit .scores").first.inner_text()
     assert re.search(r"bm25 \d+\.\d{3}", scores) and re.search(r"vector \d\.\d{3}", scores), scores
     assert page.locator("#results h1").count() == 0, "the partial, not the full search page"
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / "home-results.png"), full_page=True)
+    page_audit(page, "home-results")
 
 
 def test_a_blank_query_shows_the_error_in_place(page, live_server, curator, indexed_catalog):
@@ -72,8 +69,7 @@ def test_a_blank_query_shows_the_error_in_place(page, live_server, curator, inde
 
     assert "query" in error.inner_text() and "required" in error.inner_text()
     assert page.locator("#results .hit").count() == 0
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / "home-error.png"), full_page=True)
+    page_audit(page, "home-error")
 
 
 def test_a_failing_search_says_so_instead_of_staying_silent(page, live_server, curator, indexed_catalog):

@@ -12,7 +12,7 @@ request, neither the old text nor the new one in any answer) while the queue sho
 new request with the diff against the approved text.
 
 Every wait is on a condition (Playwright's, or django-q2's wait for a task's result),
-bounded; each step is photographed into /tmp/lectern-e2e-shots/ for a human to look at."""
+bounded; each step is audited (tests.browser.page_audit: console, accessibility, 1280 and 390 px) and photographed."""
 
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ from playwright.sync_api import expect
 
 from catalog.indexing.runs import TASK_NAME
 from catalog.models import Catalog, IndexRun, ReferenceSource
+from tests.browser import page_audit
 from tests.config.servers import child_env
 from tests.factories import agent_with_token, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 BASE_DIR = Path(__file__).resolve().parents[3]
-SHOTS = Path("/tmp/lectern-e2e-shots")
 PASSWORD = "correct horse battery"
 WORKER_WAIT_MS = 120_000  # a bound, not a pause: the worker starts, loads the model and indexes
 
@@ -212,8 +212,7 @@ def worker(transactional_db, files, tmp_path, monkeypatch) -> Iterator[Worker]:
 
 
 def shot(page, name: str) -> None:
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    page_audit(page, f"e2e-{name}")
 
 
 def open_request(page, request_id: int) -> None:

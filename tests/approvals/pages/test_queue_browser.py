@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -19,11 +18,11 @@ from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from catalog.models import Agent, Catalog, ReferenceSource
 from tests.approvals.builders import document
+from tests.browser import page_audit
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SHOTS = Path("/tmp/queue-shots")
 PASSWORD = "correct horse battery"
 
 VAULT = """# Vault key rotation
@@ -95,9 +94,8 @@ def desk(transactional_db) -> Desk:
     return Desk(catalog, vault, runbook, support, deploy, changed, first)
 
 
-def shot(page, name: str) -> None:
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+def shot(page, name: str, **allowed) -> None:
+    page_audit(page, f"approvals-{name}", **allowed)
 
 
 def sign_in(page, base_url: str, username: str, next_path: str = "/approvals/") -> None:
