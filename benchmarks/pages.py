@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -160,6 +162,8 @@ def pages_benchmark(*, dataset: Path, rounds: int, warmup: int, log: Log, source
         with connection.cursor() as cursor:
             cursor.execute("VACUUM (ANALYZE) catalog_referencesource, catalog_document, catalog_chunk, "
                            "approvals_approvalrequest, approvals_auditentry")
+    if not settings.DEBUG and "Manifest" in settings.STORAGES["staticfiles"]["BACKEND"]:
+        call_command("collectstatic", interactive=False, verbosity=0)  # as served: hashed names from the manifest
     client = Client()
     client.force_login(person)
     pages = urls(world)
