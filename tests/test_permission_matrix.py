@@ -189,13 +189,15 @@ PERSON_CURATORS = (401, 404, 404, 200, 403, 200, 200, 403, 403)  # people only
 VIEWERS = (LOGIN, 403, 403, 200, 200, 200, 200, LOGIN, LOGIN)  # the reviewer's pages
 DECIDERS = (LOGIN, 403, 403, 403, 302, 302, 302, LOGIN, LOGIN)
 SIGNED_IN_PAGE = (LOGIN, 200, 200, 200, 200, 200, 200, LOGIN, LOGIN)
+CURATOR_FORMS = (LOGIN, 403, 403, 302, 403, 302, 302, LOGIN, LOGIN)
 ADMIN_STAFF = (ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, 403, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 
 CALLS: list[Call] = [
     # --- the agent and reader API (catalog.auth.visible_catalogs: no role, no catalog) ---
     Call("api-health", "GET", EVERYONE_200),
-    Call("api-status", "GET", SIGNED_IN_200),
+    Call("api-status", "GET", SIGNED_IN_200),  # the embeddings to all; the rest to roles and curator agents
+    Call("api-status-reset", "POST", (401, 403, 403, 200, 403, 200, 200, 403, 200), writes=True),  # audited
     Call("api-catalogs", "GET", SIGNED_IN_200),  # no role: an empty list
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),
@@ -240,6 +242,9 @@ CALLS: list[Call] = [
          writes=True),
     Call("approvals-bulk", "POST", (LOGIN, 403, 403, 403, 200, 200, 200, LOGIN, LOGIN),
          body=lambda world: {"ids": [world.pending], "verdict": "reject", "comment": "no"}, writes=True),
+    # --- the status page: anyone with a role; its reset: curators ---
+    Call("status-page", "GET", VIEWERS),
+    Call("status-reset", "POST", CURATOR_FORMS, writes=True),
     # --- the home page and its search: anyone signed in (no role: no catalog to search) ---
     Call("home", "GET", SIGNED_IN_PAGE),
     Call("search-results", "GET", (LOGIN, 400, 400, 200, 200, 200, 200, LOGIN, LOGIN),
@@ -348,8 +353,8 @@ def permitted_person(call: Call) -> str:
 
 def test_the_forms_and_the_api_writes_are_all_checked():
     assert {call.id for call in FORMS} == {"approvals-decide-POST", "approvals-revoke-POST", "approvals-bulk-POST",
-                                           "login-POST", "logout-POST"}
-    assert len(API_WRITES) == 9
+                                           "status-reset-POST", "login-POST", "logout-POST"}
+    assert len(API_WRITES) == 10
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -1,0 +1,4 @@
+"""The curator's dashboard pages this package serves: the status page (the model, the
+database, the queue, schedules, index sizes, disk; the reset). The catalog and search
+pages are retrieval/views.py; the reviewer's pages approvals/views.py; all share
+templates/base.html."""
