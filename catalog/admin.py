@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from django.db.models import ForeignKey
 from django.http import HttpRequest
 
+from catalog.agents import agent_changed_announce, agent_snapshot, preselected_outside
 from catalog.models import Agent, Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
 from catalog.sources.editing import source_changed_by, upload_put
 
@@ -96,11 +97,25 @@ class UploadedFileAdmin(admin.ModelAdmin[UploadedFile]):
         upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text, by=_person(request))
 
 
+class AgentAdminForm(forms.ModelForm[Agent]):
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        outside = preselected_outside(data.get("catalogs") or [], data.get("preselected") or [])
+        if outside:
+            self.add_error("preselected", f"Pinned references must be in the agent's catalogs: {', '.join(outside)}.")
+        return data
+
+
+BEFORE = "_lectern_agent_before"
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin[Agent]):
-    """Tokens are created with `manage.py create_agent` (shown once); here the scope,
-    the profile and the active flag are edited."""
+    """Tokens are issued and revoked on the dashboard's agent pages or with `manage.py
+    create_agent` (shown once); here the scope, the profile and the active flag are
+    edited, and each change is announced for the audit log as the pages' are."""
 
+    form = AgentAdminForm
     list_display = ["name", "token_hint", "strategy", "token_budget", "is_active", "created_at", "last_used_at"]
     list_filter = ["strategy", "is_active", "is_curator"]
     filter_horizontal = ["catalogs", "preselected"]
@@ -114,3 +129,14 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: forms.ModelForm[Agent], change: bool) -> None:
+        if change:  # the stored settings, before this save (the pins are saved after, in save_related)
+            setattr(request, BEFORE, agent_snapshot(Agent.objects.get(pk=obj.pk)))
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm[Agent], formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        before = getattr(request, BEFORE, None)
+        if before is not None:
+            agent_changed_announce(agent=form.instance, before=before, by=_person(request))

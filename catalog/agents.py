@@ -1,11 +1,23 @@
-"""Agents and their bearer tokens: the one place a token is issued.
+"""Agents and their bearer tokens: the one place an agent is written.
 
-A token is shown once, to whoever asked for it (a command's output, the demo loader's
-report, a test), and only its sha256 is stored: tokens are 256-bit random strings, so a
-plain hash is a safe at-rest form. `manage.py create_agent`, the demo loader, the
-benchmarks and the tests all issue tokens through agent_create / agent_token_rotate,
-which announce each issue (`catalog.signals.token_issued`, without the token: approvals
-writes it to the audit log).
+A token is shown once, to whoever asked for it (a command's output, the dashboard's
+page, the demo loader's report, a test), and only its sha256 is stored: tokens are
+256-bit random strings, so a plain hash is a safe at-rest form. `manage.py
+create_agent`, the dashboard's agent pages (retrieval/dashboard/), the admin, the demo
+loader, the benchmarks and the tests all write agents through these functions, which
+announce each write (`catalog.signals`: token_issued, agent_changed, token_revoked;
+never the token): approvals writes them to the audit log.
+
+- agent_create: a new agent and its token.
+- agent_token_rotate: a new token (the old one stops working); a revoked agent is
+  active again with it.
+- agent_update: scope (catalogs), pinned references and profile.
+- agent_token_revoke: the token stops working at once and for good (its hash is
+  replaced by one of a token nobody holds); the agent is inactive until a new token
+  is issued.
+
+An agent's pinned (preselected) references must lie in its catalogs: every write
+checks it (`preselected_outside`), so a scope narrowed later cannot keep a pin behind.
 """
 
 from __future__ import annotations
@@ -16,10 +28,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from catalog.models import Agent, Catalog, ReferenceSource
-from catalog.signals import token_issued
+from catalog.signals import agent_changed, token_issued, token_revoked
 
 TOKEN_PREFIX = "lct_"
 HINT_CHARS = 8  # the token's first characters, stored to tell tokens apart
@@ -40,19 +53,75 @@ def _token_issue(agent: Agent) -> str:
     return token
 
 
+# What an agent's profile holds besides its scope and pins: the fields agent_update takes.
+PROFILE_FIELDS = ("is_curator", "strategy", "token_budget", "default_top_k", "semantic_threshold", "semantic_margin",
+                  "max_hints")
+
+
+def _curator_or_command(by: User | None) -> None:
+    """A person writing an agent must be a curator (the pages check first; this is the
+    service's own check). None: a command, the demo loader or a test."""
+    from catalog.auth import CURATOR_GROUP, has_role  # catalog.auth imports this module
+
+    if by is not None and not has_role(by, CURATOR_GROUP):
+        raise PermissionDenied("only curators manage agents")
+
+
+def preselected_outside(catalogs: Iterable[Catalog], preselected: Iterable[ReferenceSource]) -> list[str]:
+    """The pinned references (catalog/slug) that lie outside `catalogs`, sorted."""
+    scope = {catalog.pk for catalog in catalogs}
+    return sorted(f"{source.catalog.slug}/{source.slug}" for source in preselected if source.catalog_id not in scope)
+
+
+def _check_pins(catalogs: list[Catalog], preselected: list[ReferenceSource]) -> None:
+    outside = preselected_outside(catalogs, preselected)
+    if outside:
+        raise ValidationError({"preselected": f"pinned references must be in the agent's catalogs: "
+                                              f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} not"})
+
+
+def agent_snapshot(agent: Agent) -> dict[str, Any]:
+    """What an audit entry records of an agent's settings: the profile fields, whether
+    it is active, its catalogs' slugs and its pins as catalog/slug, sorted."""
+    return {
+        **{field: getattr(agent, field) for field in PROFILE_FIELDS},
+        "is_active": agent.is_active,
+        "catalogs": sorted(agent.catalogs.values_list("slug", flat=True)),
+        "preselected": sorted(f"{catalog}/{slug}" for catalog, slug in
+                              agent.preselected.values_list("catalog__slug", "slug")),
+    }
+
+
+def agent_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{field: {"from": old, "to": new}} for each field that differs."""
+    return {field: {"from": before[field], "to": value} for field, value in after.items() if before.get(field) != value}
+
+
+def agent_changed_announce(*, agent: Agent, before: dict[str, Any], by: User | None) -> dict[str, dict[str, Any]]:
+    """Announce what changed since `before` (agent_snapshot), if anything; the changes."""
+    changes = agent_changes(before, agent_snapshot(agent))
+    if changes:
+        agent_changed.send(sender=Agent, agent=agent, by=by, changes=changes)
+    return changes
+
+
 @transaction.atomic
 def agent_create(*, name: str, catalogs: Iterable[Catalog] = (), preselected: Iterable[ReferenceSource] = (),
                  by: User | None = None, **profile: Any) -> tuple[Agent, str]:
     """A new agent scoped to `catalogs`, with `profile` (is_curator, strategy,
     token_budget, default_top_k, ...), and its token; `by`: the person asking (None: a
-    command or a service). Raises ValidationError on a field out of range or a name taken."""
+    command or a service). Raises ValidationError on a field out of range, a name taken
+    or a pinned reference outside the catalogs."""
+    _curator_or_command(by)
+    catalogs, preselected = list(catalogs), list(preselected)
     agent = Agent(name=name, **profile)
     token = _token_issue(agent)
     agent.full_clean()
+    _check_pins(catalogs, preselected)
     agent.save()
     agent.catalogs.set(catalogs)
     agent.preselected.set(preselected)
-    token_issued.send(sender=Agent, agent=agent, created=True, by=by)
+    token_issued.send(sender=Agent, agent=agent, created=True, reactivated=False, by=by)
     return agent, token
 
 
@@ -60,19 +129,77 @@ def agent_create(*, name: str, catalogs: Iterable[Catalog] = (), preselected: It
 def agent_token_rotate(*, name: str, catalogs: Iterable[Catalog] | None = None,
                        preselected: Iterable[ReferenceSource] | None = None, by: User | None = None,
                        **profile: Any) -> tuple[Agent, str]:
-    """A new token for agent `name`, created when missing; the old token stops working.
-    `catalogs`, `preselected` and `profile` fields replace the agent's when given."""
+    """A new token for agent `name`, created when missing; the old token stops working
+    and a revoked agent is active again. `catalogs`, `preselected` and `profile` fields
+    replace the agent's when given."""
+    _curator_or_command(by)
     agent = Agent.objects.select_for_update().filter(name=name).first()
     if agent is None:
         return agent_create(name=name, catalogs=catalogs or (), preselected=preselected or (), by=by, **profile)
+    reactivated = not agent.is_active and profile.get("is_active", True)
+    profile = {"is_active": True, **profile}
+    before = agent_snapshot(agent)
     for field, value in profile.items():
         setattr(agent, field, value)
     token = _token_issue(agent)
     agent.full_clean()
+    new_catalogs = list(catalogs) if catalogs is not None else list(agent.catalogs.all())
+    new_pins = list(preselected) if preselected is not None else list(agent.preselected.select_related("catalog"))
+    if catalogs is not None or preselected is not None:
+        _check_pins(new_catalogs, new_pins)
     agent.save()
     if catalogs is not None:
-        agent.catalogs.set(catalogs)
+        agent.catalogs.set(new_catalogs)
     if preselected is not None:
-        agent.preselected.set(preselected)
-    token_issued.send(sender=Agent, agent=agent, created=False, by=by)
+        agent.preselected.set(new_pins)
+    token_issued.send(sender=Agent, agent=agent, created=False, reactivated=bool(reactivated), by=by)
+    changes = agent_changes(before, agent_snapshot(agent))
+    changes.pop("is_active", None)  # the token's audit entry says so (reactivated)
+    if changes:
+        agent_changed.send(sender=Agent, agent=agent, by=by, changes=changes)
     return agent, token
+
+
+@transaction.atomic
+def agent_update(*, agent_id: int, by: User | None, catalogs: Iterable[Catalog] | None = None,
+                 preselected: Iterable[ReferenceSource] | None = None,
+                 **profile: Any) -> tuple[Agent, dict[str, dict[str, Any]]]:
+    """Change agent `agent_id`'s scope, pins and profile (PROFILE_FIELDS); what is not
+    given stays. Returns the agent and what changed ({} when nothing did: nothing is
+    announced). Raises Agent.DoesNotExist, ValidationError (a field out of range, a pin
+    outside the catalogs), PermissionDenied (a person who is no curator)."""
+    _curator_or_command(by)
+    unknown = sorted(set(profile) - set(PROFILE_FIELDS))
+    if unknown:
+        raise TypeError(f"agent_update() cannot set {', '.join(unknown)}")
+    agent = Agent.objects.select_for_update().get(pk=agent_id)
+    before = agent_snapshot(agent)
+    for field, value in profile.items():
+        setattr(agent, field, value)
+    agent.full_clean()
+    new_catalogs = list(catalogs) if catalogs is not None else list(agent.catalogs.all())
+    new_pins = list(preselected) if preselected is not None else list(agent.preselected.select_related("catalog"))
+    _check_pins(new_catalogs, new_pins)
+    agent.save()
+    if catalogs is not None:
+        agent.catalogs.set(new_catalogs)
+    if preselected is not None:
+        agent.preselected.set(new_pins)
+    return agent, agent_changed_announce(agent=agent, before=before, by=by)
+
+
+@transaction.atomic
+def agent_token_revoke(*, agent_id: int, by: User | None) -> Agent:
+    """Revoke agent `agent_id`'s token: its next call is refused (401). The stored hash
+    becomes that of a token nobody holds, so marking the agent active again (the admin)
+    does not bring the old token back; only a new token does (agent_token_rotate). An
+    agent made inactive in the admin still held its token: revoking it makes that final
+    too, and says the agent was inactive already."""
+    _curator_or_command(by)
+    agent = Agent.objects.select_for_update().get(pk=agent_id)
+    was_active, revoked_hint = agent.is_active, agent.token_hint
+    agent.token_hash = hash_token(new_token())  # discarded: no one holds it
+    agent.is_active = False
+    agent.save(update_fields=["token_hash", "is_active"])
+    token_revoked.send(sender=Agent, agent=agent, token_hint=revoked_hint, was_active=was_active, by=by)
+    return agent

@@ -10,8 +10,14 @@ the write that sent it, inside its transaction.
   generation with another fingerprint, after the switch is written.
 - `source_changed` (sender ReferenceSource; source, by: the User or None, fields: what
   changed): a person or a service changed a source's content or settings.
-- `token_issued` (sender Agent; agent, created, by: the User or None): a new token was
-  issued to an agent (never passed: it is shown once to whoever asked).
+- `token_issued` (sender Agent; agent, created, reactivated, by: the User or None): a
+  new token was issued to an agent (never passed: it is shown once to whoever asked);
+  `reactivated`: the agent had been revoked and is active again.
+- `agent_changed` (sender Agent; agent, by, changes: {field: {"from", "to"}}): a person
+  or a command changed an agent's scope, pins or profile (catalog.agents.agent_snapshot
+  names the fields; catalogs and pins by slug).
+- `token_revoked` (sender Agent; agent, token_hint: the revoked token's, was_active, by):
+  an agent's token was revoked (catalog.agents.agent_token_revoke).
 
 Tags: adding, removing or renaming a source's tags touches the source, so caches keyed
 on (count, latest updated_at) of a catalog's sources (the detection index) see tag
@@ -32,6 +38,8 @@ from catalog.models import ReferenceSource, Tag
 content_switched = Signal()
 source_changed = Signal()
 token_issued = Signal()
+agent_changed = Signal()
+token_revoked = Signal()
 
 
 def _touch(source_pks: Iterable[int]) -> None:

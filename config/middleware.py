@@ -1,5 +1,6 @@
 """Middleware for /api/: errors in the JSON shape whatever layer made them, and requests
-refused before any parser or view reads them."""
+refused before any parser or view reads them; and, for every request, following a
+reset of the per-process caches that another process answered."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from config.api_errors import (
     note_uncaught,
 )
 from config.log_filters import NOTED
+from retrieval.runtime import runtime_follow
 
 security_logger = logging.getLogger("django.security.DisallowedHost")
 
@@ -108,4 +110,17 @@ class ApiInputMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if is_api(request) and (refusal := api_input_refusal(request)) is not None:
             return refusal
+        return self.get_response(request)
+
+
+class RuntimeFollowMiddleware:
+    """Each web process applies a reset another process answered (the embedding model
+    reloaded, detection caches dropped) before the next request it serves, looking at
+    most once per LECTERN_RUNTIME_POLL_SECONDS (retrieval.runtime)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        runtime_follow()
         return self.get_response(request)

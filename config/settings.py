@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.middleware.ApiInputMiddleware",
+    "config.middleware.RuntimeFollowMiddleware",  # after WhiteNoise: static files never wait on it
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -209,6 +210,11 @@ LECTERN_RRF_K = env_int("LECTERN_RRF_K", 60, minimum=1)
 LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
 # Minutes between scheduled scans that reindex sources whose fingerprint moved.
 LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
+# A curator's reset (POST /api/v1/status/reset: the embedding model reloaded, detection
+# caches dropped) reaches every other process (web workers, the django-q2 worker, an MCP
+# server) within this many seconds: each looks for a newer reset at most this often
+# (retrieval/runtime.py). 0: never (a process applies only the resets it answers).
+LECTERN_RUNTIME_POLL_SECONDS = env_int("LECTERN_RUNTIME_POLL_SECONDS", 5, minimum=0)
 # The longest text accepted: a prompt or tool result to enrich, or a search query (an
 # agent may search with a whole passage: BM25 scores every term, the model reads the
 # head). Enrichment: how many model tokens of a prompt / of a tool result's content

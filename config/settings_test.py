@@ -15,3 +15,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LECTERN_EMBEDDING_BATCH = 16
 # Parallel runs on one server (several checkouts, CI beside a dev) need distinct names.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("LECTERN_TEST_DB", "test_lectern")}
+# No process looks for resets others answered: a look is a query, and it would land in
+# whichever request came due, where query counts are pinned (tests/retrieval/test_status.py
+# turns it on where it is the subject).
+LECTERN_RUNTIME_POLL_SECONDS = 0

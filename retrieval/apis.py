@@ -13,7 +13,6 @@ from rest_framework.views import APIView
 
 from approvals.apis import gate_state_field, request_id_field
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
-from catalog.embedder import embedder_status
 from catalog.models import Agent, Catalog
 from catalog.rest.errors import DomainError
 from catalog.rest.fields import (
@@ -196,14 +195,3 @@ class EmbeddingsStatusSerializer(serializers.Serializer[dict[str, Any]]):
     mode = serializers.ChoiceField(choices=["hybrid", "lexical-only"])
     model = serializers.CharField(allow_null=True, help_text="The loaded model's id; null when none is.")
     reason = serializers.CharField(allow_null=True, help_text="Why no model is loaded; null when one is.")
-
-
-class StatusApi(APIView):
-    """Whether vector search is available, and with which model (seed 004's status)."""
-
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
-        embeddings = EmbeddingsStatusSerializer()
-
-    @extend_schema(responses={200: OutputSerializer}, operation_id="status")
-    def get(self, request: Request) -> Response:
-        return Response(self.OutputSerializer({"embeddings": embedder_status()}).data)

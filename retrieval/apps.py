@@ -7,7 +7,12 @@ class RetrievalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django_q.signals import pre_execute
+
         from retrieval import schema  # noqa: F401  registers its serializer extensions with drf-spectacular
+        from retrieval.runtime import follow_before_task
         from retrieval.tasks import ensure_purge_schedule
 
         post_migrate.connect(ensure_purge_schedule, sender=self, dispatch_uid="lectern-purge-traces-schedule")
+        # The worker applies a curator's reset answered by a web process (retrieval.runtime).
+        pre_execute.connect(follow_before_task, dispatch_uid="lectern-follow-resets")

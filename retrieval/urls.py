@@ -1,11 +1,12 @@
 from django.urls import path
 
-from retrieval import apis, enrich_apis
+from retrieval import apis, enrich_apis, status_apis
 
 urlpatterns = [
     path("search", apis.SearchApi.as_view(), name="api-search"),
     path("catalogs", apis.CatalogListApi.as_view(), name="api-catalogs"),
-    path("status", apis.StatusApi.as_view(), name="api-status"),
+    path("status", status_apis.StatusApi.as_view(), name="api-status"),
+    path("status/reset", status_apis.StatusResetApi.as_view(), name="api-status-reset"),
     path("enrich", enrich_apis.EnrichApi.as_view(), name="api-enrich"),
     path("references", enrich_apis.ReferenceListApi.as_view(), name="api-references"),
     path("references/select", enrich_apis.ReferenceSelectApi.as_view(), name="api-references-select"),

@@ -31,7 +31,8 @@ from catalog.sources.documents import DocumentInput
 from tests.factories import agent_with_token, import_documents
 
 READER_TOKEN, CURATOR_TOKEN = new_token(), new_token()
-CURATOR_OPERATIONS = ["reindex_catalog", "set_inline_content", "put_upload_file", "delete_upload_file"]
+CURATOR_OPERATIONS = ["reindex_catalog", "set_inline_content", "put_upload_file", "delete_upload_file",
+                      "reset_status"]
 # Known names, offered often but not always: a generated one exercises the 404s.
 KNOWN = 0.8
 
@@ -193,8 +194,14 @@ def test_instructions_search_status_and_catalogs_match_the_schema(conforming):
     rag = conforming("GET", "/api/v1/agent/instructions")
     search = conforming("POST", "/api/v1/search", json={"catalog": "demo", "query": "transient failures",
                                                         "mode": "bm25_tiebreak", "dedup": True})
-    conforming("GET", "/api/v1/status")
+    basic = conforming("GET", "/api/v1/status")
+    full = conforming("GET", "/api/v1/status", token=CURATOR_TOKEN)
+    reset = conforming("POST", "/api/v1/status/reset", token=CURATOR_TOKEN)
+    after = conforming("GET", "/api/v1/status", token=CURATOR_TOKEN)
     catalogs = conforming("GET", "/api/v1/catalogs")
+
+    assert basic["view"] == "basic" and full["view"] == "full" and full["catalogs"][0]["slug"] == "demo"
+    assert reset["reset"]["by"] == "contract-curator" and after["last_reset"] == reset["reset"]
 
     assert any("parents" in source for source in preload["sources"]) and rag["rag_hint"]
     assert search["results"] and catalogs[0]["slug"] == "demo"

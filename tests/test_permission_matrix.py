@@ -70,6 +70,7 @@ class World:
     people: dict[str, User]
     agents: dict[str, Agent]
     tokens: dict[str, str]
+    spare: Agent  # an agent the agent pages edit, rotate and revoke
     pending: int  # the agent's request for vault, pending
     approved: int  # the curator agent's request for vault, approved
     trace: str  # an enrichment trace of the agent
@@ -112,6 +113,7 @@ def _build_world() -> World:
     }
     agent, token = agent_with_token(name="reader-bot", catalogs=[catalog])
     curator_agent, curator_token = agent_with_token(name="curator-bot", catalogs=[catalog], is_curator=True)
+    spare = agent_with_token(name="spare-bot", catalogs=[catalog])[0]
     pending = raised(agent, vault, via="enrichment")
     approved = raised(curator_agent, vault)
     request_decide(request_id=approved, reviewer=people["reviewer"], verdict="approve")
@@ -123,7 +125,8 @@ def _build_world() -> World:
     assert run is not None
     return World(catalog=catalog, vault=vault, notes=notes, intro=intro, people=people,
                  agents={"agent": agent, "curator_agent": curator_agent},
-                 tokens={"agent": token, "curator_agent": curator_token}, pending=pending, approved=approved,
+                 tokens={"agent": token, "curator_agent": curator_token}, spare=spare, pending=pending,
+                 approved=approved,
                  trace=trace, run=run)
 
 
@@ -131,12 +134,15 @@ def _build_world() -> World:
 MUTABLE: tuple[type[models.Model], ...] = (
     Catalog, ReferenceSource, UploadedFile, Document, IndexRun, ApprovalPolicy, ApprovalRequest, Decision,
     ApprovedContent, AuditEntry, WebhookEndpoint, WebhookEvent, WebhookDelivery, InboundWebhookMessage, Selection,
-    Trace, User,
+    Trace, User, Agent, Agent.catalogs.through, Agent.preselected.through,
 )
+NOT_WRITES: dict[type[models.Model], set[str]] = {Agent: {"last_used_at"}}
 
 
 def snapshot() -> list[list[dict[str, Any]]]:
-    return [list(model._default_manager.order_by("pk").values()) for model in MUTABLE]
+    return [list(model._default_manager.order_by("pk").values(
+        *(f.attname for f in model._meta.concrete_fields if f.attname not in NOT_WRITES.get(model, ()))))
+        for model in MUTABLE]
 
 
 # --- the matrix ----------------------------------------------------------------------------
@@ -172,6 +178,11 @@ class Call:
         return getattr(client, self.method.lower())(path, body, **extra)
 
 
+def agent_form(world: World, **fields: Any) -> dict[str, Any]:
+    return {"catalogs": [world.catalog.pk], "strategy": "preload", "token_budget": 12000, "default_top_k": 5,
+            "semantic_threshold": 0.3, "semantic_margin": 0.1, "max_hints": 5, **fields}
+
+
 def catalog_slug(world: World) -> list[Any]:
     return [world.catalog.slug]
 
@@ -189,13 +200,16 @@ PERSON_CURATORS = (401, 404, 404, 200, 403, 200, 200, 403, 403)  # people only
 VIEWERS = (LOGIN, 403, 403, 200, 200, 200, 200, LOGIN, LOGIN)  # the reviewer's pages
 DECIDERS = (LOGIN, 403, 403, 403, 302, 302, 302, LOGIN, LOGIN)
 SIGNED_IN_PAGE = (LOGIN, 200, 200, 200, 200, 200, 200, LOGIN, LOGIN)
+CURATOR_PAGES = (LOGIN, 403, 403, 200, 403, 200, 200, LOGIN, LOGIN)  # the agent pages
+CURATOR_FORMS = (LOGIN, 403, 403, 302, 403, 302, 302, LOGIN, LOGIN)
 ADMIN_STAFF = (ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, 403, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 
 CALLS: list[Call] = [
     # --- the agent and reader API (catalog.auth.visible_catalogs: no role, no catalog) ---
     Call("api-health", "GET", EVERYONE_200),
-    Call("api-status", "GET", SIGNED_IN_200),
+    Call("api-status", "GET", SIGNED_IN_200),  # the embeddings to all; the rest to roles and curator agents
+    Call("api-status-reset", "POST", (401, 403, 403, 200, 403, 200, 200, 403, 200), writes=True),  # audited
     Call("api-catalogs", "GET", SIGNED_IN_200),  # no role: an empty list
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),
@@ -240,6 +254,22 @@ CALLS: list[Call] = [
          writes=True),
     Call("approvals-bulk", "POST", (LOGIN, 403, 403, 403, 200, 200, 200, LOGIN, LOGIN),
          body=lambda world: {"ids": [world.pending], "verdict": "reject", "comment": "no"}, writes=True),
+    # --- the status page: anyone with a role; its reset: curators ---
+    Call("status-page", "GET", VIEWERS),
+    Call("status-reset", "POST", CURATOR_FORMS, writes=True),
+    # --- the agent pages: curators (people) ---
+    Call("agents-list", "GET", CURATOR_PAGES),
+    Call("agents-new", "GET", CURATOR_PAGES),
+    Call("agents-new", "POST", (LOGIN, 403, 403, 201, 403, 201, 201, LOGIN, LOGIN), writes=True,
+         body=lambda world: agent_form(world, name="fresh-bot")),
+    Call("agents-pins", "GET", CURATOR_PAGES, query="?catalogs=1"),
+    Call("agents-page", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
+    Call("agents-page", "POST", CURATOR_FORMS, args=lambda world: [world.spare.pk], writes=True,
+         body=lambda world: agent_form(world, strategy="rag")),
+    Call("agents-rotate", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
+    Call("agents-rotate", "POST", CURATOR_PAGES, args=lambda world: [world.spare.pk], writes=True),
+    Call("agents-revoke", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
+    Call("agents-revoke", "POST", CURATOR_FORMS, args=lambda world: [world.spare.pk], writes=True),
     # --- the home page and its search: anyone signed in (no role: no catalog to search) ---
     Call("home", "GET", SIGNED_IN_PAGE),
     Call("search-results", "GET", (LOGIN, 400, 400, 200, 200, 200, 200, LOGIN, LOGIN),
@@ -348,8 +378,9 @@ def permitted_person(call: Call) -> str:
 
 def test_the_forms_and_the_api_writes_are_all_checked():
     assert {call.id for call in FORMS} == {"approvals-decide-POST", "approvals-revoke-POST", "approvals-bulk-POST",
-                                           "login-POST", "logout-POST"}
-    assert len(API_WRITES) == 9
+                                           "status-reset-POST", "agents-new-POST", "agents-page-POST",
+                                           "agents-rotate-POST", "agents-revoke-POST", "login-POST", "logout-POST"}
+    assert len(API_WRITES) == 10
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -45,6 +45,9 @@ class Action(StrEnum):
     POLICY_DELETED = "policy.deleted"
     SOURCE_CHANGED = "source.changed"
     TOKEN_ISSUED = "token.issued"
+    TOKEN_REVOKED = "token.revoked"
+    AGENT_UPDATED = "agent.updated"  # scope, pinned references or profile
+    RUNTIME_RESET = "runtime.reset"  # the embedding model reloaded and cached matchers dropped (status reset)
     WEBHOOK_ENDPOINT_CREATED = "webhook.endpoint_created"
     WEBHOOK_ENDPOINT_UPDATED = "webhook.endpoint_updated"
     WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint_deleted"

@@ -22,11 +22,30 @@ def on_content_switched(sender: type[ReferenceSource], *, source_id: int, old_fi
     approvals_lapse(source_id=source_id, new_fingerprint=new_fingerprint)
 
 
-def on_token_issued(sender: type[Agent], *, agent: Agent, created: bool, by: User | None, **kwargs: Any) -> None:
+def on_token_issued(sender: type[Agent], *, agent: Agent, created: bool, by: User | None,
+                    reactivated: bool = False, **kwargs: Any) -> None:
     """Never the token nor its hash: the hint tells tokens apart."""
-    audit_append(AuditEvent(Action.TOKEN_ISSUED, Actor.of(by, system="command"), agent_id=agent.pk,
-                            payload={"agent": agent.name, "created": created, "token_hint": agent.token_hint,
-                                     "catalogs": sorted(agent.catalogs.values_list("slug", flat=True))}))
+    payload = {"agent": agent.name, "created": created, "token_hint": agent.token_hint,
+               "catalogs": sorted(agent.catalogs.values_list("slug", flat=True))}
+    if reactivated:
+        payload["reactivated"] = True
+    audit_append(AuditEvent(Action.TOKEN_ISSUED, Actor.of(by, system="command"), agent_id=agent.pk, payload=payload))
+
+
+def on_agent_changed(sender: type[Agent], *, agent: Agent, by: User | None, changes: dict[str, Any],
+                     **kwargs: Any) -> None:
+    """Scope, pins and profile: each field's old and new value."""
+    audit_append(AuditEvent(Action.AGENT_UPDATED, Actor.of(by, system="command"), agent_id=agent.pk,
+                            payload={"agent": agent.name, "changes": changes}))
+
+
+def on_token_revoked(sender: type[Agent], *, agent: Agent, token_hint: str, was_active: bool, by: User | None,
+                     **kwargs: Any) -> None:
+    payload: dict[str, Any] = {"agent": agent.name, "token_hint": token_hint}
+    if not was_active:
+        payload["was_active"] = False
+    audit_append(AuditEvent(Action.TOKEN_REVOKED, Actor.of(by, system="command"), agent_id=agent.pk,
+                            payload=payload))
 
 
 def on_source_changed(sender: type[ReferenceSource], *, source: ReferenceSource, by: User | None,
@@ -40,8 +59,10 @@ def on_source_changed(sender: type[ReferenceSource], *, source: ReferenceSource,
 
 
 def connect() -> None:
-    from catalog.signals import content_switched, source_changed, token_issued
+    from catalog.signals import agent_changed, content_switched, source_changed, token_issued, token_revoked
 
     content_switched.connect(on_content_switched, dispatch_uid="approvals-lapse")
     token_issued.connect(on_token_issued, dispatch_uid="approvals-audit-token")
+    agent_changed.connect(on_agent_changed, dispatch_uid="approvals-audit-agent")
+    token_revoked.connect(on_token_revoked, dispatch_uid="approvals-audit-token-revoked")
     source_changed.connect(on_source_changed, dispatch_uid="approvals-audit-source")

@@ -153,10 +153,18 @@ def catalog_index(catalog: Catalog) -> CatalogIndex:
     return index
 
 
-def forget_indexes() -> None:
-    """Drop every cached index (tests that rewrite the catalog under one timestamp)."""
+def forget_indexes() -> int:
+    """Drop every cached index (the status reset; tests that rewrite the catalog under
+    one timestamp); how many there were."""
     with _lock:
+        dropped = len(_indexes)
         _indexes.clear()
+    return dropped
+
+
+def cached_indexes() -> int:
+    """How many catalogs' detection indexes this process holds."""
+    return len(_indexes)
 
 
 def source_cards(sources: Iterable[ReferenceSource]) -> list[SourceCard]:

@@ -6,7 +6,8 @@ input serializer the arguments as the client sent them, so they meet the same ru
 the same errors as over REST (the SDK would parse a JSON string given for a list, drop an
 unknown name and fill in defaults). answer():
   1. runs on Django's one thread for sync work (asgiref's thread-sensitive executor),
-     between close_old_connections() calls as a request is;
+     between close_old_connections() calls as a request is, after applying a reset a
+     curator asked of the web tier (retrieval.runtime.runtime_follow), as a request does;
   2. reads the agent again by its token's hash, so a revoked token stops working at once;
   3. refuses unknown arguments, fills the defaults the agent's profile gives, and
      validates with the REST view's input serializer;
@@ -35,6 +36,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from catalog.auth import agent_for_token_hash
 from catalog.models import Agent
 from catalog.rest.errors import exception_handler
+from retrieval.runtime import runtime_follow
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Operation:
     def call(self, token_hash: str, arguments: dict[str, Any]) -> CallToolResult:
         """Steps 2 to 5 of the module docstring, with a request's connection lifecycle."""
         close_old_connections()
+        runtime_follow()
         try:
             agent = agent_for_token_hash(token_hash)
             return self.run(agent, self.validate(agent, arguments))

@@ -13,7 +13,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True)
         parser.add_argument("--catalogs", required=True, help="comma-separated catalog slugs")
-        parser.add_argument("--rotate", action="store_true", help="replace the token of an existing agent")
+        parser.add_argument("--rotate", action="store_true",
+                            help="replace the token of an existing agent (a revoked one is active again)")
         parser.add_argument("--curator", action="store_true", help="the agent may also trigger reindexing")
         parser.add_argument("--strategy", choices=Agent.Strategy.values, help="preload (default) or rag")
         parser.add_argument("--budget", type=int, help="token budget of the startup instructions")

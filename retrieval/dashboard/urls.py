@@ -1,0 +1,14 @@
+from django.urls import path
+
+from retrieval.dashboard import agents, status
+
+urlpatterns = [
+    path("agents/", agents.agent_list, name="agents-list"),
+    path("agents/new", agents.agent_new, name="agents-new"),
+    path("agents/pins", agents.agent_pins, name="agents-pins"),
+    path("agents/<int:agent_id>/", agents.agent_page, name="agents-page"),
+    path("agents/<int:agent_id>/rotate", agents.agent_rotate, name="agents-rotate"),
+    path("agents/<int:agent_id>/revoke", agents.agent_revoke, name="agents-revoke"),
+    path("status/", status.status_page, name="status-page"),
+    path("status/reset", status.status_reset, name="status-reset"),
+]

@@ -1,0 +1,271 @@
+"""What the status page and GET /api/v1/status report: the model, the database and
+its extensions, the task queue and its failures, the schedules (the last scan), the
+catalogs' indexes, the tables' sizes on disk, and this process's view of resets.
+
+It reads every layer (catalog's models and embedder, approvals' audit log, retrieval's
+caches, django-q2's tables) and writes nothing. A constant number of statements,
+whatever the catalogs hold: counts come from the catalogs' own statistics and from
+grouped aggregates, sizes from Postgres's size functions, never from counting rows of
+the large tables (pinned in tests/retrieval/test_status.py).
+
+Who sees what (docs/architecture.md, "Status"): `basic` is the embeddings alone (seed
+004's status: enough for an agent to choose a search mode); `full` is everything here,
+for people with a role and curator agents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+from django_q.models import OrmQ, Schedule, Task
+
+from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, RequestUser, has_any_role
+from catalog.embedder import DIMENSIONS, embedder_status, get_embedder
+from catalog.models import Agent, Catalog, Document, IndexRun, ReferenceSource
+from catalog.tasks import SCAN_SCHEDULE
+from retrieval.enrichment.detection import cached_indexes
+from retrieval.runtime import STARTED_AT, applied_reset, last_reset
+
+RECENT_FAILURES = 5
+FAILURE_TEXT_CHARS = 300
+RECENT = timedelta(hours=24)
+
+# The tables and indexes that hold the catalogs, as the page names them:
+# (name, relation, what is measured). `table`: the rows (heap and TOAST, no index);
+# `index`: one index; `indexes`: all of a table's indexes; `total`: a table with its indexes.
+RELATIONS = (
+    ("Chunks (text)", "catalog_chunk", "table"),
+    ("Vector index (HNSW)", "chunk_embedding_hnsw", "index"),
+    ("Chunk keys and other chunk indexes", "catalog_chunk", "other_indexes"),
+    ("BM25 postings (term-major)", "catalog_termposting", "total"),
+    ("Forward postings (per chunk)", "catalog_postings", "total"),
+    ("Vocabulary (terms)", "catalog_term", "total"),
+    ("Documents", "catalog_document", "total"),
+    ("Uploaded files", "catalog_uploadedfile", "total"),
+    ("Embedding cache", "catalog_embeddingcache", "total"),
+    ("Enrichment traces", "retrieval_trace", "total"),
+    ("Audit log", "approvals_auditentry", "total"),
+    ("Task queue and results", "django_q_task", "total"),
+)
+_SIZE_SQL = {
+    "table": "pg_table_size(to_regclass(%s))",
+    "index": "pg_relation_size(to_regclass(%s))",
+    "total": "pg_total_relation_size(to_regclass(%s))",
+    "other_indexes": "pg_indexes_size(to_regclass(%s))"
+                     " - coalesce(pg_relation_size(to_regclass('chunk_embedding_hnsw')), 0)",
+}
+_EVERY = {Schedule.HOURLY: "hour", Schedule.DAILY: "day", Schedule.WEEKLY: "week",
+          Schedule.MONTHLY: "month", Schedule.ONCE: "once", Schedule.CRON: "cron"}
+
+
+def full_status_allowed(caller: RequestUser) -> bool:
+    """Everything, to people with a role (curators and reviewers) and to curator
+    agents; the embeddings alone to other agents and to people with no role."""
+    if isinstance(caller, Agent):
+        return caller.is_curator
+    return has_any_role(caller, (CURATOR_GROUP, REVIEWER_GROUP))
+
+
+def basic_status() -> dict[str, Any]:
+    return {"view": "basic", "embeddings": embedder_status()}
+
+
+def full_status() -> dict[str, Any]:
+    now = timezone.now()
+    database, storage, disk = _database()
+    schedules = _schedules(now)
+    scan = next((s for s in schedules if s["name"] == SCAN_SCHEDULE), None)
+    return {
+        "view": "full",
+        "generated_at": now,
+        "embeddings": embedder_status(),
+        "model": _model(),
+        "process": _process(),
+        "last_reset": _reset(),
+        "database": database,
+        "queue": _queue(now),
+        "index_runs": _index_runs(now),
+        "schedules": schedules,
+        "last_scan": None if scan is None else {
+            **(scan["last"] or {"started": None, "stopped": None, "success": None, "result": None}),
+            "every": scan["every"], "next_run": scan["next_run"], "overdue_s": scan["overdue_s"]},
+        "catalogs": _catalogs(),
+        "storage": storage,
+        "disk": disk,
+    }
+
+
+def status_for(caller: RequestUser) -> dict[str, Any]:
+    return full_status() if full_status_allowed(caller) else basic_status()
+
+
+# --- the model and this process ------------------------------------------------------------
+
+def _model() -> dict[str, Any]:
+    embedder = get_embedder()
+    return {"configured": settings.LECTERN_EMBEDDING_MODEL, "dimensions": DIMENSIONS,
+            "max_tokens": embedder.max_tokens if embedder is not None else None,
+            "threads": settings.LECTERN_EMBEDDING_THREADS, "batch": settings.LECTERN_EMBEDDING_BATCH}
+
+
+def _process() -> dict[str, Any]:
+    return {"pid": os.getpid(), "started_at": datetime.fromtimestamp(STARTED_AT, tz=UTC),
+            "applied_reset": applied_reset(), "follows_resets_every_s": settings.LECTERN_RUNTIME_POLL_SECONDS,
+            "cached_detection_indexes": cached_indexes()}
+
+
+def _reset() -> dict[str, Any] | None:
+    record = last_reset()
+    return None if record is None else {"seq": record.seq, "at": record.at, "by": record.by}
+
+
+# --- the database: versions, sizes, disk ---------------------------------------------------
+
+def _database() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """One statement: version, size, data directory (when this role may read it),
+    extensions, and each of RELATIONS' size."""
+    sizes = ", ".join(f"({index}, {_SIZE_SQL[kind]})" for index, (_, _, kind) in enumerate(RELATIONS))
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(f"""
+            SELECT current_setting('server_version'), pg_database_size(current_database()), current_database(),
+                   CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+                          OR pg_has_role(current_user, 'pg_read_all_settings', 'MEMBER')
+                        THEN current_setting('data_directory') END,
+                   (SELECT coalesce(json_agg(json_build_object('name', extname, 'version', extversion)
+                                             ORDER BY extname), '[]') FROM pg_extension),
+                   (SELECT json_agg(json_build_array(i, s)) FROM (VALUES {sizes}) AS sizes(i, s))
+            """, [relation for _, relation, _ in RELATIONS])
+        version, size, name, data_directory, extensions, measured = cursor.fetchone()
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    if isinstance(extensions, str):
+        extensions, measured = json.loads(extensions), json.loads(measured)
+    database = {"version": version, "name": name, "size_bytes": size, "ms": ms, "extensions": extensions,
+                "data_directory": data_directory}
+    by_index = dict(measured)
+    storage = [{"name": label, "relation": relation, "bytes": by_index.get(index)}
+               for index, (label, relation, _) in enumerate(RELATIONS)]
+    return database, storage, _disk(data_directory)
+
+
+def _disk(data_directory: str | None) -> list[dict[str, Any]]:
+    """The filesystems holding the database's files (when they are on this machine) and
+    Lectern's own var/ folder (uploads of decision files, collected static files), once
+    each."""
+    places = []
+    if data_directory and Path(data_directory).is_dir():
+        places.append(("the database's files", Path(data_directory)))
+    places.append(("Lectern's var/ folder", Path(settings.BASE_DIR) / "var"))
+    seen: set[int] = set()
+    found: list[dict[str, Any]] = []
+    for what, path in places:
+        try:
+            device = path.stat().st_dev
+            usage = shutil.disk_usage(path)
+        except OSError:
+            continue
+        if device in seen:
+            found[-1]["what"] += f" and {what}"
+            continue
+        seen.add(device)
+        found.append({"what": what, "path": str(path), "total_bytes": usage.total, "used_bytes": usage.used,
+                      "free_bytes": usage.free})
+    return found
+
+
+# --- the task queue, index runs and schedules ----------------------------------------------
+
+def _queue(now: datetime) -> dict[str, Any]:
+    """django-q2's ORM broker: a task waits while its lock is in the past (lock <= now,
+    as the broker's queue_size counts) and is being run while a worker holds it; failed
+    tasks stay in django_q_task until someone deletes them (the admin's "Failed tasks")."""
+    queued = OrmQ.objects.aggregate(waiting=Count("id", filter=Q(lock__lte=now)),
+                                    in_progress=Count("id", filter=Q(lock__gt=now)))
+    failed = Task.objects.filter(success=False).aggregate(
+        total=Count("id"), recent=Count("id", filter=Q(stopped__gte=now - RECENT)))
+    recent = Task.objects.filter(success=False).order_by("-stopped").only(
+        "id", "name", "func", "stopped", "result")[:RECENT_FAILURES]
+    return {"waiting": queued["waiting"], "in_progress": queued["in_progress"], "failed": failed["total"],
+            "failed_24h": failed["recent"],
+            "recent_failures": [{"id": task.id, "name": task.name, "func": task.func, "stopped": task.stopped,
+                                 "error": _error_line(task.result)} for task in recent]}
+
+
+def _error_line(result: object) -> str:
+    """django-q2 stores a failure as "message : traceback": its last line names the
+    exception and says what it was."""
+    lines = [line for line in str(result or "").splitlines() if line.strip()]
+    text = lines[-1] if lines else ""
+    return text if len(text) <= FAILURE_TEXT_CHARS else text[: FAILURE_TEXT_CHARS - 1] + "…"
+
+
+def _index_runs(now: datetime) -> dict[str, Any]:
+    return IndexRun.objects.aggregate(
+        queued=Count("id", filter=Q(status=IndexRun.Status.QUEUED)),
+        running=Count("id", filter=Q(status=IndexRun.Status.RUNNING)),
+        failed_24h=Count("id", filter=Q(status=IndexRun.Status.FAILED, finished_at__gte=now - RECENT)),
+        last_finished_at=Max("finished_at"))
+
+
+def _schedules(now: datetime) -> list[dict[str, Any]]:
+    """Every schedule, with its last task (success or not) by function: two statements."""
+    schedules = list(Schedule.objects.order_by("name").only("name", "func", "schedule_type", "minutes", "next_run",
+                                                             "repeats"))
+    funcs = {schedule.func for schedule in schedules}
+    last = {task.func: task for task in Task.objects.filter(func__in=funcs).order_by("func", "-started")
+            .distinct("func").only("func", "started", "stopped", "success", "result")}
+    found = []
+    for schedule in schedules:
+        task = last.get(schedule.func)
+        overdue = (now - schedule.next_run).total_seconds() if schedule.next_run else 0.0
+        found.append({
+            "name": schedule.name or schedule.func, "func": schedule.func, "every": _every(schedule),
+            "next_run": schedule.next_run, "overdue_s": round(overdue) if overdue > 0 else 0,
+            "last": None if task is None else {
+                "started": task.started, "stopped": task.stopped, "success": task.success,
+                "result": _error_line(task.result) if not task.success else _short(task.result)},
+        })
+    return found
+
+
+def _every(schedule: Schedule) -> str:
+    if schedule.schedule_type == Schedule.MINUTES:
+        minutes = schedule.minutes or 1
+        return "minute" if minutes == 1 else f"{minutes} minutes"
+    return _EVERY.get(schedule.schedule_type) or str(schedule.get_schedule_type_display()).lower()
+
+
+def _short(result: object) -> str:
+    text = "" if result is None else str(result)
+    return text if len(text) <= FAILURE_TEXT_CHARS else text[: FAILURE_TEXT_CHARS - 1] + "…"
+
+
+# --- the catalogs --------------------------------------------------------------------------
+
+def _catalogs() -> list[dict[str, Any]]:
+    """Each catalog's sources (and how many are not ready), documents, chunks and terms:
+    the chunk and term counts are the catalog's own statistics, kept exact by every
+    write; documents are counted in one grouped statement."""
+    not_ready = ~Q(sources__status__in=[ReferenceSource.Status.READY, ReferenceSource.Status.LEXICAL_ONLY])
+    catalogs = Catalog.objects.annotate(
+        source_total=Count("sources"), sources_not_ready=Count("sources", filter=not_ready),
+        sources_lexical_only=Count("sources", filter=Q(sources__status=ReferenceSource.Status.LEXICAL_ONLY)),
+        last_indexed_at=Max("sources__indexed_at"),
+    ).order_by("slug").values("pk", "slug", "name", "chunk_count", "term_count", "source_total", "sources_not_ready",
+                              "sources_lexical_only", "last_indexed_at")
+    documents = dict(Document.objects.order_by().values("catalog_id").annotate(n=Count("id"))
+                     .values_list("catalog_id", "n"))
+    return [{"slug": c["slug"], "name": c["name"], "sources": c["source_total"],
+             "sources_not_ready": c["sources_not_ready"], "sources_lexical_only": c["sources_lexical_only"],
+             "documents": documents.get(c["pk"], 0), "chunks": c["chunk_count"], "terms": c["term_count"],
+             "last_indexed_at": c["last_indexed_at"]} for c in catalogs]

@@ -1,0 +1,44 @@
+/* Lectern's own behaviour, beside htmx (no build step).
+   Copy buttons: <button data-copy="ID"> copies the value (or text) of element ID and says so
+   in the element named by its aria-describedby, else in its own label. The Clipboard API
+   needs a secure context (https, or localhost); elsewhere the text is selected and copied
+   the old way, and when even that fails the button says to press Ctrl+C. */
+(function () {
+  "use strict";
+
+  function say(button, text) {
+    var status = document.getElementById(button.dataset.copyStatus || "");
+    if (status) { status.textContent = text; } else { button.textContent = text; }
+  }
+
+  function selectAll(field) {
+    if (field.select) { field.focus(); field.select(); return; }
+    var range = document.createRange();
+    range.selectNodeContents(field);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+
+  function copyOldWay(field) {
+    selectAll(field);
+    try { return document.execCommand("copy"); } catch (error) { return false; }
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-copy]");
+    if (!button) { return; }
+    var field = document.getElementById(button.dataset.copy);
+    if (!field) { return; }
+    var text = field.value !== undefined ? field.value : field.textContent;
+    var done = function () { say(button, "Copied to the clipboard."); };
+    var fallback = function () {
+      if (copyOldWay(field)) { done(); } else { say(button, "Selected: press Ctrl+C (⌘C) to copy."); }
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, fallback);
+    } else {
+      fallback();
+    }
+  });
+})();
