@@ -48,11 +48,17 @@ class QueueFilterForm(forms.Form):
         # Only what has requests (an EXISTS per row, and only the columns a label needs:
         # a DISTINCT over the joined rows compared whole sources, content included).
         sources = ReferenceSource.objects.filter(Exists(ApprovalRequest.objects.filter(source=OuterRef("pk")))) \
-            .select_related("catalog").only("id", "slug", "catalog__slug").order_by("catalog__slug", "slug")
-        agents = Agent.objects.filter(Exists(ApprovalRequest.objects.filter(agent=OuterRef("pk")))) \
-            .only("id", "name").order_by("name")
+            .select_related("catalog").order_by("catalog__slug", "slug")
+        agents = Agent.objects.filter(Exists(ApprovalRequest.objects.filter(agent=OuterRef("pk")))).order_by("name")
         self.fields["source"].queryset = sources  # type: ignore[attr-defined]
         self.fields["agent"].queryset = agents  # type: ignore[attr-defined]
+        # The options as plain tuples (the querysets above only validate what comes back):
+        # a thousand model instances cost tens of milliseconds the page does not need.
+        self.fields["source"].widget.choices = [
+            ("", "any source"),
+            *((pk, f"{catalog}/{slug}") for pk, catalog, slug in sources.values_list("pk", "catalog__slug", "slug"))]
+        self.fields["agent"].widget.choices = [
+            ("", "any agent"), *agents.values_list("pk", "name")]
 
     def filters(self) -> dict[str, Any]:
         """The keyword arguments of approvals.queue.requests_filtered (after is_valid)."""
