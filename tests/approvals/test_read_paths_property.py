@@ -640,13 +640,13 @@ class Answer:
 
     @classmethod
     def of_tool(cls, result: CallToolResult) -> Answer:
-        (content,) = result.content
-        assert isinstance(content, TextContent), content
+        assert result.content and all(isinstance(content, TextContent) for content in result.content), result
+        text = "\n".join(content.text for content in result.content if isinstance(content, TextContent))
         body = result.structured_content or {}
         status = 200
         if result.is_error:  # the REST error body: its status is the code's
             status = {"withheld": 403, "not_selected": 403}.get(body.get("error", {}).get("code"), 400)
-        return cls(status=status, body=body, text=content.text)
+        return cls(status=status, body=body, text=text)
 
 
 def _parents(item: object) -> Iterator[dict[str, Any]]:
