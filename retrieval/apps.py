@@ -7,7 +7,8 @@ class RetrievalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from retrieval import schema  # noqa: F401  registers its serializer extensions with drf-spectacular
+        from retrieval import panels, schema  # noqa: F401  schema registers its serializer extensions with drf-spectacular
         from retrieval.tasks import ensure_purge_schedule
 
+        panels.register()  # the mentions and links discovery follows, on catalog's source page
         post_migrate.connect(ensure_purge_schedule, sender=self, dispatch_uid="lectern-purge-traces-schedule")
