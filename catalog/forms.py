@@ -47,11 +47,11 @@ class CatalogForm(forms.Form):
     chunk_overlap = forms.IntegerField(min_value=0, max_value=10_000, initial=100,
                                        help_text="Characters each chunk repeats of the one before.")
 
-    def __init__(self, *args: Any, editing: Catalog | None = None, **kwargs: Any) -> None:
-        if editing is not None and not kwargs.get("data") and not args:
+    def __init__(self, data: Any = None, *, editing: Catalog | None = None, **kwargs: Any) -> None:
+        if editing is not None and data is None:
             kwargs["initial"] = {"name": editing.name, "description": editing.description,
                                  "chunk_size": editing.chunk_size, "chunk_overlap": editing.chunk_overlap}
-        super().__init__(*args, **kwargs)
+        super().__init__(data, **kwargs)
         if editing is not None:
             del self.fields["slug"]
             self.fields["chunk_size"].help_text += " A change re-chunks every document (a full reindex)."
@@ -163,13 +163,14 @@ class SourceForm(forms.Form):
                               label="Text", help_text="Markdown or plain text.")
     uploads = UploadsField(required=False, label="Files")
 
-    def __init__(self, *args: Any, kind: str, editing: ReferenceSource | None = None, **kwargs: Any) -> None:
+    def __init__(self, data: Any = None, files: Any = None, *, kind: str, editing: ReferenceSource | None = None,
+                 **kwargs: Any) -> None:
         self.kind, self.editing = kind, editing
-        if editing is not None and not kwargs.get("data") and not args:
+        if editing is not None and data is None:
             kwargs["initial"] = {"name": editing.name, "description": editing.description, "mode": editing.mode,
                                  "requires_approval": editing.requires_approval, "location": editing.location,
                                  "content": editing.content, "tags": [t.name for t in editing.tags.all()]}
-        super().__init__(*args, **kwargs)
+        super().__init__(data, files, **kwargs)
         if editing is not None:
             del self.fields["slug"]
         for name, own_kind in (("location", "glob"), ("content", "inline"), ("uploads", "upload")):

@@ -63,7 +63,7 @@ curators = role_required(CURATOR_GROUP)
 CATALOGS_PAGE = 50
 SOURCES_PAGE = 50
 DOCUMENTS_PAGE = 25
-CHUNKS_PAGE = 20
+CHUNKS_PAGE = 10
 FILES_PAGE = 25
 RUNS_PAGE = 25
 GLOB_PREVIEW = 12  # files named in the glob preview
@@ -225,8 +225,10 @@ def _reindex_response(request: HttpRequest, catalog: Catalog, source: ReferenceS
     if not _htmx(request):
         messages.success(request, note)
         return redirect(back)
+    # The runs just asked for, whether still queued or (a synchronous queue) done already.
     context = _base(request, catalog=catalog, source=source, notice=note, queued=queued,
-                    activity=pages.activity(catalog=catalog, source=source))
+                    activity=pages.activity(catalog=catalog, source=source,
+                                            finished=min(max(len(runs), 3), pages.ACTIVE_SHOWN)))
     return render(request, "catalog/partials/activity.html", context)
 
 

@@ -150,6 +150,18 @@ def test_editing_settings_applies_at_once_and_editing_content_reindexes(curator,
         ["mode", "tags"], ["content"]]
 
 
+def test_the_edit_forms_show_what_is_there_now(curator, ops):
+    ops.runbook.tags.add(*tags_ensure(names=["ops", "restarts"]))
+
+    source = html(curator.get(reverse("catalogs-source-edit", args=["ops", "runbook"])))
+    catalog = html(curator.get(reverse("catalogs-edit", args=["ops"])))
+
+    assert 'value="Runbook"' in source and "Restart the worker, then check the queue depth." in source
+    assert re.findall(r'name="tags" value="([^"]+)" checked', source) == ["ops", "restarts"]
+    assert 'name="slug"' not in source and 'name="uploads"' not in source
+    assert 'value="Operations"' in catalog and 'value="1000"' in catalog and 'name="slug"' not in catalog
+
+
 def test_more_files_are_uploaded_to_a_source_and_one_removed(curator, ops, cora):
     files = reverse("catalogs-source-files", args=["ops", "handbook"])
 
