@@ -52,9 +52,10 @@ def run_took(run: IndexRun) -> str:
     return took((run.finished_at or timezone.now()) - run.started_at)
 
 
-TRIGGERS = {IndexRun.Trigger.SCHEDULE: "the scheduled scan", IndexRun.Trigger.API: "the API",
-            IndexRun.Trigger.COMMAND: "a command", IndexRun.Trigger.UI: "the dashboard",
-            IndexRun.Trigger.RECOVERY: "recovery (its worker had stopped)"}
+TRIGGERS: dict[str, str] = {
+    IndexRun.Trigger.SCHEDULE: "the scheduled scan", IndexRun.Trigger.API: "the API",
+    IndexRun.Trigger.COMMAND: "a command", IndexRun.Trigger.UI: "the dashboard",
+    IndexRun.Trigger.RECOVERY: "recovery (its worker had stopped)"}
 
 
 @register.filter

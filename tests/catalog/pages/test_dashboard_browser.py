@@ -152,7 +152,7 @@ def test_sources_of_every_kind_are_created_the_refusals_shown_in_place(page, liv
     page.wait_for_url(f"{live_server.url}/catalogs/ops/sources/oncall/")
     oncall = ReferenceSource.objects.get(slug="oncall")
     assert sorted(oncall.tags.values_list("name", flat=True)) == ["incident-response", "paging"]
-    assert (oncall.mode, oncall.changed_by.username) == ("auto", "cora")
+    assert (oncall.mode, oncall.changed_by) == ("auto", cora)
     expect(page.locator("#chunks li.chunk")).to_have_count(1)
     expect(page.locator("#chunks .chunk-head")).to_contain_text("bytes 0–")
     shot(page, "08-source-inline")
