@@ -52,7 +52,8 @@ def _latest_run(field: str) -> Subquery:
 
 def sources_overview(catalog: Catalog, *, text: str = "", kind: str = "", status: str = "",
                      tag: str = "") -> QuerySet[ReferenceSource]:
-    """A catalog's sources, filtered, with documents, chunks, tokens and the latest run."""
+    """A catalog's sources, filtered, with their documents and the latest run's state
+    (with_chunk_totals adds chunks and tokens to the page shown)."""
     sources = catalog.sources.all()
     if text:
         sources = sources.filter(Q(slug__icontains=text) | Q(name__icontains=text) | Q(description__icontains=text))
@@ -62,13 +63,21 @@ def sources_overview(catalog: Catalog, *, text: str = "", kind: str = "", status
         sources = sources.filter(status=status)
     if tag:
         sources = sources.filter(tags__key=tag)
-    tokens = Chunk.objects.filter(source=OuterRef("pk")).order_by().values("source").annotate(t=Sum("token_count"))
     return sources.annotate(
         document_count=_count(Document.objects.filter(source=OuterRef("pk"))),
-        chunk_count=_count(Chunk.objects.filter(source=OuterRef("pk"))),
-        token_count=Coalesce(Subquery(tokens.values("t"), output_field=IntegerField()), 0),
-        run_id=_latest_run("pk"), run_status=_latest_run("status"), run_progress=_latest_run("progress"),
+        run_status=_latest_run("status"), run_progress=_latest_run("progress"),
     ).prefetch_related("tags").order_by("slug")
+
+
+def with_chunk_totals(sources: list[ReferenceSource]) -> list[ReferenceSource]:
+    """`sources` (a page of them), each given `chunk_count` and `token_count`: one pass
+    over their chunks, grouped, rather than a count and a sum per source."""
+    totals = {row["source_id"]: row for row in Chunk.objects.filter(source__in=sources).order_by()
+              .values("source_id").annotate(n=Count("pk"), tokens=Sum("token_count"))}
+    for source in sources:
+        row: dict[str, Any] = totals.get(source.pk, {})
+        source.chunk_count, source.token_count = row.get("n", 0), row.get("tokens") or 0  # type: ignore[attr-defined]
+    return sources
 
 
 def source_facts(source: ReferenceSource) -> dict[str, int]:

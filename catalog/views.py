@@ -165,8 +165,10 @@ def catalog_page(request: HttpRequest, catalog: str) -> HttpResponse:
     sources = pages.sources_overview(found, text=data.get("q", ""), kind=data.get("kind", ""),
                                      status=data.get("status", ""))
     totals = pages.catalogs_overview(Catalog.objects.filter(pk=found.pk)).get()
+    page = _page(request, sources, SOURCES_PAGE)
+    page.object_list = pages.with_chunk_totals(list(page.object_list))
     return render(request, "catalog/catalog.html", _base(
-        request, catalog=totals, filters=filters, page=_page(request, sources, SOURCES_PAGE),
+        request, catalog=totals, filters=filters, page=page,
         query=_query_without(request, "page"), activity=pages.activity(catalog=found), scan=pages.scan_status(),
         filtered=bool(data and any(data.values()))), status=200 if filters.is_valid() else 400)
 
