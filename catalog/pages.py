@@ -72,11 +72,11 @@ def sources_overview(catalog: Catalog, *, text: str = "", kind: str = "", status
 def with_chunk_totals(sources: list[ReferenceSource]) -> list[ReferenceSource]:
     """`sources` (a page of them), each given `chunk_count` and `token_count`: one pass
     over their chunks, grouped, rather than a count and a sum per source."""
-    totals = {row["source_id"]: row for row in Chunk.objects.filter(source__in=sources).order_by()
-              .values("source_id").annotate(n=Count("pk"), tokens=Sum("token_count"))}
+    totals = {source_id: (n, tokens or 0) for source_id, n, tokens in Chunk.objects.filter(source__in=sources)
+              .order_by().values("source_id").annotate(n=Count("pk"), tokens=Sum("token_count"))
+              .values_list("source_id", "n", "tokens")}
     for source in sources:
-        row: dict[str, Any] = totals.get(source.pk, {})
-        source.chunk_count, source.token_count = row.get("n", 0), row.get("tokens") or 0  # type: ignore[attr-defined]
+        source.chunk_count, source.token_count = totals.get(source.pk, (0, 0))  # type: ignore[attr-defined]
     return sources
 
 
