@@ -243,15 +243,30 @@ def test_a_source_is_edited_reindexed_and_its_runs_read(page, live_server, cora,
 def test_deleting_asks_first_and_says_what_goes(page, live_server, cora, ops):
     sign_in(page, live_server.url, "cora", "/catalogs/ops/sources/handbook/")
 
+    # Removing one file asks first, naming what goes; dismissed, nothing goes.
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#files button:has-text('Remove')")
+    expect(page.locator("#files tbody tr")).to_have_count(1)
+    assert asked == ["Remove handbook.md from this source? Its document and chunks go at the next run."]
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#files button:has-text('Remove')")
+    expect(page.locator(".messages")).to_contain_text("Removed handbook.md; the source is being reindexed.")
+    expect(page.locator("#files td.empty")).to_have_text("No files yet.")
+    expect(page.locator("#documents td.empty")).to_have_text("Nothing indexed yet.")
+
+    page.goto(f"{live_server.url}/catalogs/ops/sources/guide/")
     page.click("a:has-text('Delete…')")
-    page.wait_for_url(f"{live_server.url}/catalogs/ops/sources/handbook/delete")
+    page.wait_for_url(f"{live_server.url}/catalogs/ops/sources/guide/delete")
     goes = page.locator("ul.goes")
-    for text in ("1 uploaded file", "1 document and 1 chunk", "1 index run", "The audit log keeps every entry"):
+    for text in ("1 document and 1 chunk", "1 index run", "The audit log keeps every entry"):
         expect(goes).to_contain_text(text)
+    expect(page.locator("main")).to_contain_text("Its files under the source root stay on disk.")
     shot(page, "15-delete-source")
     page.click("button:has-text('Delete this source')")
     page.wait_for_url(f"{live_server.url}/catalogs/ops/")
-    expect(page.locator(".messages")).to_contain_text("Source handbook deleted.")
+    expect(page.locator(".messages")).to_contain_text("Source guide deleted.")
+    assert (ops.root / "guides" / "deploy.md").exists()
     expect(page.locator("table.sources tbody tr")).to_have_count(2)
 
     page.click("a:has-text('Delete…')")
