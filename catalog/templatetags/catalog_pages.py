@@ -54,7 +54,7 @@ def run_took(run: IndexRun) -> str:
 
 TRIGGERS: dict[str, str] = {
     IndexRun.Trigger.SCHEDULE: "the scheduled scan", IndexRun.Trigger.API: "the API",
-    IndexRun.Trigger.COMMAND: "a command", IndexRun.Trigger.UI: "the dashboard",
+    IndexRun.Trigger.COMMAND: "a command", IndexRun.Trigger.UI: "a person",
     IndexRun.Trigger.RECOVERY: "recovery (its worker had stopped)"}
 
 
