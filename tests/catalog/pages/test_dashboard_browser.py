@@ -245,7 +245,12 @@ def test_deleting_asks_first_and_says_what_goes(page, live_server, cora, ops):
 
     # Removing one file asks first, naming what goes; dismissed, nothing goes.
     asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
     page.click("#files button:has-text('Remove')")
     expect(page.locator("#files tbody tr")).to_have_count(1)
     assert asked == ["Remove handbook.md from this source? Its document and chunks go at the next run."]
