@@ -10,6 +10,7 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince
 
+from catalog.indexing.runs import STAGES
 from catalog.models import IndexRun
 
 register = template.Library()
@@ -62,3 +63,11 @@ TRIGGERS: dict[str, str] = {
 def asked_by(run: IndexRun) -> str:
     """What asked for a run, in words."""
     return TRIGGERS.get(run.trigger, run.trigger)
+
+
+@register.filter
+def stage_timings(run: IndexRun) -> list[tuple[str, float]]:
+    """A run's seconds per stage in the order the stages run (jsonb keeps keys in its own
+    order, shortest first)."""
+    order = {stage: i for i, stage in enumerate(STAGES)}
+    return sorted(run.timings.items(), key=lambda item: order.get(item[0], len(order)))

@@ -29,7 +29,7 @@ from playwright.sync_api import expect
 
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.sources.uploads import upload_text
-from tests.browser import page_audit
+from tests.browser import console_watch, page_audit
 from tests.catalog.test_reindex_processes import Barrier, second_connection
 from tests.config.servers import child_env
 from tests.factories import person
@@ -136,7 +136,23 @@ def test_a_catalog_created_from_an_upload_is_watched_while_it_indexes(page, live
     expect(page.locator("#documents td.empty")).to_have_text("Nothing indexed yet.")
     shot(page, "01-indexing")
 
+    # The run's own page, in a second tab, polls the same run.
+    run = IndexRun.objects.get(source__slug="incident-playbooks")
+    tab = page.context.new_page()
+    console_watch(tab)
+    tab.goto(f"{live_server.url}/catalogs/playbooks/runs/{run.pk}/")
+    expect(tab.locator("#run-progress")).to_have_attribute("hx-trigger", "every 1s")
+    expect(tab.locator("#run-progress .run-state")).to_have_text("running")
+    expect(tab.locator("#run-progress dl.facts")).to_contain_text("embed")
+    shot(tab, "02-run-running")
+
     barrier.release()
+
+    expect(tab.locator("#run-progress .run-state")).to_have_text("succeeded", timeout=WORKER_WAIT_MS)
+    expect(tab.locator("#run-progress")).not_to_have_attribute("hx-trigger", "every 1s")
+    expect(tab.locator("#run-progress")).to_contain_text("Seconds per stage")
+    shot(tab, "03-run-done")
+    tab.close()
 
     expect(activity.locator("li.run .run-state").first).to_have_text("succeeded", timeout=WORKER_WAIT_MS)
     expect(activity).not_to_have_attribute("hx-trigger", "every 1s")  # polling stopped
@@ -145,7 +161,7 @@ def test_a_catalog_created_from_an_upload_is_watched_while_it_indexes(page, live
     expect(page.locator("#documents tbody tr")).to_have_count(2)  # refreshed by index-finished, no reload
     expect(page.locator("#chunks h2")).to_contain_text(f"({len(texts)})")
     expect(page.locator(".source-side")).to_contain_text("2 documents")  # the sidebar too
-    run = IndexRun.objects.get(source__slug="incident-playbooks")
+    run.refresh_from_db()
     assert (run.status, run.trigger, run.counts["documents_added"]) == ("succeeded", "ui", 2)
     assert ReferenceSource.objects.get(slug="incident-playbooks").changed_by == cora
-    shot(page, "02-indexed")
+    shot(page, "04-indexed")
