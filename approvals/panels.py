@@ -34,7 +34,8 @@ def source_approvals(request: HttpRequest, source: ReferenceSource) -> Panel:
     return Panel("approvals/partials/source_panel.html", {
         "source": source, "policies": policies, "governed": source.requires_approval or bool(policies),
         "states": [(state, states[state]) for state in ApprovalRequest.State.values if states.get(state)],
-        "total": sum(states.values()), "latest": list(requests_filtered(source=source)[:LATEST]),
+        "total": sum(states.values()), "pending": states.get(ApprovalRequest.State.PENDING, 0),
+        "latest": list(requests_filtered(source=source)[:LATEST]),
     }, order=10)
 
 

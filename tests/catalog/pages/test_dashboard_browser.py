@@ -307,6 +307,8 @@ def test_a_reviewer_reads_sources_and_their_approval_state_but_changes_nothing(p
     expect(panel).to_contain_text("1 approved")
     expect(panel).to_contain_text("1 pending")
     expect(panel).to_contain_text("approved by rita")
+    expect(panel.locator("a:has-text('1 in the queue')")).to_have_attribute(
+        "href", f"/approvals/?source={ops.handbook.pk}")
     expect(page.locator("section[aria-labelledby=discovery-title]")).to_contain_text("@runbook")
     expect(page.locator("#upload-form")).to_have_count(0)
     shot(page, "18-source-reviewer")

@@ -268,7 +268,8 @@ def test_a_reviewer_reads_a_source_with_its_approval_state_and_cannot_change_it(
 
     assert "Its own “requires approval” flag" in page and "1 approved" in page
     assert f'href="/approvals/{request_id}/"' in page and "approved</span> by rita" in page
-    assert 'href="/approvals/sources/ops/handbook/"' in page
+    assert 'href="/approvals/sources/ops/handbook/"' in page and "in the queue" not in page  # none pending
+    assert reviewer.get(f"/audit/?source={handbook.pk}").status_code == 200
     assert 'href="/catalogs/ops/sources/runbook/"><code>@runbook</code>' in page  # mentioned and linked
     assert "runbook.md" in page and "https://example.com/vendor" in page
     assert "/edit" not in page and "Reindex</button>" not in page and 'name="uploads"' not in page
