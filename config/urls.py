@@ -19,6 +19,7 @@ urlpatterns = [
          name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema", permission_classes=[]),
          name="api-redoc"),
+    path("", include("catalog.page_urls")),
     path("", include("approvals.page_urls")),
     path("", include("retrieval.dashboard.urls")),
     path("", include("retrieval.page_urls")),

@@ -9,10 +9,11 @@ class RetrievalConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import pre_execute
 
-        from retrieval import schema  # noqa: F401  registers its serializer extensions with drf-spectacular
+        from retrieval import panels, schema  # noqa: F401  schema registers its serializer extensions with drf-spectacular
         from retrieval.runtime import follow_before_task
         from retrieval.tasks import ensure_purge_schedule
 
+        panels.register()  # the mentions and links discovery follows, on catalog's source page
         post_migrate.connect(ensure_purge_schedule, sender=self, dispatch_uid="lectern-purge-traces-schedule")
         # The worker applies a curator's reset answered by a web process (retrieval.runtime).
         pre_execute.connect(follow_before_task, dispatch_uid="lectern-follow-resets")

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import models
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -200,8 +201,8 @@ PERSON_CURATORS = (401, 404, 404, 200, 403, 200, 200, 403, 403)  # people only
 VIEWERS = (LOGIN, 403, 403, 200, 200, 200, 200, LOGIN, LOGIN)  # the reviewer's pages
 DECIDERS = (LOGIN, 403, 403, 403, 302, 302, 302, LOGIN, LOGIN)
 SIGNED_IN_PAGE = (LOGIN, 200, 200, 200, 200, 200, 200, LOGIN, LOGIN)
-CURATOR_PAGES = (LOGIN, 403, 403, 200, 403, 200, 200, LOGIN, LOGIN)  # the agent pages
-CURATOR_FORMS = (LOGIN, 403, 403, 302, 403, 302, 302, LOGIN, LOGIN)
+CURATOR_PAGES = (LOGIN, 403, 403, 200, 403, 200, 200, LOGIN, LOGIN)  # the dashboard: people, curators
+CURATOR_WRITES = (LOGIN, 403, 403, 302, 403, 302, 302, LOGIN, LOGIN)
 ADMIN_STAFF = (ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, 403, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 
@@ -256,7 +257,7 @@ CALLS: list[Call] = [
          body=lambda world: {"ids": [world.pending], "verdict": "reject", "comment": "no"}, writes=True),
     # --- the status page: anyone with a role; its reset: curators ---
     Call("status-page", "GET", VIEWERS),
-    Call("status-reset", "POST", CURATOR_FORMS, writes=True),
+    Call("status-reset", "POST", CURATOR_WRITES, writes=True),
     # --- the agent pages: curators (people) ---
     Call("agents-list", "GET", CURATOR_PAGES),
     Call("agents-new", "GET", CURATOR_PAGES),
@@ -264,12 +265,44 @@ CALLS: list[Call] = [
          body=lambda world: agent_form(world, name="fresh-bot")),
     Call("agents-pins", "GET", CURATOR_PAGES, query="?catalogs=1"),
     Call("agents-page", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
-    Call("agents-page", "POST", CURATOR_FORMS, args=lambda world: [world.spare.pk], writes=True,
+    Call("agents-page", "POST", CURATOR_WRITES, args=lambda world: [world.spare.pk], writes=True,
          body=lambda world: agent_form(world, strategy="rag")),
     Call("agents-rotate", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
     Call("agents-rotate", "POST", CURATOR_PAGES, args=lambda world: [world.spare.pk], writes=True),
     Call("agents-revoke", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
-    Call("agents-revoke", "POST", CURATOR_FORMS, args=lambda world: [world.spare.pk], writes=True),
+    Call("agents-revoke", "POST", CURATOR_WRITES, args=lambda world: [world.spare.pk], writes=True),
+    # --- the curator's dashboard: curators and reviewers read, curators write ---
+    Call("catalogs-list", "GET", VIEWERS),
+    Call("catalogs-create", "GET", CURATOR_PAGES),
+    Call("catalogs-create", "POST", CURATOR_WRITES, writes=True,
+         body={"slug": "fresh", "name": "Fresh", "chunk_size": 1000, "chunk_overlap": 100}),
+    Call("catalogs-tag-suggest", "GET", CURATOR_PAGES, query="?tags_new=o"),
+    Call("catalogs-tag-chips", "GET", CURATOR_PAGES, query="?tags_new=ops"),
+    Call("catalogs-glob-preview", "GET", CURATOR_PAGES, query="?location=*.md"),
+    Call("catalogs-detail", "GET", VIEWERS, args=catalog_slug),
+    Call("catalogs-edit", "GET", CURATOR_PAGES, args=catalog_slug),
+    Call("catalogs-edit", "POST", CURATOR_WRITES, args=catalog_slug, writes=True,
+         body={"name": "Knowledge", "description": "", "chunk_size": 1000, "chunk_overlap": 100}),
+    Call("catalogs-delete", "GET", CURATOR_PAGES, args=catalog_slug),
+    Call("catalogs-delete", "POST", CURATOR_WRITES, args=catalog_slug, body={"confirm": "kb"}, writes=True),
+    Call("catalogs-reindex", "POST", CURATOR_WRITES, args=catalog_slug, body={}, writes=True),
+    Call("catalogs-activity", "GET", VIEWERS, args=catalog_slug),
+    Call("catalogs-runs", "GET", VIEWERS, args=catalog_slug),
+    Call("catalogs-run", "GET", VIEWERS, args=lambda world: [world.catalog.slug, world.run]),
+    Call("catalogs-source-create", "GET", CURATOR_PAGES, args=catalog_slug, query="?kind=inline"),
+    Call("catalogs-source-create", "POST", CURATOR_WRITES, args=catalog_slug, query="?kind=inline", writes=True,
+         body={"slug": "fresh", "name": "Fresh", "mode": "selectable", "content": "Hello."}),
+    Call("catalogs-source", "GET", VIEWERS, args=source_of("vault")),
+    Call("catalogs-source-edit", "GET", CURATOR_PAGES, args=source_of("notes")),
+    Call("catalogs-source-edit", "POST", CURATOR_WRITES, args=source_of("notes"), writes=True,
+         body={"name": "Notes", "mode": "selectable", "tags_new": "ops"}),
+    Call("catalogs-source-delete", "GET", CURATOR_PAGES, args=source_of("notes")),
+    Call("catalogs-source-delete", "POST", CURATOR_WRITES, args=source_of("notes"), body={}, writes=True),
+    Call("catalogs-source-reindex", "POST", CURATOR_WRITES, args=source_of("notes"), body={}, writes=True),
+    Call("catalogs-source-files", "POST", CURATOR_WRITES, args=source_of("notes"), writes=True,
+         body=lambda world: {"uploads": SimpleUploadedFile("more.md", b"More notes.\n")}),
+    Call("catalogs-source-file-delete", "POST", CURATOR_WRITES, args=source_of("notes"), body={"path": "notes.md"},
+         writes=True),
     # --- the home page and its search: anyone signed in (no role: no catalog to search) ---
     Call("home", "GET", SIGNED_IN_PAGE),
     Call("search-results", "GET", (LOGIN, 400, 400, 200, 200, 200, 200, LOGIN, LOGIN),
@@ -379,7 +412,12 @@ def permitted_person(call: Call) -> str:
 def test_the_forms_and_the_api_writes_are_all_checked():
     assert {call.id for call in FORMS} == {"approvals-decide-POST", "approvals-revoke-POST", "approvals-bulk-POST",
                                            "status-reset-POST", "agents-new-POST", "agents-page-POST",
-                                           "agents-rotate-POST", "agents-revoke-POST", "login-POST", "logout-POST"}
+                                           "agents-rotate-POST", "agents-revoke-POST", "login-POST", "logout-POST",
+                                           "catalogs-create-POST", "catalogs-edit-POST",
+                                           "catalogs-delete-POST", "catalogs-reindex-POST",
+                                           "catalogs-source-create-POST", "catalogs-source-edit-POST",
+                                           "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
+                                           "catalogs-source-files-POST", "catalogs-source-file-delete-POST"}
     assert len(API_WRITES) == 10
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django import template
-from django.utils import timezone
-from django.utils.timesince import timesince
+
+from catalog.templatetags.catalog_pages import ago as ago
 
 register = template.Library()
 
@@ -66,16 +66,7 @@ def duration(value: timedelta | None) -> str:
 register.filter("duration", duration)
 
 
-def ago(moment: datetime | None) -> str:
-    """How long ago, in words: "just now" under a minute, else "3 hours ago"."""
-    if moment is None:
-        return ""
-    if timezone.now() - moment < timedelta(minutes=1):
-        return "just now"
-    return f"{timesince(moment, depth=1)} ago"
-
-
-register.filter("ago", ago)
+register.filter("ago", ago)  # the dashboard's, shared
 
 
 def payload_value(value: Any) -> str:

@@ -134,9 +134,11 @@ def _enqueue(run_id: int) -> None:
 
 
 class _RunProgress:
-    """A Progress that writes stage and percentage to the run: every change of
-    stage at once (a reader waiting on a stage must see it), progress within a stage at
-    most twice a second; every report also goes to `also` (a command's progress bar)."""
+    """A Progress that writes stage, percentage and how far the stage got (`counts`:
+    {"stage_done", "stage_total"}, e.g. chunks embedded of those to embed, until the
+    run's totals replace them when it succeeds) to the run: every change of stage at
+    once (a reader waiting on a stage must see it), progress within a stage at most
+    twice a second; every report also goes to `also` (a command's progress bar)."""
 
     def __init__(self, run_id: int, also: Progress | None = None) -> None:
         self.run_id, self.also, self._last, self._stage = run_id, also, 0.0, ""
@@ -150,7 +152,8 @@ class _RunProgress:
         self._last, self._stage = now, stage
         lo, hi = STAGES.get(stage, (0, 100))
         percent = lo + (hi - lo) * done // max(total, 1)
-        IndexRun.objects.filter(pk=self.run_id).update(stage=stage, progress=percent)
+        IndexRun.objects.filter(pk=self.run_id).update(stage=stage, progress=percent,
+                                                       counts={"stage_done": done, "stage_total": total})
 
 
 def index_run_create(*, source: ReferenceSource, trigger: str, full: bool = False) -> IndexRun:
@@ -167,7 +170,7 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
     with source_lock(run.source_id):
         _fail_stale_runs(run.source_id, keep=run_id)
         claimed = IndexRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
-            status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="")
+            status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="", counts={})
         if not claimed:
             return IndexRun.objects.get(pk=run_id)
         try:

@@ -19,7 +19,7 @@ from catalog.signals import content_switched
 from catalog.sources.documents import Collected, DocumentInput, stored_documents
 
 
-def _delete_document_rows(cursor: CursorWrapper, document_pks: list[int]) -> None:
+def delete_document_rows(cursor: CursorWrapper, document_pks: list[int]) -> None:
     """Remove documents with their chunks and postings, releasing their term counts."""
     if not document_pks:
         return
@@ -136,7 +136,7 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
         Catalog.objects.select_for_update(no_key=True).filter(pk=source.catalog_id).first()
         old_fingerprint = ReferenceSource.objects.filter(pk=source.pk).values_list("fingerprint", flat=True).first()
         with connection.cursor() as cursor:
-            _delete_document_rows(cursor, diff.stale_pks)
+            delete_document_rows(cursor, diff.stale_pks)
             documents = Document.objects.bulk_create([
                 Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.loaded_text,
                          content_sha256=d.sha256, size=d.size, mtime=d.mtime)

@@ -46,7 +46,8 @@ class Collected:
     fingerprint: str = ""
 
 
-def _title_of(path: str, text: str) -> str:
+def title_of(path: str, text: str) -> str:
+    """A document's title: its first level-one markdown heading, else its file name."""
     for line in text.splitlines()[:50]:
         if line.startswith("# "):
             return line[2:].strip()[:500]
@@ -84,7 +85,7 @@ def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Co
         except UnicodeDecodeError as exc:
             skipped.append((relative, f"not UTF-8 text (byte {exc.start})"))
             continue
-        documents.append(DocumentInput(relative, _title_of(relative, text), text, info.st_size, info.st_mtime))
+        documents.append(DocumentInput(relative, title_of(relative, text), text, info.st_size, info.st_mtime))
     return Collected(documents, skipped, fingerprint(stats))
 
 

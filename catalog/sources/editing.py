@@ -17,6 +17,7 @@ from catalog.signals import source_changed
 from catalog.sources.documents import DocumentInput
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import upload_path_problem
+from catalog.sources.uploads import text_size_problem
 
 
 def upload_source_ensure(*, catalog: Catalog, slug: str) -> ReferenceSource:
@@ -37,25 +38,44 @@ def source_changed_by(*, source: ReferenceSource, by: User | None, fields: Itera
     source_changed.send(sender=ReferenceSource, source=source, by=by, fields=sorted(fields))
 
 
+def uploads_write(*, source: ReferenceSource, documents: list[DocumentInput]) -> None:
+    """Add or replace these files of an upload source, announcing nothing: for a caller
+    that announces the whole edit once (uploads_add, uploads_replace, creating a source)."""
+    UploadedFile.objects.bulk_create(
+        [UploadedFile(source=source, path=d.path, title=d.title, text=d.loaded_text, sha256=d.sha256, size=d.size)
+         for d in documents],
+        update_conflicts=True, unique_fields=["source", "path"], update_fields=["title", "text", "sha256", "size",
+                                                                                "updated_at"])
+
+
 def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput], by: User | None = None) -> None:
     with transaction.atomic():
         UploadedFile.objects.filter(source=source).delete()
-        UploadedFile.objects.bulk_create([
-            UploadedFile(source=source, path=d.path, title=d.title, text=d.loaded_text, sha256=d.sha256, size=d.size)
-            for d in documents
-        ])
+        uploads_write(source=source, documents=documents)
         source_changed_by(source=source, by=by, fields=["files"])
+
+
+@transaction.atomic
+def uploads_add(*, source: ReferenceSource, documents: list[DocumentInput], by: User | None = None) -> None:
+    """Add or replace several files of an upload source at once (the dashboard's upload):
+    one change, announced once. Each was read by catalog.sources.uploads.upload_text."""
+    if source.kind != ReferenceSource.Kind.UPLOAD:
+        raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources take files")
+    uploads_write(source=source, documents=documents)
+    source_changed_by(source=source, by=by, fields=["files"])
 
 
 @transaction.atomic
 def upload_put(*, source: ReferenceSource, path: str, title: str, text: str, by: User | None = None) -> UploadedFile:
     """Add or replace one file of an upload source (the next run indexes it). The API
-    refuses a bad path with a 400 first: here it is an invariant."""
+    refuses a bad path or a text too large with a 400 first: here they are invariants."""
     if source.kind != ReferenceSource.Kind.UPLOAD:
         raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources take files")
     if problem := upload_path_problem(path):
         raise ValueError(f"invalid upload path {path!r}: {problem}")
     doc = DocumentInput(path, title, text, len(text.encode("utf-8")))
+    if problem := text_size_problem(doc.size):
+        raise ValueError(f"upload {path!r} {problem}")
     upload, _ = UploadedFile.objects.update_or_create(
         source=source, path=path, defaults={"title": title, "text": text, "sha256": doc.sha256, "size": doc.size})
     source_changed_by(source=source, by=by, fields=["files"])
@@ -77,6 +97,8 @@ def upload_delete(*, source: ReferenceSource, path: str, by: User | None = None)
 def inline_set(*, source: ReferenceSource, content: str, by: User | None = None) -> ReferenceSource:
     if source.kind != ReferenceSource.Kind.INLINE:
         raise SourceError(f"source {source.slug!r} is a {source.kind} source, not inline")
+    if problem := text_size_problem(len(content.encode("utf-8"))):
+        raise ValueError(f"the text {problem}")
     source.content = content
     source.full_clean()
     source.save(update_fields=["content", "updated_at"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -72,27 +73,37 @@ def source_mentions(cards: list[SourceCard]) -> dict[int, tuple[set[str], set[st
 def _link_targets(index: CatalogIndex, links: set[str]) -> dict[str, str]:
     """link path -> slug of the source it lands in (a document path or a folder): one
     lookup for the links of a whole level of the walk."""
+    return link_sources(catalog_id=index.catalog_id, cards=index.cards.values(), links=links)
+
+
+def link_sources(*, catalog_id: int, cards: Collection[SourceCard], links: set[str]) -> dict[str, str]:
+    """link path -> slug of the catalog's source it lands in: the source holding a
+    document at that path, else the glob source reading the folder it names."""
     if not links:
         return {}
-    found = dict(Document.objects.filter(catalog_id=index.catalog_id, path__in=[p.rstrip("/") for p in links])
+    found = dict(Document.objects.filter(catalog_id=catalog_id, path__in=[p.rstrip("/") for p in links])
                  .values_list("path", "source__slug"))
     targets = {}
     for link in links:
         slug = found.get(link.rstrip("/"))
         if slug is None:
             folder = link if link.endswith("/") else link + "/"
-            slug = next((c.slug for c in index.cards.values() if c.base_dir and
+            slug = next((c.slug for c in cards if c.base_dir and
                          (c.base_dir.startswith(folder) or link.startswith(c.base_dir))), None)
         if slug is not None:
             targets[link] = slug
     return targets
 
 
-def _own_id(index: CatalogIndex, ident: str) -> str:
-    """A mention as this catalog's id: `@caching` and `@<this catalog>/caching` alike;
-    `@<another catalog>/caching` names none of this catalog's ("" matches no id)."""
+def own_id(catalog_slug: str, ident: str) -> str:
+    """A mention as an id of catalog `catalog_slug`: `@caching` and `@<catalog>/caching`
+    alike; `@<another catalog>/caching` names none of its ids ("" matches no id)."""
     catalog, _, slug = ident.rpartition("/")
-    return slug if catalog in ("", index.slug) else ""
+    return slug if catalog in ("", catalog_slug) else ""
+
+
+def _own_id(index: CatalogIndex, ident: str) -> str:
+    return own_id(index.slug, ident)
 
 
 def discover(index: CatalogIndex, roots: list[SourceCard], *, agent: Agent | None,

@@ -1,0 +1,54 @@
+"""Creating and changing catalogs (the dashboard; the admin edits the same fields). The
+slug never changes: it is in every chunk key and in agents' `@catalog/id` mentions.
+Deleting lives with the write path (catalog.indexing.removal)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from catalog.models import Catalog
+
+# Chunking settings: a change re-chunks every document at its source's next full run.
+CHUNKING = ("chunk_size", "chunk_overlap")
+
+
+@dataclass
+class CatalogSettings:
+    name: str
+    description: str = ""
+    chunk_size: int = 1000
+    chunk_overlap: int = 100
+
+
+def catalog_create(*, slug: str, settings: CatalogSettings) -> Catalog:
+    """A new, empty catalog; ValidationError names each field at fault."""
+    catalog = Catalog(slug=slug, name=settings.name, description=settings.description,
+                      chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+    catalog.full_clean()
+    try:
+        with transaction.atomic():
+            catalog.save()
+    except IntegrityError:  # created by someone else since full_clean looked
+        raise ValidationError({"slug": f"A catalog {slug!r} already exists."}) from None
+    return catalog
+
+
+def catalog_update(*, catalog: Catalog, settings: CatalogSettings) -> list[str]:
+    """Change a catalog's name, description or chunking; the fields that changed. When
+    the chunking changed, the caller asks for full runs (catalog.indexing.runs): chunks
+    already written keep the old size until their documents are chunked again."""
+    with transaction.atomic():
+        current = Catalog.objects.select_for_update(no_key=True).get(pk=catalog.pk)
+        wanted = {"name": settings.name, "description": settings.description,
+                  "chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
+        changed = [name for name, value in wanted.items() if getattr(current, name) != value]
+        for name in changed:
+            setattr(current, name, wanted[name])
+        current.full_clean()
+        if changed:
+            current.save(update_fields=[*changed, "updated_at"])
+    catalog.refresh_from_db()
+    return changed

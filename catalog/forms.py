@@ -1,0 +1,233 @@
+"""Forms of the curator's dashboard. They read and check input as a browser sends it;
+the rules of what a catalog or a source may be are the services' (catalog.catalogs,
+catalog.sources.lifecycle, catalog.sources.uploads), whose ValidationErrors the views
+put back on these forms beside the fields they name."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile as UploadedFormFile
+from django.http import QueryDict
+
+from catalog.catalogs import CatalogSettings
+from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.sources.documents import DocumentInput
+from catalog.sources.lifecycle import SourceSettings
+from catalog.sources.uploads import UploadRefused, text_size_problem, upload_text
+from catalog.tag_keys import tag_key
+from catalog.tags import tag_name_problem
+
+MAX_UPLOAD_FILES = 50  # files in one upload (each up to LECTERN_MAX_UPLOAD_BYTES)
+SEARCH_MAX_CHARS = 200
+
+
+def apply_errors(form: forms.Form, error: ValidationError) -> None:
+    """A service's ValidationError shown on `form`: beside the field it names when the
+    form has one, else above the form."""
+    for name, messages in error.message_dict.items():
+        field = name if name in form.fields else None
+        for message in messages:
+            form.add_error(field, message)
+
+
+# --- catalogs -------------------------------------------------------------------------------
+
+
+class CatalogForm(forms.Form):
+    slug = forms.SlugField(max_length=64, label="Id", help_text="Its id in agents' requests and in every chunk key; "
+                                                    "it cannot be changed later.")
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    chunk_size = forms.IntegerField(min_value=100, max_value=20_000, initial=1000,
+                                    help_text="Characters per chunk; 1000 keeps all-MiniLM-L6-v2 (256 tokens) "
+                                              "reading chunks whole.")
+    chunk_overlap = forms.IntegerField(min_value=0, max_value=10_000, initial=100,
+                                       help_text="Characters each chunk repeats of the one before.")
+
+    def __init__(self, data: Any = None, *, editing: Catalog | None = None, **kwargs: Any) -> None:
+        if editing is not None and data is None:
+            kwargs["initial"] = {"name": editing.name, "description": editing.description,
+                                 "chunk_size": editing.chunk_size, "chunk_overlap": editing.chunk_overlap}
+        super().__init__(data, **kwargs)
+        if editing is not None:
+            del self.fields["slug"]
+            self.fields["chunk_size"].help_text += " A change re-chunks every document (a full reindex)."
+
+    def settings(self) -> CatalogSettings:
+        data = self.cleaned_data
+        return CatalogSettings(name=data["name"], description=data["description"], chunk_size=data["chunk_size"],
+                               chunk_overlap=data["chunk_overlap"])
+
+
+class CatalogDeleteForm(forms.Form):
+    """Deleting a catalog takes its slug typed again: it goes with everything in it."""
+
+    confirm = forms.CharField(max_length=64, label="Type the catalog's id to confirm")
+
+    def __init__(self, *args: Any, catalog: Catalog, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.catalog = catalog
+
+    def clean_confirm(self) -> str:
+        value: str = self.cleaned_data["confirm"].strip()
+        if value != self.catalog.slug:
+            raise ValidationError(f"Type {self.catalog.slug} exactly to delete this catalog.")
+        return value
+
+
+# --- sources --------------------------------------------------------------------------------
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class UploadsField(forms.FileField):
+    """Several files from one `<input type=file multiple>`, each read as a document
+    (catalog.sources.uploads.upload_text: type, size, UTF-8); every refusal is listed."""
+
+    widget = MultipleFileInput
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.widget.attrs.update({"multiple": True})
+
+    def clean(self, data: Any, initial: Any = None) -> list[DocumentInput]:
+        files = [f for f in (data if isinstance(data, list | tuple) else [data]) if f]
+        if not files:
+            if self.required:
+                raise ValidationError("Choose at least one file.")
+            return []
+        if len(files) > MAX_UPLOAD_FILES:
+            raise ValidationError(f"Upload at most {MAX_UPLOAD_FILES} files at once.")
+        documents, problems = [], []
+        for upload in files:
+            try:
+                documents.append(_read(upload))
+            except UploadRefused as refused:
+                problems.append(str(refused))
+        if problems:
+            raise ValidationError(problems)
+        return documents
+
+
+def _read(upload: UploadedFormFile[Any]) -> DocumentInput:
+    name = upload.name or ""
+    if problem := text_size_problem(upload.size or 0):  # before reading it into memory
+        raise UploadRefused(f"{name}: {problem}")
+    return upload_text(name=name, data=upload.read())
+
+
+class TagsField(forms.Field):
+    """Tag names: the chips kept (one `tags` value each) and any typed into the editor's
+    input, comma-separated (`tags_new`; what a browser without scripts sends)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[str]:
+        values = value if isinstance(value, list | tuple) else [value] if value else []
+        names: dict[str, str] = {}
+        for value in values:
+            for name in str(value).split(","):
+                if name.strip():
+                    names.setdefault(tag_key(name) or name.strip(), name.strip())
+        return list(names.values())
+
+    def validate(self, value: list[str]) -> None:
+        problems = [f"{name}: {problem}" for name in value if (problem := tag_name_problem(name))]
+        if problems:
+            raise ValidationError(problems)
+
+
+class SourceForm(forms.Form):
+    """A source of any kind: the settings every kind has, and the content of its own kind
+    (a glob, an inline text, files). A new upload source needs its first files."""
+
+    slug = forms.SlugField(max_length=100, label="Id", help_text="The reference id agents use (@id): letters, "
+                                                                 "digits, - and _; it cannot be changed later.")
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                                  help_text="What it is for: semantic detection matches texts against it.")
+    mode = forms.ChoiceField(choices=ReferenceSource.Mode.choices, initial=ReferenceSource.Mode.SELECTABLE,
+                             widget=forms.RadioSelect)
+    requires_approval = forms.BooleanField(required=False, label="Requires approval",
+                                           help_text="Agents read it only once a reviewer approves its content.")
+    tags = TagsField(required=False)
+    location = forms.CharField(max_length=1024, required=False, label="Glob",
+                               help_text="Relative to the first source root, or absolute inside one; "
+                                         "** matches folders. md, markdown, txt and rst files are indexed.")
+    content = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 12}),
+                              label="Text", help_text="Markdown or plain text.")
+    uploads = UploadsField(required=False, label="Files")
+
+    def __init__(self, data: Any = None, files: Any = None, *, kind: str, editing: ReferenceSource | None = None,
+                 **kwargs: Any) -> None:
+        self.kind, self.editing = kind, editing
+        if editing is not None and data is None:
+            kwargs["initial"] = {"name": editing.name, "description": editing.description, "mode": editing.mode,
+                                 "requires_approval": editing.requires_approval, "location": editing.location,
+                                 "content": editing.content, "tags": [t.name for t in editing.tags.all()]}
+        super().__init__(data, files, **kwargs)
+        if editing is not None:
+            del self.fields["slug"]
+        for name, own_kind in (("location", "glob"), ("content", "inline"), ("uploads", "upload")):
+            if kind != own_kind or (name == "uploads" and editing is not None):
+                del self.fields[name]
+        if kind == ReferenceSource.Kind.GLOB:
+            self.fields["location"].required = True
+        if kind == ReferenceSource.Kind.INLINE:
+            self.fields["content"].required = True
+        if "uploads" in self.fields:
+            self.fields["uploads"].required = True
+
+    def clean_content(self) -> str:
+        content: str = self.cleaned_data["content"]
+        if problem := text_size_problem(len(content.encode("utf-8"))):
+            raise ValidationError(f"The text {problem}.")
+        return content
+
+    def tag_names(self) -> list[str]:
+        """The tags the form shows now: what was sent, else what the source has."""
+        if self.is_bound:
+            return TagsField().to_python(cast(QueryDict, self.data).getlist("tags"))
+        return list(self.initial.get("tags", []))
+
+    def settings(self) -> SourceSettings:
+        data = self.cleaned_data
+        return SourceSettings(name=data["name"], description=data["description"], mode=data["mode"],
+                              requires_approval=data["requires_approval"], tags=data["tags"])
+
+
+def source_form_data(post: Any) -> Any:
+    """A copy of the POST whose `tags` holds the kept chips and the typed names."""
+    data = post.copy()
+    data.setlist("tags", post.getlist("tags") + post.getlist("tags_new"))
+    return data
+
+
+class UploadForm(forms.Form):
+    """More files for an upload source (a file with a path it has already is replaced)."""
+
+    uploads = UploadsField(label="Add or replace files")
+
+
+class ReindexForm(forms.Form):
+    full = forms.BooleanField(required=False, help_text="Re-chunk and re-embed every document, changed or not.")
+
+
+class SourceFilterForm(forms.Form):
+    q = forms.CharField(max_length=SEARCH_MAX_CHARS, required=False, strip=True, label="Name contains")
+    kind = forms.ChoiceField(choices=[("", "any kind"), *ReferenceSource.Kind.choices], required=False)
+    status = forms.ChoiceField(choices=[("", "any status"), *ReferenceSource.Status.choices], required=False)
+
+
+class RunFilterForm(forms.Form):
+    source = forms.SlugField(max_length=100, required=False)
+    status = forms.ChoiceField(choices=[("", "any status"), *IndexRun.Status.choices], required=False)
+
+
+class UploadDeleteForm(forms.Form):
+    path = forms.CharField(max_length=1024)
