@@ -167,7 +167,7 @@ class Expire:
 
 sources = st.sampled_from(SOURCES)
 agents = st.sampled_from(AGENTS)
-lifetimes = st.sampled_from([2, None, 5])  # hours; a short one first (what shrinking keeps)
+lifetimes = st.sampled_from([2, None, 5])  # hours (None: forever); the first is drawn most
 picks = st.integers(0, 5)  # an index, taken modulo what there is to pick from then
 STEPS = {
     "policy": st.builds(Policy, st.sampled_from(["catalog", "tag", *SOURCES]), st.sampled_from(["all", *AGENTS]),
