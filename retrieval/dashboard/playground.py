@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.embedder import embedder_status
 from catalog.rest.errors import DomainError
-from retrieval.dashboard.playground_forms import SEARCH, SHARE_MAX, PlaygroundForm
+from retrieval.dashboard.playground_forms import SHARE_MAX, PlaygroundForm
 from retrieval.dashboard.runs import EnrichRun, SearchRun, enrich_run, search_run
 from retrieval.search.selectors import SearchOptions
 from retrieval.search.vector import SearchUnavailable
@@ -42,8 +42,7 @@ def playground(request: HttpRequest) -> HttpResponse:
         if run is not None:
             query = form.share_query()
             share = f"{reverse('playground')}?{query}" if query is not None else None
-    context = {"form": form, "run": run, "share": share, "share_max": SHARE_MAX, "embeddings": embedder_status(),
-               "searching": form.is_bound and form.data.get("kind", SEARCH) == SEARCH or not form.is_bound}
+    context = {"form": form, "run": run, "share": share, "share_max": SHARE_MAX, "embeddings": embedder_status()}
     htmx = request.headers.get("HX-Request") == "true"
     template = "retrieval/playground/partials/workbench.html" if htmx else "retrieval/playground/page.html"
     response = render(request, template, context, status=400 if form.is_bound and form.errors else 200)

@@ -48,7 +48,9 @@ class PlaygroundForm(forms.Form):
                         help_text="An agent gets its own catalogs, thresholds and approvals; a person gets what "
                                   "the approval gate lets people see: nothing that needs an approval.")
     catalog = CatalogChoice(queryset=Catalog.objects.none(), to_field_name="slug", required=False,
-                            widget=FastSelect, empty_label="every catalog of the caller", label="Catalog")
+                            widget=FastSelect, empty_label="every catalog of the caller", label="Catalog",
+                            help_text="A search reads one catalog; a prompt or a tool result every catalog of the "
+                                      "caller, unless you choose one.")
     text = forms.CharField(max_length=TEXT_MAX, strip=False, label="Text",
                            widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}))
     mode = forms.ChoiceField(choices=[(m, f"{m}: {MODE_HELP[m]}") for m in MODES], initial="hybrid",
