@@ -153,8 +153,9 @@ def test_a_prompt_as_the_agent_shows_what_it_gets_and_its_trace_and_a_new_tag_ch
     page_audit(page, "playground-05-prompt-as-the-agent")
 
     run(page, kind="prompt", agent="support-bot", text=QUARTZ_PROMPT)
-    page.wait_for_selector("#run pre.enriched")
-    assert "On-call rota" not in page.locator("ul.outcomes").inner_text()
+    page.wait_for_selector("#run pre.enriched:has-text('quartz pipeline')")
+    outcomes = page.locator("section[aria-labelledby=outcomes-title]")
+    assert "On-call rota" not in outcomes.inner_text()
 
     tagged(studio.rota, "On-call rota", "quartz pipeline")  # a curator's edit, through the tags service
     page.click("#play-form button[type=submit]")  # the same prompt again
