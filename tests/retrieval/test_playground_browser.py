@@ -262,3 +262,28 @@ def test_the_traces_list_filters_and_a_trace_reads_pass_by_pass(page, live_serve
     page.click("a:has-text('Run it again in the playground')")
     page.wait_for_selector("#workbench ul.outcomes")
     assert page.is_checked("input[name=kind][value=prompt]") and page.input_value("#id_agent") == "support-bot"
+
+
+def test_the_traces_are_filtered_and_opened_by_keyboard_alone(page, live_server, studio):
+    caller = Caller.of(studio.support)
+    enrich(caller=caller, text="Our Redis cache is stale again; rotate the credentials", surface="prompt")
+    enrich(caller=caller, text="retries exhausted after backoff", surface="prompt")
+    sign_in(page, live_server.url, "/traces/")
+    page.wait_for_url(f"{live_server.url}/traces/")
+
+    def tab_to(selector: str, *, limit: int = 40) -> None:
+        for _ in range(limit):
+            page.keyboard.press("Tab")
+            if page.evaluate("(s) => document.activeElement.matches(s)", selector):
+                return
+        raise AssertionError(f"Tab never reached {selector}")
+
+    tab_to("#id_withheld")
+    page.keyboard.press("ArrowDown")  # "something withheld"
+    page.wait_for_url(re.compile(r"withheld=yes"))
+    page.wait_for_function("document.querySelectorAll('table.traces tbody tr').length === 1")
+    tab_to("table.traces a.trace-link")
+    page.keyboard.press("Enter")
+
+    page.wait_for_url(re.compile(r"/traces/[0-9a-f-]{36}/$"))
+    assert "Secrets vault" in page.locator("ul.outcomes").inner_text()
