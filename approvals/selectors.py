@@ -44,6 +44,10 @@ class InjectionDecision:
     state: str  # not_required | approved | pending | rejected | revoked | expired | missing
     reason: str = ""
     request_id: int | None = None  # the approval request to follow (GET /api/v1/approvals)
+    # A request is due and none was raised: the caller asked without `raised_via` (a
+    # listing, or the playground's dry run), where an agent's own read would raise one.
+    # Not in as_dict(): the API's answers say what was raised, not what could have been.
+    request_due: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"allowed": self.allowed, "state": self.state, "reason": self.reason, "request_id": self.request_id}
@@ -51,7 +55,7 @@ class InjectionDecision:
     @classmethod
     def of(cls, judgement: Judgement) -> InjectionDecision:
         return cls(allowed=judgement.allowed, state=judgement.state, reason=judgement.reason,
-                   request_id=judgement.request_id)
+                   request_id=judgement.request_id, request_due=judgement.raise_request)
 
 
 NOT_GOVERNED = InjectionDecision.of(NOT_REQUIRED)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import Group, User
@@ -38,7 +39,10 @@ from catalog.indexing.source_index import source_index
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from catalog.sources.editing import upload_source_ensure, uploads_replace
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.pipeline import enrich
 from retrieval.evaluation.metrics import percentile
+from retrieval.models import Trace
 
 SLUG = "bench-pages"
 SOURCES = 100
@@ -52,6 +56,7 @@ class World:
     source: ReferenceSource
     agent: Agent
     request_id: int
+    trace_id: str = ""
 
 
 @dataclass
@@ -126,13 +131,41 @@ def governance_ensure(*, catalog: Catalog, person: User, log: Log) -> World:
     return World(catalog, pending.source, pending.agent, pending.pk)
 
 
+PROMPT = ("My mother was told her vitamin D is low; does that raise her risk of fractures and should she take "
+          "supplements?")
+
+
+def traces_ensure(*, world: World, log: Log) -> World:
+    """A prompt enriched by each agent through the real pipeline (its trace stored, as
+    an agent's call stores it): the traces pages' rows."""
+    agents = list(Agent.objects.filter(name__in=AGENTS).order_by("name"))
+    missing = [agent for agent in agents if not Trace.objects.filter(agent=agent).exists()]
+    if missing:
+        log(f"enriching a prompt as {len(missing)} agents")
+    for agent in missing:
+        enrich(caller=Caller.of(agent), text=PROMPT, surface=Trace.Surface.PROMPT)
+    trace = Trace.objects.filter(agent=world.agent).order_by("-created_at").first()
+    if trace is None:
+        raise BenchmarkError(f"no trace of {world.agent.name}")
+    world.trace_id = str(trace.pk)
+    return world
+
+
 def page_urls(world: World) -> dict[str, str]:
     """Every page a person opens, by name, with its arguments from the world."""
-    catalog, source = world.catalog, world.source
+    catalog, source, agent = world.catalog, world.source, world.agent
+    playground = reverse("playground")
+    search = urlencode({"kind": "search", "catalog": catalog.slug, "text": "vitamin d deficiency", "mode": "hybrid",
+                        "top_k": 10})
     return {
-        "home": reverse("home"),
-        "search results": reverse("search-results")
-        + f"?catalog={catalog.slug}&query=vitamin+d+deficiency&mode=hybrid&top_k=10",
+        "playground": playground,
+        "playground, search as an agent": f"{playground}?{search}&agent={agent.name}",
+        "playground, search as a person": f"{playground}?{search}",
+        "playground, prompt as an agent": f"{playground}?" + urlencode({"kind": "prompt", "agent": agent.name,
+                                                                        "text": PROMPT}),
+        "traces": reverse("traces-list"),
+        "traces, filtered": reverse("traces-list") + f"?agent={agent.name}&withheld=yes",
+        "trace": reverse("traces-page", args=[world.trace_id]),
         "approvals queue": reverse("approvals-queue"),
         "approvals queue, filtered": reverse("approvals-queue") + f"?state=&catalog={catalog.slug}&q=search",
         "approval request": reverse("approvals-request", args=[world.request_id]),
@@ -157,7 +190,7 @@ def pages_benchmark(*, dataset: Path, rounds: int, warmup: int, log: Log, source
                     urls: Callable[[World], dict[str, str]] = page_urls) -> dict[str, Any]:
     catalog = pages_catalog_ensure(dataset=dataset, sources=sources, documents=documents, log=log)
     person = _person()
-    world = governance_ensure(catalog=catalog, person=person, log=log)
+    world = traces_ensure(world=governance_ensure(catalog=catalog, person=person, log=log), log=log)
     if not connection.in_atomic_block:  # steady state: what autovacuum gives tables after a bulk write
         with connection.cursor() as cursor:
             cursor.execute("VACUUM (ANALYZE) catalog_referencesource, catalog_document, catalog_chunk, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 
 import Stemmer
 
@@ -29,6 +30,15 @@ def analyze(text: str) -> list[str]:
     words = _WORD.findall(_POSSESSIVE.sub("", text.lower()))
     kept = [w for w in words if w not in STOP_WORDS and len(w) <= MAX_TERM_CHARS]
     return _stemmer.stemWords(kept)
+
+
+def words_with_terms(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, term) of each word of `text` that is a term, in order: the words
+    `analyze` keeps, with their offsets (to show where a query's terms occur)."""
+    for match in _WORD.finditer(text):
+        word = match.group().lower()
+        if word not in STOP_WORDS and len(word) <= MAX_TERM_CHARS:
+            yield match.start(), match.end(), _stemmer.stemWord(word)
 
 
 def term_frequencies(text: str) -> tuple[Counter[str], int]:

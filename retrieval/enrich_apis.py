@@ -340,7 +340,13 @@ TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer
     "tag": _step("tag", "Tags found in the text.",
                  candidates=serializers.IntegerField(help_text="How many sources the tags proposed."),
                  tags=serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
-                                            help_text="Tag -> the `catalog/source` ids carrying it.")),
+                                            help_text="Tag -> the `catalog/source` ids carrying it."),
+                 at=serializers.DictField(
+                     child=serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=2,
+                                                 max_length=2),
+                     required=False,  # traces stored before it existed lack it
+                     help_text="Tag -> [start, end): where it first occurs in the text detection read (the "
+                               "text as received, Lectern's earlier injections removed), in characters.")),
     "path": _step("path", "Path containment (tool results, or `paths` given).",
                   paths=serializers.ListField(child=serializers.CharField(), help_text="The first 20 looked at."),
                   candidates=HintSerializer(many=True)),

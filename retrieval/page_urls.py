@@ -4,5 +4,4 @@ from retrieval import views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("search/", views.search_results, name="search-results"),
 ]

@@ -200,7 +200,6 @@ CURATORS = (401, 404, 404, 202, 403, 202, 202, 403, 202)  # people or agents mar
 PERSON_CURATORS = (401, 404, 404, 200, 403, 200, 200, 403, 403)  # people only
 VIEWERS = (LOGIN, 403, 403, 200, 200, 200, 200, LOGIN, LOGIN)  # the reviewer's pages
 DECIDERS = (LOGIN, 403, 403, 403, 302, 302, 302, LOGIN, LOGIN)
-SIGNED_IN_PAGE = (LOGIN, 200, 200, 200, 200, 200, 200, LOGIN, LOGIN)
 CURATOR_PAGES = (LOGIN, 403, 403, 200, 403, 200, 200, LOGIN, LOGIN)  # the dashboard: people, curators
 CURATOR_WRITES = (LOGIN, 403, 403, 302, 403, 302, 302, LOGIN, LOGIN)
 ADMIN_STAFF = (ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
@@ -303,10 +302,14 @@ CALLS: list[Call] = [
          body=lambda world: {"uploads": SimpleUploadedFile("more.md", b"More notes.\n")}),
     Call("catalogs-source-file-delete", "POST", CURATOR_WRITES, args=source_of("notes"), body={"path": "notes.md"},
          writes=True),
-    # --- the home page and its search: anyone signed in (no role: no catalog to search) ---
-    Call("home", "GET", SIGNED_IN_PAGE),
-    Call("search-results", "GET", (LOGIN, 400, 400, 200, 200, 200, 200, LOGIN, LOGIN),
-         query="?catalog=kb&query=plain+notes&mode=bm25&top_k=5"),
+    # --- the front door: curators to the playground, reviewers to the queue, no role 403 ---
+    Call("home", "GET", (LOGIN, 403, 403, 302, 302, 302, 302, LOGIN, LOGIN)),
+    # --- the playground and the traces: curators (people); a run writes nothing ---
+    Call("playground", "GET", CURATOR_PAGES, query="?kind=search&catalog=kb&agent=reader-bot&text=vault+keys"),
+    Call("playground", "POST", CURATOR_PAGES, body={"kind": "prompt", "agent": "reader-bot",
+                                                    "text": "Rotate the vault keys, see @vault"}),
+    Call("traces-list", "GET", CURATOR_PAGES, query="?withheld=yes"),
+    Call("traces-page", "GET", CURATOR_PAGES, args=lambda world: [world.trace]),
     # --- signing in and out ---
     Call("login", "GET", EVERYONE_200),
     Call("login", "POST", EVERYONE_200, body={"username": "rita", "password": "wrong"}),
@@ -412,7 +415,8 @@ def permitted_person(call: Call) -> str:
 def test_the_forms_and_the_api_writes_are_all_checked():
     assert {call.id for call in FORMS} == {"approvals-decide-POST", "approvals-revoke-POST", "approvals-bulk-POST",
                                            "status-reset-POST", "agents-new-POST", "agents-page-POST",
-                                           "agents-rotate-POST", "agents-revoke-POST", "login-POST", "logout-POST",
+                                           "agents-rotate-POST", "agents-revoke-POST", "playground-POST",
+                                           "login-POST", "logout-POST",
                                            "catalogs-create-POST", "catalogs-edit-POST",
                                            "catalogs-delete-POST", "catalogs-reindex-POST",
                                            "catalogs-source-create-POST", "catalogs-source-edit-POST",

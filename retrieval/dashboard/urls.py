@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval.dashboard import agents, status
+from retrieval.dashboard import agents, playground, status, traces
 
 urlpatterns = [
     path("agents/", agents.agent_list, name="agents-list"),
@@ -11,4 +11,7 @@ urlpatterns = [
     path("agents/<int:agent_id>/revoke", agents.agent_revoke, name="agents-revoke"),
     path("status/", status.status_page, name="status-page"),
     path("status/reset", status.status_reset, name="status-reset"),
+    path("playground/", playground.playground, name="playground"),
+    path("traces/", traces.trace_list, name="traces-list"),
+    path("traces/<uuid:trace_id>/", traces.trace_page, name="traces-page"),
 ]

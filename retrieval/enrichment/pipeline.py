@@ -100,12 +100,13 @@ class EnrichResult:
     degraded: str | None
 
 
-def _decide(caller: Caller, candidates: list[Candidate], context: str) -> None:
+def _decide(caller: Caller, candidates: list[Candidate], context: str, *, dry_run: bool) -> None:
     """Ask the gate about each candidate not decided yet (an approval request is raised
-    for what it withholds from an agent, with `context`)."""
+    for what it withholds from an agent, with `context`; in a dry run none is, and the
+    decision says whether one is due)."""
     undecided = [c for c in candidates if c.decision is None]
     decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided],
-                                    raised_via="enrichment", context=context)
+                                    raised_via=None if dry_run else "enrichment", context=context)
     for candidate in undecided:
         candidate.decision = decisions[candidate.card.pk]
 
@@ -158,12 +159,15 @@ class _Passes:
     def tags(self, text: str) -> list[Candidate]:
         """A long tool result can carry common tags held by hundreds of sources: the
         step records them compactly, tag -> catalog/source ids; the rank step says
-        which were kept."""
+        which were kept. `at`: where each tag first occurs in the text read (earlier
+        injections stripped), as [start, end) character offsets, for a person to see."""
         started = time.perf_counter()
         by_key: dict[tuple[int, str], Candidate] = {}
         carriers: dict[str, list[str]] = {}
+        spans: dict[str, list[int]] = {}
         for index in self.indexes:
             for hit in index.matcher.find(text):
+                spans.setdefault(hit.tag, [hit.start, hit.end])
                 ids = carriers.setdefault(hit.tag, [])
                 for slug in index.key_slugs.get(hit.key, ()):
                     key = (index.catalog_id, slug)
@@ -176,7 +180,8 @@ class _Passes:
                     ids.append(f"{index.slug}/{slug}")
         self.candidates.update(by_key)
         carriers = {tag: ids for tag, ids in carriers.items() if ids}
-        self.step("tag", started, candidates=len(by_key), tags=carriers)
+        self.step("tag", started, candidates=len(by_key), tags=carriers,
+                  at={tag: spans[tag] for tag in carriers})
         return list(by_key.values())
 
     def semantic(self, text: str, head_tokens: int, read_as: str) -> list[Candidate]:
@@ -301,10 +306,15 @@ def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: lis
 
 
 def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | None = None,
-           paths: list[str] | None = None) -> EnrichResult:
-    """Run every detection pass over `text` and return it enriched, with the trace."""
+           paths: list[str] | None = None, dry_run: bool = False) -> EnrichResult:
+    """Run every detection pass over `text` and return it enriched, with the trace.
+
+    `dry_run` (the curators' playground): the same passes and the same gate, writing
+    nothing in the caller's name: no approval request is raised (the governance step
+    says which would be, `request_due`), no reading is granted, and the trace is
+    returned unsaved, so the agent's history holds only what the agent did."""
     started = time.perf_counter()
-    keys = _injection_keys()
+    keys = injection_keys()
     clean = formatting.strip_injections(text, keys=keys)
     indexes = caller_indexes(caller)
     preselected = preselected_cards(caller, indexes)
@@ -321,16 +331,17 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
     context = request_context(f"enrich ({surface})", clean)
-    _decide(caller, roots, context)  # a withheld reference's content must not steer discovery either
+    _decide(caller, roots, context, dry_run=dry_run)  # a withheld reference's content must not steer discovery either
     linked = run.links([c for c in roots if c.decided.allowed])
 
     ranked = tagged + semantic + linked
     run.rank(ranked)
     surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
     gate_started = time.perf_counter()
-    _decide(caller, surfaced, context)
+    _decide(caller, surfaced, context, dry_run=dry_run)
     run.step("governance", gate_started, decisions=[
-        {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict()} for c in surfaced])
+        {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict(),
+         **({"request_due": True} if dry_run and c.decided.request_due else {})} for c in surfaced])
 
     format_started = time.perf_counter()
     blocks = []
@@ -366,21 +377,26 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
 
     took_ms = (time.perf_counter() - started) * 1000
-    grants = [c.card for c in allowed_expansions] if caller.agent is not None else []
-    stored_text = text if settings.LECTERN_TRACE_STORE_TEXT else None
+    stored_text = text if settings.LECTERN_TRACE_STORE_TEXT or dry_run else None
     trace = Trace(agent=caller.agent, caller=caller.name, surface=surface, text=stored_text, steps=run.steps,
                   hints=[c.as_dict() for c in surfaced], degraded=run.degraded or "", took_ms=round(took_ms, 3))
-    if grants:
-        with transaction.atomic():
-            insert_trace(trace)
-            selections_grant(caller, grants, Selection.Via.MENTION, trace)
-    else:
-        insert_trace(trace)
+    if not dry_run:  # a dry run's trace stays unsaved, and grants nothing
+        _record(caller, trace, [c.card for c in allowed_expansions])
     return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
                         degraded=run.degraded)
 
 
-def _injection_keys() -> list[bytes]:
+def _record(caller: Caller, trace: Trace, expanded: list[SourceCard]) -> None:
+    """Store the trace, and grant the agent reading what it expanded (with the trace)."""
+    if caller.agent is None or not expanded:
+        insert_trace(trace)
+        return
+    with transaction.atomic():
+        insert_trace(trace)
+        selections_grant(caller, expanded, Selection.Via.MENTION, trace)
+
+
+def injection_keys() -> list[bytes]:
     """The keys injections are signed with (the first) and recognised by: derived from
     SECRET_KEY, then from each of SECRET_KEY_FALLBACKS, so that rotating the secret does
     not turn the injections in conversations under way into the user's text."""

@@ -67,6 +67,7 @@ class WithheldHits:
     reason: str
     request_id: int | None = None  # the approval request to follow
     source_pk: int = 0
+    request_due: bool = False  # a dry run raised none where the agent's own search would
 
 
 @dataclass
@@ -127,9 +128,11 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
 
 
 def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
-                 agent: Agent | None = None) -> SearchResult:
+                 agent: Agent | None = None, dry_run: bool = False) -> SearchResult:
     """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
-    see the module docstring for the steps."""
+    see the module docstring for the steps. `dry_run` (the curators' playground): what
+    the agent would get, raising no approval request in its name (each withheld source
+    says whether its search would raise one: `request_due`)."""
     started = time.perf_counter()
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     mode, degraded = options.mode, None
@@ -169,7 +172,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     if withheld:
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
         report = _withheld_hits(withheld, terms if "bm25" in lists else [], vector=vector, similar=similar)
-        if agent is not None and report:  # the agent wanted these: a request each, once
+        if agent is not None and report and not dry_run:  # the agent wanted these: a request each, once
             report = _raise_requests(agent, report, query)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
@@ -222,7 +225,8 @@ def _withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.Quer
         """, params)
         rows = cursor.fetchall()
     return [WithheldHits(source=slug, count=count, state=withheld[pk].state, reason=withheld[pk].reason,
-                         request_id=withheld[pk].request_id, source_pk=pk) for pk, slug, count in rows]
+                         request_id=withheld[pk].request_id, source_pk=pk, request_due=withheld[pk].request_due)
+            for pk, slug, count in rows]
 
 
 def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, fused: list[tuple[int, float]],

@@ -125,10 +125,10 @@ def test_a_signed_in_person_searches_under_the_gates_rule_for_people(demo):
 def test_the_playground_names_what_it_withheld_and_shows_none_of_it(demo, client):
     client.force_login(person("curator", "curator"))
 
-    page = client.get("/search/", {"catalog": "demo", "query": QUERY, "mode": "bm25", "top_k": 5},
-                      HTTP_HX_REQUEST="true").content.decode()
+    page = client.get("/playground/", {"kind": "search", "catalog": "demo", "text": QUERY, "mode": "bm25",
+                                       "top_k": 5}, HTTP_HX_REQUEST="true").content.decode()
 
-    assert "Withheld (needs approval)" in page and "<code>secrets-management</code>" in page
+    assert "Withheld: nothing of these was shown" in page and "<code>secrets-management</code>" in page
     assert not any(f"<code>{slug}/" in page for slug in WITHHELD)  # no hit of theirs
 
 

@@ -133,7 +133,7 @@ def test_reviewers_see_the_pending_count_in_the_header_curators_do_not(client_fo
     raised(agent, kb.vault)
     raised(other_agent, kb.vault)
 
-    html = client_for(rita).get(reverse("home")).content.decode()
+    html = client_for(rita).get(reverse("audit-log")).content.decode()
     assert 'id="pending-badge"' in html and 'aria-label="2 pending"' in html
     assert 'id="pending-badge"' not in client_for(cora).get(QUEUE).content.decode()
 
@@ -150,8 +150,9 @@ def test_the_header_names_the_person_and_their_roles_and_signs_out_by_post(clien
     assert f'<form method="post" action="{reverse("logout")}"' in html and "csrfmiddlewaretoken" in html
     assert 'aria-current="page">Approvals' in html
 
-    home = client_for(nobody).get(reverse("home")).content.decode()
-    assert "no role" in home and "Approvals" not in home
+    home = client_for(nobody).get(reverse("home"))
+    assert home.status_code == 403
+    assert "no role" in home.content.decode() and "Approvals" not in home.content.decode()
 
 
 def test_a_pending_request_for_content_since_replaced_leaves_the_queue_not_the_history(client_for, kb, agent,
