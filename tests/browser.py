@@ -40,6 +40,15 @@ def console_watch(page: Any) -> list[str]:
     return errors
 
 
+def sign_in(page: Any, base_url: str, username: str, password: str, next_path: str) -> None:
+    """Sign in on the sign-in page as a person would, and wait to land on `next_path`."""
+    page.goto(f"{base_url}/accounts/login/?next={next_path}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(re.compile(re.escape(base_url + next_path.split("?")[0])))
+
+
 def screenshots_dir() -> Path:
     folder = Path(os.environ.get("LECTERN_SCREENSHOTS", ROOT / "var" / "screenshots"))
     folder.mkdir(parents=True, exist_ok=True)

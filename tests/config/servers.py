@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+from django.conf import settings
 from django.db import connection
 
 
@@ -34,3 +40,26 @@ def private_dir(prefix: str) -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def qcluster(log: Path, **extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`manage.py qcluster` with production settings on the test database (and `extra`
+    environment), its output in `log`; stopped with SIGTERM after, and any database
+    backend it left behind ended (one would hold up the test's flush)."""
+    app = f"lectern-test-worker-{uuid.uuid4().hex[:8]}"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=settings.BASE_DIR, stdout=out,
+                                   stderr=subprocess.STDOUT, env={**os.environ, **child_env(PGAPPNAME=app, **extra)})
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND application_name = %s", [app])

@@ -10,7 +10,6 @@ photographed (`make screenshots`: docs/screenshots/)."""
 from __future__ import annotations
 
 import json
-import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from approvals.models import AuditEntry
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from tests.browser import page_audit
+from tests.browser import sign_in as browser_sign_in
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -68,11 +68,7 @@ def shot(page, name: str, **allowed) -> None:
 
 
 def sign_in(page, base_url: str, username: str, next_path: str) -> None:
-    page.goto(f"{base_url}/accounts/login/?next={next_path}")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(re.compile(re.escape(base_url + next_path.split("?")[0])))
+    browser_sign_in(page, base_url, username, PASSWORD, next_path)
 
 
 def api_status(base_url: str, token: str) -> int:

@@ -17,21 +17,16 @@ bounded; each step is audited (tests.browser.page_audit: console, accessibility,
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 from django_q.conf import Conf
 from django_q.models import Schedule
 from django_q.tasks import async_task, result, result_group
@@ -40,7 +35,7 @@ from playwright.sync_api import expect
 from catalog.indexing.runs import TASK_NAME
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from tests.browser import page_audit
-from tests.config.servers import child_env
+from tests.config.servers import qcluster
 from tests.factories import agent_with_token, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -185,27 +180,11 @@ def worker(transactional_db, files, tmp_path, monkeypatch) -> Iterator[Worker]:
     server does (no synchronous queue). E-mail goes to its log. The schedules are
     removed: the test runs the scan when the scenario needs it."""
     Schedule.objects.all().delete()
-    app = f"lectern-test-worker-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, **child_env(
-        LECTERN_SOURCE_ROOTS=str(files), LECTERN_DECISION_DIR=str(tmp_path / "decisions"), PGAPPNAME=app,
-        EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend")}
     log = tmp_path / "qcluster.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=BASE_DIR, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
     monkeypatch.setattr(Conf, "SYNC", False)
-    try:
+    with qcluster(log, LECTERN_SOURCE_ROOTS=str(files), LECTERN_DECISION_DIR=str(tmp_path / "decisions"),
+                  EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend") as process:
         yield Worker(process, log)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        with connection.cursor() as cursor:  # a backend left behind would hold up the flush
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND application_name = %s", [app])
 
 
 # --- the reviewer: pages in the browser ------------------------------------------------------

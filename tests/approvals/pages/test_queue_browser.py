@@ -19,6 +19,7 @@ from approvals.services.policies import policy_create
 from catalog.models import Agent, Catalog, ReferenceSource
 from tests.approvals.builders import document
 from tests.browser import page_audit
+from tests.browser import sign_in as browser_sign_in
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -99,11 +100,7 @@ def shot(page, name: str, **allowed) -> None:
 
 
 def sign_in(page, base_url: str, username: str, next_path: str = "/approvals/") -> None:
-    page.goto(f"{base_url}/accounts/login/?next={next_path}")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(re.compile(re.escape(base_url + next_path.split("?")[0])))
+    browser_sign_in(page, base_url, username, PASSWORD, next_path)
 
 
 def badge(page) -> str:

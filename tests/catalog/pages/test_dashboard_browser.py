@@ -19,6 +19,7 @@ from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.tags import tags_ensure
 from tests.approvals.builders import raised
 from tests.browser import page_audit
+from tests.browser import sign_in as browser_sign_in
 from tests.catalog.pages.conftest import build_ops
 from tests.factories import agent_with_token, person
 
@@ -43,11 +44,7 @@ def shot(page, name: str, **allowed) -> None:
 
 
 def sign_in(page, base_url: str, username: str, next_path: str = "/catalogs/") -> None:
-    page.goto(f"{base_url}/accounts/login/?next={next_path}")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(re.compile(re.escape(base_url + next_path.split("?")[0])))
+    browser_sign_in(page, base_url, username, PASSWORD, next_path)
 
 
 def tab_to(page, selector: str, limit: int = 80) -> None:

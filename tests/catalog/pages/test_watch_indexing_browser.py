@@ -12,17 +12,12 @@ so the running state is seen whatever the machine's speed; every wait is on a co
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django_q.conf import Conf
 from django_q.models import Schedule
 from playwright.sync_api import expect
@@ -31,7 +26,7 @@ from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.sources.uploads import upload_text
 from tests.browser import console_watch, page_audit
 from tests.catalog.test_reindex_processes import Barrier, second_connection
-from tests.config.servers import child_env
+from tests.config.servers import qcluster
 from tests.factories import person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -49,24 +44,10 @@ def worker(transactional_db, tmp_path, monkeypatch) -> Iterator[Path]:
     (the live server) enqueues for it. The schedules are removed: only the runs the
     curator asks for are done. Its log's path."""
     Schedule.objects.all().delete()
-    app = f"lectern-test-worker-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "qcluster.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=BASE_DIR, stdout=out,
-                                   stderr=subprocess.STDOUT, env={**os.environ, **child_env(PGAPPNAME=app)})
     monkeypatch.setattr(Conf, "SYNC", False)
-    try:
+    with qcluster(log):
         yield log
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        with connection.cursor() as cursor:  # a backend left behind would hold up the flush
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND application_name = %s", [app])
 
 
 @pytest.fixture
