@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from approvals.queue import pending_count
 from catalog.auth import REVIEWER_GROUP, roles_of
 
-SECTIONS = {"catalogs": "catalogs", "approvals": "approvals", "audit": "audit", "agents": "agents", "status": "status"}
+SECTIONS = {"catalogs": "catalogs", "approvals": "approvals", "audit": "audit", "agents": "agents", "status": "status",
+            "evaluations": "evaluations"}
 
 
 def reviewer_header(request: HttpRequest) -> dict[str, object]:

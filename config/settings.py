@@ -164,6 +164,7 @@ SPECTACULAR_SETTINGS = {
         "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
         "ApprovalStateEnum": "approvals.models.ApprovalRequest.State",
         "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
+        "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)
     },
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",

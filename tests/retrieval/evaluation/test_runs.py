@@ -8,26 +8,14 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from catalog.models import ReferenceSource
-from catalog.sources.documents import DocumentInput
 from retrieval.evaluation import ranking, runs
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import evaluation_execute, evaluation_request, evaluations_recover
 from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet
 from tests.catalog.test_reindex_processes import second_connection
-from tests.factories import import_documents
 from tests.retrieval.evaluation.builders import OPS_QUERIES, ops_set, qrels_tsv, queries_jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def governed_ops(indexed_catalog):
-    """The handbook and a vault source that needs approval."""
-    vault = import_documents(catalog=indexed_catalog, slug="vault", documents=[
-        DocumentInput("rotation.md", "Rotation", "Rotate the vault keys every ninety days.", 40)])
-    ReferenceSource.objects.filter(pk=vault.pk).update(requires_approval=True)
-    return indexed_catalog
 
 
 def test_a_stored_set_keeps_the_judged_queries(db):
