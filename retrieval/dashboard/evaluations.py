@@ -109,7 +109,7 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
             apply_errors(form, error)
         else:
             messages.success(request, f"Evaluation #{run.pk} of {data['catalog'].slug} on {query_set.name} queued: "
-                                      f"{len(run.modes)} mode{'s' if len(run.modes) != 1 else ''} x "
+                                      f"{len(run.modes)} mode{'s' if len(run.modes) != 1 else ''} × "
                                       f"{query_set.query_count} queries.")
             url = reverse("evaluations-run", args=[run.pk])
             return HttpResponse(headers={"HX-Redirect": url}) if _htmx(request) else redirect(url)
@@ -138,7 +138,8 @@ def _table(run: EvaluationRun, before: EvaluationRun | None) -> list[dict[str, A
     whether it is the best of the run's modes."""
     rows = metrics_with_change(run, before)
     best = {metric: max(row[metric] for row in rows) for metric in METRICS}
-    return [{**row, "cells": [{"value": row[metric], "best": len(rows) > 1 and row[metric] == best[metric],
+    differ = {metric: best[metric] > min(row[metric] for row in rows) for metric in METRICS}
+    return [{**row, "cells": [{"value": row[metric], "best": differ[metric] and row[metric] == best[metric],
                                "change": row["change"][metric] if row["change"] else None} for metric in METRICS]}
             for row in rows]
 

@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-WIDTH = 560
-LABEL_W = 112  # the modes' names
-VALUE_W = 64  # a value written after its bar
+WIDTH = 420  # narrow enough that a phone shows its text near full size
+LABEL_W = 104  # the modes' names
+VALUE_W = 70  # a value written after its bar
 BAR_H = 18
 BAR_GAP = 4
 HEAD_H = 22  # a group's name above its bars

@@ -20,11 +20,11 @@ import pytest
 from playwright.sync_api import expect
 
 from retrieval.models import EvaluationRun
-from tests.browser import page_audit
+from tests.browser import axe_violations, page_audit
 from tests.catalog.pages.test_watch_indexing_browser import worker  # noqa: F401  the qcluster fixture
 from tests.catalog.test_reindex_processes import second_connection
 from tests.factories import person
-from tests.retrieval.evaluation.builders import OPS_QRELS, OPS_QUERIES, qrels_tsv, queries_jsonl
+from tests.retrieval.evaluation.builders import qrels_tsv, queries_jsonl
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -56,8 +56,17 @@ def barrier(transactional_db) -> Iterator[ChunkBarrier]:
 
 
 def shot(page, name: str) -> None:
+    """Audited and photographed; axe-core run again at a phone's width, where tables
+    scroll sideways and the layout is another."""
     page.evaluate("window.scrollTo(0, 0)")
     page_audit(page, f"evaluations-{name}")
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": size["height"]})
+    try:
+        violations = axe_violations(page)
+        assert not violations, f"{name} at 390 px: {[(v['id'], v['nodes'][0]['target']) for v in violations]}"
+    finally:
+        page.set_viewport_size(size)
 
 
 def tab_to(page, selector: str, limit: int = 80) -> None:
@@ -70,9 +79,25 @@ def tab_to(page, selector: str, limit: int = 80) -> None:
     raise AssertionError(f"Tab never reached {selector}")
 
 
+# Some asked in the handbook's words, some only in their meaning: the modes part ways.
+QUERIES = {
+    "q1": "circuit breaker failing dependency",
+    "q2": "stop hammering a service that keeps erroring",
+    "q3": "wait longer between each new attempt",
+    "q4": "users see stale data after an update",
+    "q5": "keep passwords out of log output",
+    "q6": "cache time to live",
+    "q7": "structured format for diagnostics",
+    "q8": "vault keys rotation",  # judged against a source only an approval lets through
+}
+QRELS = [("q1", "circuit-breaker.md", 2), ("q2", "circuit-breaker.md", 1), ("q3", "retries.md", 1),
+         ("q4", "caching.md", 1), ("q5", "logging.md", 1), ("q6", "caching.md", 2), ("q7", "logging.md", 1),
+         ("q8", "rotation.md", 1)]
+
+
 def files(tmp_path: Path) -> dict[str, Path]:
-    written = {"good": queries_jsonl(OPS_QUERIES), "bad": '{"_id": "q1", "text": "circuit breaker"}\n{"_id": "q2",\n',
-               "qrels": qrels_tsv(OPS_QRELS)}
+    written = {"good": queries_jsonl(QUERIES), "bad": '{"_id": "q1", "text": "circuit breaker"}\n{"_id": "q2",\n',
+               "qrels": qrels_tsv(QRELS)}
     paths = {}
     for name, text in written.items():
         paths[name] = tmp_path / (f"{name}.tsv" if name == "qrels" else f"{name}-queries.jsonl")
@@ -119,7 +144,7 @@ def test_a_curator_evaluates_a_catalog_while_a_real_worker_runs_it(page, live_se
     expect(body.locator(".run-state")).to_have_text("running", timeout=WORKER_WAIT_MS)
     expect(body.locator("progress")).to_be_visible()
     expect(body).to_contain_text("bm25")
-    expect(body).to_contain_text("of 15 searches")
+    expect(body).to_contain_text("of 24 searches")
     expect(body.locator(".governance-note")).to_contain_text("@vault")
     expect(page.locator(".messages")).to_contain_text(f"Evaluation #{run.pk} of ops on ops questions queued")
     shot(page, "03-running")
@@ -167,7 +192,7 @@ def test_a_curator_evaluates_a_catalog_while_a_real_worker_runs_it(page, live_se
     again = EvaluationRun.objects.exclude(pk=run.pk).get()
     assert again.modes == ["bm25"] and again.query_set_id == run.query_set_id
     expect(page.locator("table.metrics-table")).to_be_visible(timeout=WORKER_WAIT_MS)
-    expect(page.locator("table.metrics-table caption")).to_contain_text(f"Change since run #{run.pk}")
+    expect(page.locator("#metrics-note")).to_contain_text(f"Change since run #{run.pk}")
     shot(page, "06-again")
 
     page.goto(f"{live_server.url}/evaluations/")
@@ -176,12 +201,11 @@ def test_a_curator_evaluates_a_catalog_while_a_real_worker_runs_it(page, live_se
 
 
 def test_a_failed_run_says_why_and_shows_no_figures(page, live_server, governed_ops):
-    from retrieval.evaluation.runs import evaluation_request
     from tests.retrieval.evaluation.builders import ops_set
 
     person("cora", "curator", password=PASSWORD)
-    run = evaluation_request(catalog=governed_ops, query_set=ops_set(), modes=["vector"], by="cora")
-    EvaluationRun.objects.filter(pk=run.pk).update(
+    run = EvaluationRun.objects.create(  # as the worker leaves a run whose mode has no model
+        catalog=governed_ops, query_set=ops_set(), modes=["vector"], queries_total=5, created_by="cora",
         status="failed", error="vector: no embedding model (LECTERN_EMBEDDING_MODEL=none)", withheld=["vault"])
     page.goto(f"{live_server.url}/evaluations/{run.pk}/")
     page.fill("input[name=username]", "cora")

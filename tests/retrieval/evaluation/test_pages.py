@@ -63,7 +63,7 @@ def test_a_start_uploads_the_set_queues_the_run_and_goes_to_its_page(curator_cli
     assert (run.status, run.modes, run.created_by, run.query_set.name) == ("queued", ["bm25", "hybrid"], "cora",
                                                                            "ops questions")
     page = curator_client.get(f"/evaluations/{run.pk}/").content.decode()
-    assert 'hx-trigger="every 1s"' in page and "waiting for a worker" in page and "queued: 2 modes x 5 queries" in page
+    assert 'hx-trigger="every 1s"' in page and "waiting for a worker" in page and "queued: 2 modes × 5 queries" in page
 
     evaluation_execute(run_id=run.pk)
     body = curator_client.get(f"/evaluations/{run.pk}/", headers={"HX-Request": "true"}).content.decode()
