@@ -105,11 +105,12 @@ class HistoryFilterForm(forms.Form):
 
 
 class CompareForm(forms.Form):
-    """Two of the run's modes and the metric wins, ties and losses count on."""
+    """Two of the run's modes and the metric wins, ties and losses count on; what is not
+    given is the run's last mode against its first, on nDCG@10."""
 
-    a = forms.ChoiceField(label="Mode")
-    b = forms.ChoiceField(label="against")
-    metric = forms.ChoiceField(choices=[(m, METRIC_LABELS[m]) for m in METRICS], initial="ndcg_at_10", label="on")
+    a = forms.ChoiceField(label="Mode", required=False)
+    b = forms.ChoiceField(label="against", required=False)
+    metric = forms.ChoiceField(choices=[(m, METRIC_LABELS[m]) for m in METRICS], required=False, label="on")
 
     def __init__(self, *args: Any, run: EvaluationRun, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -118,17 +119,20 @@ class CompareForm(forms.Form):
             field = self.fields[name]
             assert isinstance(field, forms.ChoiceField)
             field.choices = choices
-        self.initial.update({"a": run.modes[-1], "b": run.modes[0], "metric": "ndcg_at_10"})
+        self.defaults = {"a": run.modes[-1], "b": run.modes[0], "metric": "ndcg_at_10"}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if data.get("a") and data.get("a") == data.get("b"):
+        for name, default in self.defaults.items():
+            if name not in self.errors and not data.get(name):
+                data[name] = default
+        if "a" not in self.errors and "b" not in self.errors and data["a"] == data["b"]:
             self.add_error("b", "Choose two different modes.")
         return data
 
     @classmethod
     def chosen(cls, query: Any, run: EvaluationRun) -> CompareForm:
-        """The form as asked for (any of its fields in `query`), else with its defaults, bound."""
-        if any(name in query for name in ("a", "b", "metric")):
-            return cls(query, run=run)
-        return cls({"a": run.modes[-1], "b": run.modes[0], "metric": "ndcg_at_10"}, run=run)
+        """The form as asked for, its defaults for what is not."""
+        form = cls({name: query.get(name, "") for name in ("a", "b", "metric")}, run=run)
+        form.data = {**form.defaults, **{name: value for name, value in form.data.items() if value}}
+        return form

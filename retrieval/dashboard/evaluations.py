@@ -196,7 +196,7 @@ def evaluation_compare(request: HttpRequest, run_id: int) -> HttpResponse:
         return redirect("evaluations-run", run_id=run.pk)
     if not _htmx(request):
         return redirect(f"{reverse('evaluations-run', args=[run.pk])}?{request.GET.urlencode()}#comparison")
-    form = CompareForm(request.GET, run=run)
+    form = CompareForm.chosen(request.GET, run)
     context = {"run": run, **_comparison(run, form)}
     return render(request, "retrieval/evaluations/partials/comparison.html", context,
                   status=200 if form.is_valid() else 400)

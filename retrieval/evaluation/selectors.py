@@ -26,9 +26,10 @@ DIFFERING_SHOWN = 10
 def runs_listed() -> QuerySet[EvaluationRun]:
     """Runs newest first with their catalog's and set's names: one statement a page."""
     return EvaluationRun.objects.select_related("catalog", "query_set").only(
-        "id", "modes", "status", "stage", "progress", "queries_done", "queries_total", "metrics", "error",
-        "created_by", "created_at", "started_at", "finished_at", "catalog__slug", "catalog__name",
-        "query_set__name").order_by("-created_at", "-pk")
+        "id", "modes", "top_k", "status", "stage", "progress", "queries_done", "queries_total", "metrics",
+        "withheld", "judged_documents", "missing_documents", "error", "created_by", "created_at", "started_at",
+        "finished_at", "catalog__slug", "catalog__name", "query_set__name", "query_set__query_count",
+    ).order_by("-created_at", "-pk")
 
 
 def query_sets_listed() -> QuerySet[EvaluationSet]:
