@@ -31,7 +31,7 @@ from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.comparison import Comparison
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import DEFAULT_MODES, evaluation_request, modes_problem
-from retrieval.evaluation.selectors import run_comparisons, run_for
+from retrieval.evaluation.selectors import query_sets_listed, run_comparisons, run_for
 from retrieval.models import EvaluationRun, EvaluationSet
 from retrieval.search.selectors import MODES
 
@@ -190,7 +190,7 @@ class EvaluationsApi(APIView):
 
     def _query_set(self, values: dict[str, Any], caller: RequestUser) -> EvaluationSet:
         if "query_set" in values:
-            found = EvaluationSet.objects.defer("queries", "qrels").filter(pk=values["query_set"]).first()
+            found = query_sets_listed().filter(pk=values["query_set"]).first()
             if found is None:
                 raise Http404(f"No test set {values['query_set']}.")
             return found

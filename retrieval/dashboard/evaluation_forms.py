@@ -22,10 +22,11 @@ from retrieval.search.selectors import MODES
 
 MODE_HELP = {
     "bm25": "exact BM25 over the catalog's terms",
-    "vector": "nearest chunks by meaning (HNSW)",
-    "hybrid": "BM25 and vector fused by reciprocal rank",
-    "bm25_tiebreak": "BM25 first, vector breaks its ties (seed 004)",
+    "vector": "nearest chunks by meaning",
+    "hybrid": "BM25 and vector fused by rank",
+    "bm25_tiebreak": "BM25, vector breaks its ties (seed 004)",
 }
+assert set(MODE_HELP) == set(MODES)
 STORED, UPLOAD = "stored", "upload"
 
 

@@ -27,11 +27,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.forms import apply_errors
-from retrieval.dashboard.evaluation_forms import STORED, CompareForm, EvaluationForm, HistoryFilterForm
+from retrieval.dashboard.evaluation_forms import MODE_HELP, STORED, CompareForm, EvaluationForm, HistoryFilterForm
 from retrieval.evaluation.beir import METRICS
-from retrieval.evaluation.chart import bar_chart
+from retrieval.evaluation.chart import Chart, bar_chart
 from retrieval.evaluation.query_sets import query_set_create
-from retrieval.evaluation.runs import evaluation_request
+from retrieval.evaluation.runs import ACTIVE, evaluation_request
 from retrieval.evaluation.selectors import (
     METRIC_LABELS,
     metrics_with_change,
@@ -48,7 +48,7 @@ curators = role_required(CURATOR_GROUP)
 
 RUNS_PAGE = 25
 SETS_SHOWN = 50
-ACTIVE = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING)
+MODE_CHOICES = [(mode, MODE_HELP[mode]) for mode in MODES]  # the form's checkboxes, each with what it does
 
 
 def _person(request: HttpRequest) -> User:
@@ -76,7 +76,7 @@ def _list_context(request: HttpRequest, form: EvaluationForm) -> dict[str, Any]:
     query.pop("page", None)
     sets = list(query_sets_listed()[:SETS_SHOWN + 1])
     return {"form": form, "filters": filters, "page": page, "query": query.urlencode(),
-            "filtered": any(request.GET.get(name) for name in filters.fields), "modes": MODES,
+            "filtered": any(request.GET.get(name) for name in filters.fields), "mode_choices": MODE_CHOICES,
             "query_sets": sets[:SETS_SHOWN], "more_sets": len(sets) > SETS_SHOWN}
 
 
@@ -114,20 +114,20 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
             url = reverse("evaluations-run", args=[run.pk])
             return HttpResponse(headers={"HX-Redirect": url}) if _htmx(request) else redirect(url)
     if _htmx(request):
-        return render(request, "retrieval/evaluations/partials/start_form.html", {"form": form, "modes": MODES},
-                      status=400)
+        return render(request, "retrieval/evaluations/partials/start_form.html",
+                      {"form": form, "mode_choices": MODE_CHOICES}, status=400)
     return render(request, "retrieval/evaluations/list.html", _list_context(request, form), status=400)
 
 
 # --- one run -------------------------------------------------------------------------------
 
 
-def _chart_groups(metrics: list[dict[str, Any]]) -> Any:
+def _chart_groups(metrics: list[dict[str, Any]]) -> Chart:
     return bar_chart([(METRIC_LABELS[metric], [(entry["mode"], entry[metric]) for entry in metrics])
                       for metric in METRICS], scale=1.0, colours=list(MODES))
 
 
-def _latency_chart(metrics: list[dict[str, Any]]) -> Any:
+def _latency_chart(metrics: list[dict[str, Any]]) -> Chart:
     return bar_chart([(label, [(entry["mode"], entry[key]) for entry in metrics])
                       for key, label in (("p50_ms", "p50 latency"), ("p95_ms", "p95 latency"))],
                      digits=1, unit=" ms", colours=list(MODES))
