@@ -116,3 +116,17 @@ def test_a_failed_run_shows_its_error_and_no_figures(curator_client, done_run):
     html = curator_client.get(f"/evaluations/{done_run.pk}/").content.decode()
 
     assert "The run failed" in html and "vector: no embedding model" in html and "metrics-heading" not in html
+
+
+def test_the_history_is_filtered_in_place(curator_client, done_run, make_catalog):
+    make_catalog("other")
+    htmx = {"HX-Request": "true", "HX-Target": "evaluation-history"}
+
+    mine = curator_client.get("/evaluations/", {"catalog": "ops", "status": "succeeded"}, headers=htmx)
+    other = curator_client.get("/evaluations/", {"catalog": "other"}, headers=htmx)
+    bad = curator_client.get("/evaluations/", {"status": "sleeping"})
+
+    assert mine.content.decode().lstrip().startswith('<section id="evaluation-history"')
+    assert f"#{done_run.pk}</a>" in mine.content.decode()
+    assert "No run matches these filters." in other.content.decode()
+    assert bad.status_code == 400 and "Select a valid choice" in bad.content.decode()
