@@ -10,7 +10,7 @@ from approvals.queue import pending_count
 from catalog.auth import REVIEWER_GROUP, roles_of
 
 SECTIONS = {"catalogs": "catalogs", "approvals": "approvals", "audit": "audit", "agents": "agents", "status": "status",
-            "playground": "playground", "traces": "traces"}
+            "playground": "playground", "traces": "traces", "evaluations": "evaluations"}
 
 
 def reviewer_header(request: HttpRequest) -> dict[str, object]:

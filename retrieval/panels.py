@@ -10,10 +10,11 @@ from __future__ import annotations
 from django.db.models.functions import Lower
 from django.http import HttpRequest
 
-from catalog.models import ReferenceSource
+from catalog.models import Catalog, ReferenceSource
 from catalog.panels import Panel
 from retrieval.enrichment.detection import source_cards
 from retrieval.enrichment.discovery import MAX_DEPTH, link_sources, own_id, source_mentions
+from retrieval.models import EvaluationRun
 
 SHOWN = 50  # edges of each kind listed; past them the panel says how many more
 
@@ -37,7 +38,16 @@ def source_discovery(request: HttpRequest, source: ReferenceSource) -> Panel:
     }, order=20)
 
 
+def evaluation_notes(catalog: Catalog | None, source: ReferenceSource | None) -> list[str]:
+    """A catalog's evaluation runs go with it (their test sets stay)."""
+    if catalog is None:
+        return []
+    runs = EvaluationRun.objects.filter(catalog=catalog).count()
+    return [f"{runs} evaluation run{'s' if runs != 1 else ''} and their scores (the test sets stay)"] if runs else []
+
+
 def register() -> None:
-    from catalog.panels import source_panel_register
+    from catalog.panels import deletion_notes_register, source_panel_register
 
     source_panel_register("discovery", source_discovery)
+    deletion_notes_register("evaluations", evaluation_notes)

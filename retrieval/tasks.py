@@ -1,10 +1,17 @@
-"""django-q2 tasks: thin wrappers over retrieval.enrichment.traces."""
+"""django-q2 tasks: thin wrappers over retrieval.enrichment.traces and
+retrieval.evaluation.runs."""
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
+from django.db import DatabaseError
 
 from retrieval.enrichment.traces import trace_retention_cutoff, traces_purge
+from retrieval.evaluation.runs import evaluation_execute, evaluations_recover
+
+logger = logging.getLogger(__name__)
 
 PURGE_SCHEDULE = "lectern-purge-traces"
 
@@ -25,3 +32,24 @@ def ensure_purge_schedule(**kwargs: object) -> None:
     Schedule.objects.update_or_create(name=PURGE_SCHEDULE, defaults={
         "func": "retrieval.tasks.purge_traces", "schedule_type": Schedule.HOURLY, "repeats": -1,
     })
+
+
+def evaluate(run_id: int) -> str:
+    run = evaluation_execute(run_id=run_id)
+    return "missing" if run is None else run.status
+
+
+def recover_evaluations_on_worker_start(**kwargs: object) -> None:
+    """django-q2's post_spawn: fail the evaluations a killed worker left running and
+    enqueue again those queued without a task (as catalog.tasks does for index runs)."""
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return
+    try:
+        touched = evaluations_recover()
+    except DatabaseError:  # the database is away: the next worker start looks again
+        logger.exception("worker start: could not recover evaluation runs")
+        return
+    if touched:
+        logger.warning("worker start: %d evaluation runs failed as interrupted or enqueued again", len(touched))

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval import apis, enrich_apis, status_apis
+from retrieval import apis, enrich_apis, evaluation_apis, status_apis
 
 urlpatterns = [
     path("search", apis.SearchApi.as_view(), name="api-search"),
@@ -13,5 +13,7 @@ urlpatterns = [
     path("references/<slug:catalog>/<slug:source_id>/file", enrich_apis.ReferenceFileApi.as_view(),
          name="api-reference-file"),
     path("traces/<uuid:trace_id>", enrich_apis.TraceApi.as_view(), name="api-trace"),
+    path("evaluations", evaluation_apis.EvaluationsApi.as_view(), name="api-evaluations"),
+    path("evaluations/<int:pk>", evaluation_apis.EvaluationApi.as_view(), name="api-evaluation"),
     path("agent/instructions", enrich_apis.InstructionsApi.as_view(), name="api-agent-instructions"),
 ]

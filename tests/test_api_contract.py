@@ -28,11 +28,12 @@ from catalog.agents import new_token
 from catalog.indexing.runs import index_run_execute
 from catalog.models import Agent, ReferenceSource
 from catalog.sources.documents import DocumentInput
+from retrieval.evaluation.runs import evaluation_execute
 from tests.factories import agent_with_token, import_documents
 
 READER_TOKEN, CURATOR_TOKEN = new_token(), new_token()
 CURATOR_OPERATIONS = ["reindex_catalog", "set_inline_content", "put_upload_file", "delete_upload_file",
-                      "reset_status"]
+                      "reset_status", "start_evaluation", "get_evaluation"]
 # Known names, offered often but not always: a generated one exercises the 404s.
 KNOWN = 0.8
 
@@ -87,13 +88,15 @@ def _holds_nul(value: object) -> bool:
 
 @schema.hook
 def filter_failure(context, failure, case, response) -> bool:
-    """Keep every failure except two 400s for schema-valid requests, which turn on more
+    """Keep every failure except three 400s for schema-valid requests, which turn on more
     than the request's shape: ids or tags that no reference has (`unknown_reference`:
-    the schema cannot know a catalog's contents), and a NUL character, refused in any
-    input (docs/api.md; JSON Schema has no concise way to say "no NUL in any string")."""
+    the schema cannot know a catalog's contents), a test set whose files are not BEIR's
+    format or whose name is taken (`invalid_test_set`: the lines of a text field), and a
+    NUL character, refused in any input (docs/api.md; JSON Schema has no concise way to
+    say "no NUL in any string")."""
     if not isinstance(failure, RejectedPositiveData) or response.status_code != 400:
         return True
-    unknown = response.json()["error"]["code"] == "unknown_reference"
+    unknown = response.json()["error"]["code"] in ("unknown_reference", "invalid_test_set")
     return not (unknown or any(_holds_nul(part) for part in (case.body, case.query, case.path_parameters)))
 
 
@@ -222,6 +225,24 @@ def test_curator_responses_and_index_runs_match_the_schema(conforming):
                slug="demo", source="faq", query={"path": "q2"})
 
     assert done["status"] == "succeeded" and done["counts"] and done["timings"]
+
+
+def test_evaluation_responses_match_the_schema(conforming):
+    started = conforming("POST", "/api/v1/evaluations", token=CURATOR_TOKEN, status=202, json={
+        "catalog": "demo", "modes": ["bm25", "hybrid"], "name": "contract set",
+        "queries": '{"_id": "q1", "text": "transient failures"}\n{"_id": "q2", "text": "cache invalidation"}\n',
+        "qrels": "q1\tretry-backoff.md\t1\nq2\tcaching.md\t1\n"})
+    queued = conforming("GET", "/api/v1/evaluations/{id}", token=CURATOR_TOKEN, id=started["id"])
+    evaluation_execute(run_id=started["id"])  # what the worker does (the test's transaction holds the commit)
+    done = conforming("GET", "/api/v1/evaluations/{id}", token=CURATOR_TOKEN, id=started["id"],
+                      query={"metric": "recall_at_100"})
+    again = conforming("POST", "/api/v1/evaluations", token=CURATOR_TOKEN, status=202, json={
+        "catalog": "demo", "query_set": started["query_set"]["id"]})
+
+    assert queued["status"] == "queued" and queued["pairwise"] == []
+    assert done["status"] == "succeeded" and len(done["metrics"]) == 2
+    assert done["pairwise"][0]["metric"] == "recall_at_100"
+    assert again["modes"] == ["bm25", "vector", "hybrid"]
 
 
 def test_empty_query_parameters_are_read_as_absent_as_the_schema_says(conforming):

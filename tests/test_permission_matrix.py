@@ -45,9 +45,12 @@ from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, A
 from approvals.services.decisions import request_decide
 from catalog.models import Agent, Catalog, Document, IndexRun, ReferenceSource, UploadedFile
 from catalog.sources.documents import DocumentInput
-from retrieval.models import Selection, Trace
+from retrieval.evaluation.query_sets import query_set_create
+from retrieval.evaluation.runs import evaluation_execute, evaluation_request
+from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet, Selection, Trace
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token, import_documents, person
+from tests.retrieval.evaluation.builders import qrels_tsv, queries_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +79,8 @@ class World:
     approved: int  # the curator agent's request for vault, approved
     trace: str  # an enrichment trace of the agent
     run: int  # an index run of the catalog
+    query_set: int  # an evaluation test set
+    evaluation: int  # a succeeded evaluation run of the catalog on it
 
 
 @pytest.fixture(scope="module")
@@ -124,18 +129,23 @@ def _build_world() -> World:
                         format="json").json()["trace_id"]
     run = IndexRun.objects.filter(catalog=catalog).values_list("pk", flat=True).first()
     assert run is not None
+    query_set = query_set_create(name="kb-questions", queries=queries_jsonl({"q1": "plain notes"}),
+                                 qrels=qrels_tsv([("q1", "notes.md", 1)]), by="cora")
+    evaluation = evaluation_request(catalog=catalog, query_set=query_set, modes=["bm25", "vector"], by="cora")
+    evaluation_execute(run_id=evaluation.pk)
     return World(catalog=catalog, vault=vault, notes=notes, intro=intro, people=people,
                  agents={"agent": agent, "curator_agent": curator_agent},
                  tokens={"agent": token, "curator_agent": curator_token}, spare=spare, pending=pending,
                  approved=approved,
-                 trace=trace, run=run)
+                 trace=trace, run=run, query_set=query_set.pk, evaluation=evaluation.pk)
 
 
 # Every table a write could touch (Agent.last_used_at moves on each use of a token: not a write).
 MUTABLE: tuple[type[models.Model], ...] = (
     Catalog, ReferenceSource, UploadedFile, Document, IndexRun, ApprovalPolicy, ApprovalRequest, Decision,
     ApprovedContent, AuditEntry, WebhookEndpoint, WebhookEvent, WebhookDelivery, InboundWebhookMessage, Selection,
-    Trace, User, Agent, Agent.catalogs.through, Agent.preselected.through,
+    Trace, User, Agent, Agent.catalogs.through, Agent.preselected.through, EvaluationSet, EvaluationRun,
+    EvaluationQuery,
 )
 NOT_WRITES: dict[type[models.Model], set[str]] = {Agent: {"last_used_at"}}
 
@@ -221,6 +231,10 @@ CALLS: list[Call] = [
          args=lambda world: [world.trace]),
     Call("api-agent-instructions", "GET", SIGNED_IN_200),
     Call("api-approvals", "GET", (401, 403, 403, 403, 403, 403, 403, 200, 200)),  # an agent's own requests
+    # --- evaluations: curators, people or agents (a curator agent within its catalogs) ---
+    Call("api-evaluations", "POST", (401, 403, 403, 202, 403, 202, 202, 403, 202), writes=True,
+         body=lambda world: {"catalog": "kb", "modes": ["bm25"], "query_set": world.query_set}),
+    Call("api-evaluation", "GET", (401, 403, 403, 200, 403, 200, 200, 403, 200), args=lambda world: [world.evaluation]),
     # --- curators: reindex and edit sources ---
     Call("api-reindex", "POST", CURATORS, args=catalog_slug, query="?source=notes", writes=True),
     Call("api-index-run", "GET", CATALOG_READERS, args=lambda world: [world.run]),
@@ -270,6 +284,13 @@ CALLS: list[Call] = [
     Call("agents-rotate", "POST", CURATOR_PAGES, args=lambda world: [world.spare.pk], writes=True),
     Call("agents-revoke", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
     Call("agents-revoke", "POST", CURATOR_WRITES, args=lambda world: [world.spare.pk], writes=True),
+    # --- the evaluation pages: curators (people) ---
+    Call("evaluations-list", "GET", CURATOR_PAGES),
+    Call("evaluations-start", "POST", CURATOR_WRITES, writes=True,
+         body=lambda world: {"catalog": "kb", "modes": ["bm25"], "test_set": "stored", "query_set": world.query_set}),
+    Call("evaluations-run", "GET", CURATOR_PAGES, args=lambda world: [world.evaluation]),
+    Call("evaluations-compare", "GET", CURATOR_WRITES, args=lambda world: [world.evaluation],  # to the run's page
+         query="?a=vector&b=bm25&metric=ndcg_at_10"),
     # --- the curator's dashboard: curators and reviewers read, curators write ---
     Call("catalogs-list", "GET", VIEWERS),
     Call("catalogs-create", "GET", CURATOR_PAGES),
@@ -421,8 +442,9 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-delete-POST", "catalogs-reindex-POST",
                                            "catalogs-source-create-POST", "catalogs-source-edit-POST",
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
-                                           "catalogs-source-files-POST", "catalogs-source-file-delete-POST"}
-    assert len(API_WRITES) == 10
+                                           "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
+                                           "evaluations-start-POST"}
+    assert len(API_WRITES) == 11
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -220,7 +220,7 @@ def source_import(*, catalog: Catalog, slug: str, documents: list[DocumentInput]
 # --- recovery and the scan ------------------------------------------------------------------
 
 
-def _pending_task_names() -> set[str] | None:
+def pending_task_names() -> set[str] | None:
     """Names of the tasks waiting in (or taken from, not yet done) the ORM broker's
     queue; None with another broker, whose queue this cannot read."""
     from django_q.conf import Conf
@@ -241,7 +241,7 @@ def runs_recover() -> list[IndexRun]:
             logger.warning("recovered %s: its run was interrupted; queued again", source)
             recovered.append(index_run_request(source=source, trigger=IndexRun.Trigger.RECOVERY)[0])
     queued = IndexRun.objects.filter(status=IndexRun.Status.QUEUED).exclude(pk__in=[r.pk for r in recovered])
-    pending = _pending_task_names() if queued.exists() else None
+    pending = pending_task_names() if queued.exists() else None
     if pending is not None:
         for run in queued:
             if TASK_NAME.format(run.pk) not in pending:

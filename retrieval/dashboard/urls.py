@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval.dashboard import agents, playground, status, traces
+from retrieval.dashboard import agents, evaluations, playground, status, traces
 
 urlpatterns = [
     path("agents/", agents.agent_list, name="agents-list"),
@@ -9,6 +9,10 @@ urlpatterns = [
     path("agents/<int:agent_id>/", agents.agent_page, name="agents-page"),
     path("agents/<int:agent_id>/rotate", agents.agent_rotate, name="agents-rotate"),
     path("agents/<int:agent_id>/revoke", agents.agent_revoke, name="agents-revoke"),
+    path("evaluations/", evaluations.evaluation_list, name="evaluations-list"),
+    path("evaluations/start", evaluations.evaluation_start, name="evaluations-start"),
+    path("evaluations/<int:run_id>/", evaluations.evaluation_page, name="evaluations-run"),
+    path("evaluations/<int:run_id>/compare", evaluations.evaluation_compare, name="evaluations-compare"),
     path("status/", status.status_page, name="status-page"),
     path("status/reset", status.status_reset, name="status-reset"),
     path("playground/", playground.playground, name="playground"),

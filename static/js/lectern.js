@@ -2,7 +2,10 @@
    Copy buttons: <button data-copy="ID"> copies the value (or text) of element ID and says so
    in the element named by its aria-describedby, else in its own label. The Clipboard API
    needs a secure context (https, or localhost); elsewhere the text is selected and copied
-   the old way, and when even that fails the button says to press Ctrl+C. */
+   the old way, and when even that fails the button says to press Ctrl+C.
+   Preserved inputs: a file input marked hx-preserve keeps its chosen files when htmx swaps
+   in a refused form, but it is the old element, so its invalid state is set again from its
+   field's (.has-error), as the server rendered it. */
 (function () {
   "use strict";
 
@@ -40,5 +43,15 @@
     } else {
       fallback();
     }
+  });
+
+  document.addEventListener("htmx:afterSettle", function () {
+    document.querySelectorAll(".field input[hx-preserve]").forEach(function (input) {
+      if (input.closest(".field").classList.contains("has-error")) {
+        input.setAttribute("aria-invalid", "true");
+      } else {
+        input.removeAttribute("aria-invalid");
+      }
+    });
   });
 })();
