@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from retrieval.evaluation.beir import read_qrels, read_queries
@@ -59,3 +60,11 @@ def machine_info() -> dict[str, str | int | float]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"nproc": len(os.sched_getaffinity(0)), "memory_gib": round(memory, 1), "cpu": model,
             "avx512": any(f.startswith("avx512") for f in flags), "postgres": postgres}
+
+
+def bench_person(username: str, *roles: str) -> User:
+    """The person a benchmark acts as (made once), holding `roles` (catalog.auth's
+    group names)."""
+    user, _ = User.objects.get_or_create(username=username)
+    user.groups.add(*(Group.objects.get_or_create(name=role)[0] for role in roles))
+    return user

@@ -25,16 +25,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalPolicy, ApprovalRequest
 from approvals.services.policies import policy_create, policy_delete
-from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
+from benchmarks.common import BenchmarkError, Log, bench_person, nfcorpus_test_queries
 from benchmarks.enrich import enrich_catalog_ensure, tool_results
 from catalog.agents import agent_token_rotate
+from catalog.auth import CURATOR_GROUP
 from catalog.models import Agent, Catalog
 from retrieval.evaluation.metrics import percentile
 
@@ -49,12 +49,6 @@ Answer = tuple[Any, ...]  # what a call served, compared between gate off and on
 class Latency:
     p50_ms: float
     p95_ms: float
-
-
-def _curator() -> User:
-    user, _ = User.objects.get_or_create(username=CURATOR)
-    user.groups.add(Group.objects.get_or_create(name="curator")[0])
-    return user
 
 
 def approvals_ensure(*, catalog: Catalog, agents: list[Agent], log: Log) -> int:
@@ -84,7 +78,7 @@ class Gate:
     """The catalog policy that turns the gate on, through the services a curator uses."""
 
     def __init__(self, catalog: Catalog) -> None:
-        self.catalog, self.curator = catalog, _curator()
+        self.catalog, self.curator = catalog, bench_person(CURATOR, CURATOR_GROUP)
         for policy in ApprovalPolicy.objects.filter(catalog=catalog):  # a run cut short left it on
             policy_delete(policy_id=policy.pk, by=self.curator)
 

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -33,8 +33,9 @@ from django.urls import reverse
 from approvals.models import ApprovalPolicy, ApprovalRequest
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
-from benchmarks.common import BenchmarkError, Log
+from benchmarks.common import BenchmarkError, Log, bench_person
 from catalog.agents import agent_token_rotate
+from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP
 from catalog.indexing.source_index import source_index
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
@@ -103,12 +104,6 @@ def pages_catalog_ensure(*, dataset: Path, sources: int, documents: int | None, 
             log(f"  {i + 1}/{sources} sources, {time.perf_counter() - started:.0f} s")
     catalog.refresh_from_db()
     return catalog
-
-
-def _person() -> User:
-    user, _ = User.objects.get_or_create(username=PERSON)
-    user.groups.add(*(Group.objects.get_or_create(name=role)[0] for role in ("curator", "reviewer")))
-    return user
 
 
 def governance_ensure(*, catalog: Catalog, person: User, log: Log) -> World:
@@ -222,7 +217,7 @@ def pages_benchmark(*, dataset: Path, rounds: int, warmup: int, log: Log, source
                     documents: int | None = None,
                     urls: Callable[[World], dict[str, str]] = page_urls) -> dict[str, Any]:
     catalog = pages_catalog_ensure(dataset=dataset, sources=sources, documents=documents, log=log)
-    person = _person()
+    person = bench_person(PERSON, CURATOR_GROUP, REVIEWER_GROUP)
     world = traces_ensure(world=governance_ensure(catalog=catalog, person=person, log=log), log=log)
     world.evaluation = evaluation_ensure(catalog=catalog, dataset=dataset, person=person, log=log)
     if not connection.in_atomic_block:  # steady state: what autovacuum gives tables after a bulk write

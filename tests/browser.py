@@ -49,6 +49,17 @@ def sign_in(page: Any, base_url: str, username: str, password: str, next_path: s
     page.wait_for_url(re.compile(re.escape(base_url + next_path.split("?")[0])))
 
 
+def tab_to(page: Any, selector: str, *, limit: int = 80) -> None:
+    """Press Tab until the focus is on an element `selector` (a Playwright selector)
+    matches (keyboard use); fails after `limit` presses."""
+    targets = page.locator(selector)
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if targets.evaluate_all("(elements) => elements.includes(document.activeElement)"):
+            return
+    raise AssertionError(f"Tab never reached {selector}")
+
+
 def screenshots_dir() -> Path:
     folder = Path(os.environ.get("LECTERN_SCREENSHOTS", ROOT / "var" / "screenshots"))
     folder.mkdir(parents=True, exist_ok=True)

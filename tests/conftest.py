@@ -9,11 +9,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from django.test import Client
 
 from catalog.models import Catalog
 from catalog.sources.documents import DocumentInput
 from tests.browser import console_watch
-from tests.factories import agent_with_token, import_documents
+from tests.factories import agent_with_token, import_documents, person
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
@@ -174,6 +175,33 @@ def demo(django_db_setup, django_db_blocker):
         finally:
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)
+
+
+# --- people signed in ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def cora(db):
+    """A curator."""
+    return person("cora", "curator")
+
+
+@pytest.fixture
+def rita(db):
+    """A reviewer."""
+    return person("rita", "reviewer")
+
+
+@pytest.fixture
+def client_for():
+    """client_for(user, csrf=False) -> a Client signed in as `user` (csrf: checked, as
+    a browser's post is)."""
+    def make(user, *, csrf: bool = False) -> Client:
+        client = Client(enforce_csrf_checks=csrf)
+        client.force_login(user)
+        return client
+
+    return make
 
 
 # --- the browser ----------------------------------------------------------------------------

@@ -41,15 +41,7 @@ def other_agent(kb) -> Agent:
 
 
 @pytest.fixture
-def rita(db):
-    return person("rita", "reviewer")
-
-
-@pytest.fixture
 def rob(db):
     return person("rob", "reviewer")
 
 
-@pytest.fixture
-def cora(db):
-    return person("cora", "curator")

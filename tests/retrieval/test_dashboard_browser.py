@@ -20,7 +20,7 @@ from approvals.audit.log import Action
 from approvals.models import AuditEntry
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from tests.browser import page_audit
+from tests.browser import page_audit, tab_to
 from tests.browser import sign_in as browser_sign_in
 from tests.factories import agent_with_token, import_documents, person
 
@@ -199,32 +199,25 @@ def test_a_revoked_tokens_next_call_gets_401_and_a_new_token_lets_the_agent_in(p
 def test_an_agent_is_created_and_its_token_copied_by_keyboard_alone(page, live_server, desk):
     sign_in(page, live_server.url, "cora", "/")
 
-    def tab_to(selector: str, *, limit: int = 60) -> None:
-        for _ in range(limit):
-            page.keyboard.press("Tab")
-            if page.evaluate("(s) => document.activeElement.matches(s)", selector):
-                return
-        raise AssertionError(f"Tab never reached {selector}")
-
-    tab_to("nav.primary a[href='/agents/']")
+    tab_to(page, "nav.primary a[href='/agents/']")
     page.keyboard.press("Enter")
     page.wait_for_url(f"{live_server.url}/agents/")
-    tab_to("a[href='/agents/new']")
+    tab_to(page, "a[href='/agents/new']")
     page.keyboard.press("Enter")
     page.wait_for_url(f"{live_server.url}/agents/new")
-    tab_to("#id_name")
+    tab_to(page, "#id_name")
     page.keyboard.type("keyboard-bot")
-    tab_to(f"input[name=catalogs][value='{desk.hr.pk}']")
+    tab_to(page, f"input[name=catalogs][value='{desk.hr.pk}']")
     page.keyboard.press("Space")
     page.wait_for_selector("#pins label:has-text('Parental leave')")
-    tab_to(f"#pins input[value='{desk.leave.pk}']")
+    tab_to(page, f"#pins input[value='{desk.leave.pk}']")
     page.keyboard.press("Space")
-    tab_to("button[type=submit]")
+    tab_to(page, "button[type=submit]")
     page.keyboard.press("Enter")
 
     page.wait_for_selector("#token")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-    tab_to("button[data-copy=token]")
+    tab_to(page, "button[data-copy=token]")
     page.keyboard.press("Enter")
     page.wait_for_function("document.querySelector('#copy-status').textContent.includes('Copied')")
     assert page.evaluate("navigator.clipboard.readText()") == page.input_value("#token")

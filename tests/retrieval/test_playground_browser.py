@@ -22,7 +22,7 @@ from catalog.tags import tags_ensure
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import enrich
 from retrieval.models import Trace
-from tests.browser import page_audit
+from tests.browser import page_audit, tab_to
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -192,21 +192,14 @@ def test_a_run_by_keyboard_alone(page, live_server, studio):
     sign_in(page, live_server.url, "/playground/")
     page.wait_for_url(f"{live_server.url}/playground/")
 
-    def tab_to(selector: str, *, limit: int = 40) -> None:
-        for _ in range(limit):
-            page.keyboard.press("Tab")
-            if page.evaluate("(s) => document.activeElement.matches(s)", selector):
-                return
-        raise AssertionError(f"Tab never reached {selector}")
-
-    tab_to("input[name=kind]:checked")
+    tab_to(page, "input[name=kind]:checked")
     page.keyboard.press("ArrowRight")  # the radio group: search -> prompt
     assert page.is_checked("input[name=kind][value=prompt]")
-    tab_to("#id_agent")
+    tab_to(page, "#id_agent")
     page.keyboard.press("ArrowDown")  # the first agent
-    tab_to("#id_text")
+    tab_to(page, "#id_text")
     page.keyboard.type("The redis cache is stale")
-    tab_to("#play-form button[type=submit]")
+    tab_to(page, "#play-form button[type=submit]")
     page.keyboard.press("Enter")
 
     page.wait_for_selector("#workbench ul.outcomes:has-text('Caching')")
@@ -271,18 +264,11 @@ def test_the_traces_are_filtered_and_opened_by_keyboard_alone(page, live_server,
     sign_in(page, live_server.url, "/traces/")
     page.wait_for_url(f"{live_server.url}/traces/")
 
-    def tab_to(selector: str, *, limit: int = 40) -> None:
-        for _ in range(limit):
-            page.keyboard.press("Tab")
-            if page.evaluate("(s) => document.activeElement.matches(s)", selector):
-                return
-        raise AssertionError(f"Tab never reached {selector}")
-
-    tab_to("#id_withheld")
+    tab_to(page, "#id_withheld")
     page.keyboard.press("ArrowDown")  # "something withheld"
     page.wait_for_url(re.compile(r"withheld=yes"))
     page.wait_for_function("document.querySelectorAll('table.traces tbody tr').length === 1")
-    tab_to("table.traces a.trace-link")
+    tab_to(page, "table.traces a.trace-link")
     page.keyboard.press("Enter")
 
     page.wait_for_url(re.compile(r"/traces/[0-9a-f-]{36}/$"))

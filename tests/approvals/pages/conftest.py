@@ -5,7 +5,6 @@ a pending request, a signed-in client per person (the browser is tests/conftest.
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from tests.approvals.builders import raised
 from tests.factories import person
@@ -40,14 +39,4 @@ def pending(kb, agent) -> int:
     """The id of a pending request of `agent` for the governed source `vault`."""
     return raised(agent, kb.vault, via="enrichment")
 
-
-@pytest.fixture
-def client_for():
-    """client_for(user, csrf=False) -> a Client signed in as `user`."""
-    def make(user, *, csrf: bool = False) -> Client:
-        client = Client(enforce_csrf_checks=csrf)
-        client.force_login(user)
-        return client
-
-    return make
 

@@ -13,7 +13,7 @@ from django.test import Client
 from catalog.indexing.runs import source_index_now
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from tests.factories import import_documents, person
+from tests.factories import import_documents
 
 HANDBOOK = """# Operations handbook
 
@@ -64,27 +64,6 @@ def build_ops(root: Path) -> Ops:
 @pytest.fixture
 def ops(db, root) -> Ops:
     return build_ops(root)
-
-
-@pytest.fixture
-def cora(db):
-    return person("cora", "curator")
-
-
-@pytest.fixture
-def rita(db):
-    return person("rita", "reviewer")
-
-
-@pytest.fixture
-def client_for():
-    """client_for(user) -> a Client signed in as `user`."""
-    def make(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 @pytest.fixture

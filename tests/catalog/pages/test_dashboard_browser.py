@@ -18,7 +18,7 @@ from approvals.services.decisions import request_decide
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.tags import tags_ensure
 from tests.approvals.builders import raised
-from tests.browser import page_audit
+from tests.browser import page_audit, tab_to
 from tests.browser import sign_in as browser_sign_in
 from tests.catalog.pages.conftest import build_ops
 from tests.factories import agent_with_token, person
@@ -47,14 +47,6 @@ def sign_in(page, base_url: str, username: str, next_path: str = "/catalogs/") -
     browser_sign_in(page, base_url, username, PASSWORD, next_path)
 
 
-def tab_to(page, selector: str, limit: int = 80) -> None:
-    """Press Tab until the element matching `selector` has the focus (keyboard use)."""
-    target = page.locator(selector)
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if target.evaluate("element => element === document.activeElement"):
-            return
-    raise AssertionError(f"Tab never reached {selector}")
 
 
 def test_a_curator_creates_a_catalog_after_fixing_what_was_refused_in_place(page, live_server, cora):
