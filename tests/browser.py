@@ -5,7 +5,8 @@ test has the page in front of it: `page_audit(page, "name")`.
   the page (the `page` fixture) was opened, except the browser's own line for a refusal
   the page shows in place (400, 403, 409, 422); `allow` names any other a test provokes.
 - Accessible: axe-core (tests/vendor/axe.min.js, injected into the page) finds no
-  violation of serious or critical impact.
+  violation of serious or critical impact, at each width (on a phone tables scroll
+  sideways and the layout is another).
 - Usable at 1280 px and at 390 px: no horizontal scrolling at either width, so nothing
   is cut off on a phone.
 - Photographed at each width into $LECTERN_SCREENSHOTS (default var/screenshots;
@@ -49,9 +50,22 @@ def sign_in(page: Any, base_url: str, username: str, password: str, next_path: s
     page.wait_for_url(re.compile(re.escape(base_url + next_path.split("?")[0])))
 
 
+# htmx marks what it is fetching, swapping and settling; new content is htmx-added until
+# it settles (20 ms later, or more on a busy machine), and only then does htmx listen to
+# it: a key pressed on a control before that changes the control and nothing else.
+HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"
+
+
+def htmx_settled(page: Any) -> None:
+    """Wait until no htmx request, swap or settle is under way on the page."""
+    page.wait_for_function(f"() => document.querySelector({HTMX_BUSY!r}) === null")
+
+
 def tab_to(page: Any, selector: str, *, limit: int = 80) -> None:
     """Press Tab until the focus is on an element `selector` (a Playwright selector)
-    matches (keyboard use); fails after `limit` presses."""
+    matches (keyboard use), once htmx has settled (keys pressed before would be lost);
+    fails after `limit` presses."""
+    htmx_settled(page)
     targets = page.locator(selector)
     for _ in range(limit):
         page.keyboard.press("Tab")
@@ -96,12 +110,12 @@ def page_audit(page: Any, name: str, *, widths: Iterable[int] = WIDTHS, allow: I
     errors = [error for error in getattr(page, CONSOLE_ERRORS, [])
               if not any(re.search(pattern, error) for pattern in (REFUSED, *allow))]
     assert not errors, f"{name}: console errors: {errors}"
-    violations = axe_violations(page)
-    assert not violations, f"{name}: accessibility violations:\n{_describe(violations)}"
     original = page.viewport_size
     try:
         for width in widths:
             page.set_viewport_size({"width": width, "height": original["height"] if original else 900})
+            violations = axe_violations(page)
+            assert not violations, f"{name} at {width} px: accessibility violations:\n{_describe(violations)}"
             page.screenshot(path=str(screenshots_dir() / f"{name}-{width}.png"), full_page=True)
             overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{name}: {overflow} px wider than the {width} px window ({_widest(page)})"

@@ -211,6 +211,7 @@ def client_for():
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_WAIT_MS = 15_000  # a bound on every wait, not a pause
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +223,9 @@ def browser():
     # by fixtures and the transactional flush) would otherwise refuse.
     with pytest.MonkeyPatch.context() as patch, sync_api.sync_playwright() as playwright:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        # Assertions wait as long as actions do (Playwright's expect has its own 5 s
+        # default): one bound for every wait, which a loaded machine still meets.
+        sync_api.expect.set_options(timeout=BROWSER_WAIT_MS)
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
@@ -229,10 +233,10 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A page in a fresh browser context; every wait in it fails after 15 seconds; its
-    console errors are collected for tests.browser.page_audit."""
+    """A page in a fresh browser context; every wait in it (actions and expect) fails
+    after 15 seconds; its console errors are collected for tests.browser.page_audit."""
     context = browser.new_context(viewport={"width": 1360, "height": 900})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(BROWSER_WAIT_MS)
     page = context.new_page()
     console_watch(page)  # tests.browser.page_audit: no console errors
     yield page

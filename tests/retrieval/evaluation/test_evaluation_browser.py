@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 
 from retrieval.models import EvaluationRun
-from tests.browser import axe_violations, page_audit
+from tests.browser import page_audit, tab_to
 from tests.catalog.pages.test_watch_indexing_browser import worker  # noqa: F401  the qcluster fixture
 from tests.catalog.test_reindex_processes import second_connection
 from tests.factories import person
@@ -56,27 +56,9 @@ def barrier(transactional_db) -> Iterator[ChunkBarrier]:
 
 
 def shot(page, name: str) -> None:
-    """Audited and photographed; axe-core run again at a phone's width, where tables
-    scroll sideways and the layout is another."""
+    """Audited and photographed from the top of the page."""
     page.evaluate("window.scrollTo(0, 0)")
     page_audit(page, f"evaluations-{name}")
-    size = page.viewport_size
-    page.set_viewport_size({"width": 390, "height": size["height"]})
-    try:
-        violations = axe_violations(page)
-        assert not violations, f"{name} at 390 px: {[(v['id'], v['nodes'][0]['target']) for v in violations]}"
-    finally:
-        page.set_viewport_size(size)
-
-
-def tab_to(page, selector: str, limit: int = 80) -> None:
-    """Press Tab until the element matching `selector` has the focus (keyboard use)."""
-    target = page.locator(selector)
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if target.evaluate("element => element === document.activeElement"):
-            return
-    raise AssertionError(f"Tab never reached {selector}")
 
 
 # Some asked in the handbook's words, some only in their meaning: the modes part ways.
