@@ -120,7 +120,7 @@ class AuditFilterForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
-            raise forms.ValidationError("The range starts after it ends.")
+            self.add_error("until", "The range starts after it ends.")
         return data
 
     def filters(self) -> dict[str, Any]:

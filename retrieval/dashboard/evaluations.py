@@ -84,10 +84,9 @@ def _list_context(request: HttpRequest, form: EvaluationForm) -> dict[str, Any]:
 @require_GET
 def evaluation_list(request: HttpRequest) -> HttpResponse:
     context = _list_context(request, EvaluationForm())
-    if _htmx(request) and request.headers.get("HX-Target") == "evaluation-history":
-        return render(request, "retrieval/evaluations/partials/history.html", context)
-    return render(request, "retrieval/evaluations/list.html", context,
-                  status=200 if context["filters"].is_valid() else 400)
+    history = _htmx(request) and request.headers.get("HX-Target") == "evaluation-history"
+    template = "retrieval/evaluations/partials/history.html" if history else "retrieval/evaluations/list.html"
+    return render(request, template, context, status=200 if context["filters"].is_valid() else 400)
 
 
 @curators

@@ -5,7 +5,10 @@
    the old way, and when even that fails the button says to press Ctrl+C.
    Preserved inputs: a file input marked hx-preserve keeps its chosen files when htmx swaps
    in a refused form, but it is the old element, so its invalid state is set again from its
-   field's (.has-error), as the server rendered it. */
+   field's (.has-error), as the server rendered it.
+   Filter errors: a list page's htmx answer swaps each filter's error slot (span.filter-error,
+   id "<control id>_error") out of band and leaves the controls alone, so what is being typed
+   stays; the control is then marked invalid, and described by its error, to match. */
 (function () {
   "use strict";
 
@@ -51,6 +54,19 @@
         input.setAttribute("aria-invalid", "true");
       } else {
         input.removeAttribute("aria-invalid");
+      }
+    });
+    document.querySelectorAll("span.filter-error").forEach(function (slot) {
+      var control = document.getElementById(slot.id.replace(/_error$/, ""));
+      if (!control) { return; }
+      var failed = slot.textContent.trim() !== "";
+      control.closest("label").classList.toggle("has-error", failed);
+      if (failed) {
+        control.setAttribute("aria-invalid", "true");
+        control.setAttribute("aria-describedby", slot.id);
+      } else {
+        control.removeAttribute("aria-invalid");
+        control.removeAttribute("aria-describedby");
       }
     });
   });

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest
 from catalog.models import Agent, Catalog, ReferenceSource
@@ -240,8 +241,8 @@ def test_the_traces_list_filters_and_a_trace_reads_pass_by_pass(page, live_serve
     page.fill("#id_since", "2026-05-02")
     page.fill("#id_until", "2026-05-01")
     page.click("#trace-filters button[type=submit]")
-    page.wait_for_selector("#filter-errors")
-    assert "The end of the range comes before its start." in page.locator("#filter-errors").inner_text()
+    expect(page.locator("#id_until_error")).to_have_text("The end of the range comes before its start.")
+    expect(page.locator("#id_until")).to_have_attribute("aria-invalid", "true")
     page_audit(page, "traces-03-refused")
 
     page.goto(f"{live_server.url}/traces/?withheld=yes")
