@@ -61,6 +61,23 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
         # settings: the catalog's rows (its catalog_id index) are sorted.
         exact = sql.replace("ORDER BY embedding <=> %(vector)s::vector",
                             "ORDER BY (embedding <=> %(vector)s::vector) + 0")
+        if withheld:
+            # What the agent may read: nothing (no search at all), or few enough rows
+            # to sort exactly (the HNSW scan would walk far past the withheld rows to
+            # find them: 60 ms for a catalog all but withheld, against 1 ms).
+            cursor.execute("""
+                SELECT coalesce(array_agg(id), '{}'), (SELECT count(*) FROM catalog_chunk
+                    WHERE source_id = ANY(array_agg(s.id)) AND embedding IS NOT NULL)
+                FROM catalog_referencesource s WHERE catalog_id = %(catalog)s AND id <> ALL(%(withheld)s)
+                """, params)
+            allowed_sources, allowed_chunks = cursor.fetchone()
+            if not allowed_sources:
+                return []
+            if allowed_chunks <= settings.LECTERN_VECTOR_EXACT_MAX:
+                cursor.execute(exact.replace(allowed, "AND source_id = ANY(%(allowed)s)"),
+                               {**params, "allowed": allowed_sources})
+                return sorted(((chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()),
+                              key=lambda row: (-row[2], row[0]))
         if catalog.chunk_count <= settings.LECTERN_VECTOR_EXACT_MAX:
             # A small catalog is a small part of the index every catalog shares: the
             # approximate scan's recall for it falls with what lies around it (other

@@ -180,3 +180,37 @@ def test_a_catalog_within_the_exact_limit_is_ranked_without_the_shared_index(mak
     assert ("+ 0" in ranking[0]) is (exact_max == 150)  # sorted rows, or the HNSW scan's order
     if exact_max == 150:
         assert [pk for pk, _, _ in rows] == exact
+
+
+@pytest.mark.django_db
+def test_what_an_agent_may_read_of_a_mostly_withheld_catalog_is_ranked_exactly(make_catalog, settings):
+    # given: a catalog over the exact limit, in three sources of 100 chunks; two withheld
+    settings.LECTERN_VECTOR_EXACT_MAX = 150
+    catalog = make_catalog("governed", chunk_size=60, chunk_overlap=0)
+    text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
+    sources = []
+    for number in range(3):
+        source = ReferenceSource.objects.create(catalog=catalog, slug=f"s{number}", name=f"S{number}", kind="upload",
+                                                location=f"s{number}")
+        documents = [DocumentInput(f"dot-{i:03d}.md", f"Dot {i}", text, len(text)) for i in range(100)]
+        prepared = prepare_chunks(catalog, documents, embedder=None)
+        source_replace_rows(source, Collected(documents), prepared, random_unit_vectors(100, seed=30 + number))
+        sources.append(source)
+    catalog.refresh_from_db()
+    assert catalog.chunk_count == 300
+    query = random_unit_vectors(1, seed=40)[0]
+    literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
+    readable = dict(Chunk.objects.filter(source=sources[1]).values_list("pk", "embedding"))
+    exact = sorted(readable, key=lambda pk: -float(np.dot(np.asarray(readable[pk]), query)))[:10]
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = vector_search(catalog=catalog, vector=literal, limit=10, withheld={sources[0].pk, sources[2].pk})
+    with CaptureQueriesContext(connection) as nothing:
+        none = vector_search(catalog=catalog, vector=literal, limit=10, withheld={source.pk for source in sources})
+
+    # then: the readable source's rows sorted, not the shared index walked past the rest
+    assert [pk for pk, _, _ in rows] == exact
+    ranking = [q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"]]
+    assert len(ranking) == 1 and "+ 0" in ranking[0] and "source_id = ANY" in ranking[0]
+    # and with every source withheld nothing is ranked at all
+    assert none == [] and not [q for q in nothing.captured_queries if "ORDER BY" in q["sql"]]
