@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.core.validators import MaxValueValidator
 from django.db import models
 from pgvector.django import VectorField
@@ -69,7 +70,9 @@ class Trace(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["agent", "-created_at"], name="trace_agent_recent"),
-                   models.Index(fields=["created_at"], name="trace_created")]  # retention purges by age
+                   models.Index(fields=["created_at"], name="trace_created"),  # retention purges by age
+                   # the traces list's filters by reference and by withheld: hints @> [...]
+                   GinIndex(fields=["hints"], opclasses=["jsonb_path_ops"], name="trace_hints")]
 
     def __str__(self) -> str:
         return f"trace {self.id}"

@@ -9,10 +9,11 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Subquery
 from django.db.models.functions import Substr
 from django.http import Http404
 
+from catalog.models import Agent
 from retrieval.dashboard.trace_forms import PEOPLE
 from retrieval.dashboard.trace_story import Story, trace_story
 from retrieval.enrichment.formatting import strip_injections
@@ -31,8 +32,8 @@ def traces_filtered(*, agent: str = "", source: str = "", withheld: str = "", su
     traces = Trace.objects.defer("text", "steps").annotate(excerpt=Substr("text", 1, EXCERPT_CHARS + 1))
     if agent == PEOPLE:
         traces = traces.filter(agent__isnull=True)
-    elif agent:
-        traces = traces.filter(agent__name=agent)
+    elif agent:  # its id first (one scalar subquery), so the agent's index orders the page
+        traces = traces.filter(agent_id=Subquery(Agent.objects.filter(name=agent).values("pk")[:1]))
     if source:
         catalog, _, slug = source.partition("/")
         traces = traces.filter(hints__contains=[{"catalog": catalog, "source_id": slug}])
