@@ -26,6 +26,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Exists, OuterRef
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -36,8 +37,9 @@ from approvals.services.policies import policy_create
 from benchmarks.common import BenchmarkError, Log, bench_person
 from catalog.agents import agent_token_rotate
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP
+from catalog.indexing.runs import index_run_create, index_run_execute
 from catalog.indexing.source_index import source_index
-from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from catalog.sources.editing import upload_source_ensure, uploads_replace
 from retrieval.enrichment.caller import Caller
@@ -62,6 +64,7 @@ class World:
     request_id: int
     trace_id: str = ""
     evaluation: int = 0  # a succeeded evaluation run of the catalog
+    run: int = 0  # an index run of the world's source
 
 
 @dataclass
@@ -177,13 +180,44 @@ def evaluation_ensure(*, catalog: Catalog, dataset: Path, person: User, log: Log
     return run.pk
 
 
+def runs_ensure(*, world: World, log: Log) -> World:
+    """An index run of every source (the runs pages' rows), each executed as the worker
+    executes it: nothing changed, so each finds its documents unchanged."""
+    sources = list(world.catalog.sources.exclude(Exists(IndexRun.objects.filter(source=OuterRef("pk")))))
+    if sources:
+        log(f"running an index run of {len(sources)} sources")
+    for source in sources:
+        index_run_execute(run_id=index_run_create(source=source, trigger="bench_pages").pk)
+    run = IndexRun.objects.filter(source=world.source).order_by("-pk").first()
+    if run is None:
+        raise BenchmarkError(f"no index run of {world.source.slug}")
+    world.run = run.pk
+    return world
+
+
 def page_urls(world: World) -> dict[str, str]:
     """Every page a person opens, by name, with its arguments from the world."""
     catalog, source, agent = world.catalog, world.source, world.agent
     playground = reverse("playground")
     search = urlencode({"kind": "search", "catalog": catalog.slug, "text": "vitamin d deficiency", "mode": "hybrid",
                         "top_k": 10})
+    in_catalog, in_source = [catalog.slug], [catalog.slug, source.slug]
     return {
+        "catalogs": reverse("catalogs-list"),
+        "catalog": reverse("catalogs-detail", args=in_catalog),
+        "catalog, filtered": reverse("catalogs-detail", args=in_catalog) + "?q=shelf-0&kind=upload&status=ready",
+        "catalog, new": reverse("catalogs-create"),
+        "catalog, edit": reverse("catalogs-edit", args=in_catalog),
+        "catalog's runs": reverse("catalogs-runs", args=in_catalog),
+        "index run": reverse("catalogs-run", args=[catalog.slug, world.run]),
+        "source": reverse("catalogs-source", args=in_source),
+        "source, chunks page 3": reverse("catalogs-source", args=in_source) + "?chunks=3",
+        "source, new (upload)": reverse("catalogs-source-create", args=in_catalog) + "?kind=upload",
+        "source, edit": reverse("catalogs-source-edit", args=in_source),
+        "agents": reverse("agents-list"),
+        "agent": reverse("agents-page", args=[agent.pk]),
+        "agent, new": reverse("agents-new"),
+        "status": reverse("status-page"),
         "playground": playground,
         "playground, search as an agent": f"{playground}?{search}&agent={agent.name}",
         "playground, search as a person": f"{playground}?{search}",
@@ -200,6 +234,8 @@ def page_urls(world: World) -> dict[str, str]:
         "audit log": reverse("audit-log"),
         "evaluations": reverse("evaluations-list"),
         "evaluation run": reverse("evaluations-run", args=[world.evaluation]),
+        "evaluation, two modes compared": reverse("evaluations-run", args=[world.evaluation])
+        + "?a=bm25&b=hybrid&metric=recall_at_100",
     }
 
 
@@ -219,6 +255,7 @@ def pages_benchmark(*, dataset: Path, rounds: int, warmup: int, log: Log, source
     catalog = pages_catalog_ensure(dataset=dataset, sources=sources, documents=documents, log=log)
     person = bench_person(PERSON, CURATOR_GROUP, REVIEWER_GROUP)
     world = traces_ensure(world=governance_ensure(catalog=catalog, person=person, log=log), log=log)
+    world = runs_ensure(world=world, log=log)
     world.evaluation = evaluation_ensure(catalog=catalog, dataset=dataset, person=person, log=log)
     if not connection.in_atomic_block:  # steady state: what autovacuum gives tables after a bulk write
         with connection.cursor() as cursor:

@@ -32,7 +32,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{results['sources']} sources, {results['chunks']} chunks, {results['requests']} "
                           f"approval requests; {rounds} rounds")
         for page in results["pages"]:
-            self.stdout.write(f"{page['page']:28s} p50 {page['p50_ms']:7.1f} ms  p95 {page['p95_ms']:7.1f} ms  "
+            self.stdout.write(f"{page['page']:36s} p50 {page['p50_ms']:7.1f} ms  p95 {page['p95_ms']:7.1f} ms  "
                               f"max {page['max_ms']:7.1f} ms  {page['queries']:3d} queries  {page['url']}")
         if json_out:
             json_out.write_text(json.dumps(results, indent=2, default=str))

@@ -24,7 +24,9 @@ def test_every_page_is_timed_with_its_query_count():
     assert results["sources"] == 3 and results["chunks"] > 0 and results["rounds"] == 2
     assert results["requests"] == ApprovalRequest.objects.count() == 30  # ten agents, three sources
     names = [page["page"] for page in results["pages"]]
-    assert {"playground, search as an agent", "trace", "approvals queue", "approval request", "audit log"} <= set(names)
+    assert {"catalogs", "catalog", "catalog's runs", "index run", "source", "source, edit", "agents", "agent", "status",
+            "playground, search as an agent", "traces", "trace", "approvals queue", "approval request", "audit log",
+            "evaluations", "evaluation run", "evaluation, two modes compared"} <= set(names)
     for page in results["pages"]:
         assert page["status"] == 200 and page["queries"] > 0, page
         assert 0 < page["p50_ms"] <= page["max_ms"]
