@@ -229,6 +229,9 @@ LECTERN_RUNTIME_POLL_SECONDS = env_int("LECTERN_RUNTIME_POLL_SECONDS", 5, minimu
 # ~0.2 ms a token on two cores: `manage.py bench_enrich` measures each head length's
 # latency and recall).
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
+# Conversations (issue 14): at most this many messages in one call (the body's size is
+# bounded by LECTERN_MAX_BODY_BYTES as well).
+LECTERN_CONVERSATION_MAX_MESSAGES = env_int("LECTERN_CONVERSATION_MAX_MESSAGES", 2000, minimum=1)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
 # Enrichment traces hold the agents' texts: each is deleted this many days after it was
