@@ -125,6 +125,7 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
                            "last_used_at"]}),
         ("Profile", {"fields": ["strategy", "preselected", "token_budget", "default_top_k"]}),
         ("Detection", {"fields": ["semantic_threshold", "semantic_margin", "max_hints"]}),
+        ("Conversations", {"fields": ["rag_relevance_threshold", "rag_max_results"]}),
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -55,7 +55,7 @@ def _token_issue(agent: Agent) -> str:
 
 # What an agent's profile holds besides its scope and pins: the fields agent_update takes.
 PROFILE_FIELDS = ("is_curator", "strategy", "token_budget", "default_top_k", "semantic_threshold", "semantic_margin",
-                  "max_hints")
+                  "max_hints", "rag_relevance_threshold", "rag_max_results")
 
 
 def _curator_or_command(by: User | None) -> None:

@@ -367,6 +367,14 @@ class Agent(models.Model):
         default=5, validators=[MinValueValidator(1), MaxValueValidator(50)],
         help_text="Most references hinted per enriched text.",
     )
+    rag_relevance_threshold = models.FloatField(
+        default=0.30, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Lowest relevance (0 to 1) of a memory or a passage injected into a conversation.",
+    )
+    rag_max_results = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(0), MaxValueValidator(20)],
+        help_text="Most memories and passages injected into a conversation's newest user message.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 

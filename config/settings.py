@@ -14,7 +14,7 @@ import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_from_url, default_database_url
-from config.env import env_bool, env_int, env_list, env_str, local_secret_key
+from config.env import env_bool, env_float, env_int, env_list, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -232,6 +232,15 @@ LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=
 # Conversations (issue 14): at most this many messages in one call (the body's size is
 # bounded by LECTERN_MAX_BODY_BYTES as well).
 LECTERN_CONVERSATION_MAX_MESSAGES = env_int("LECTERN_CONVERSATION_MAX_MESSAGES", 2000, minimum=1)
+# Memory (seed 001): a memory's relevance to a message is boosted by its recency,
+# score = relevance * (1 + weight * 2^(-age / half-life)) / (1 + weight): a memory stored
+# just now keeps its whole relevance, a very old one 1 / (1 + weight) of it.
+LECTERN_MEMORY_HALF_LIFE_DAYS = env_float("LECTERN_MEMORY_HALF_LIFE_DAYS", 30.0, minimum=0.01)
+LECTERN_MEMORY_RECENCY_WEIGHT = env_float("LECTERN_MEMORY_RECENCY_WEIGHT", 0.5, minimum=0.0)
+LECTERN_MEMORY_MAX_CHARS = env_int("LECTERN_MEMORY_MAX_CHARS", 10_000, minimum=100)
+# An end user with at most this many memories has them ranked by meaning exactly (sorted);
+# more, and the HNSW index is walked.
+LECTERN_MEMORY_EXACT_MAX = env_int("LECTERN_MEMORY_EXACT_MAX", 5000, minimum=0)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
 # Enrichment traces hold the agents' texts: each is deleted this many days after it was

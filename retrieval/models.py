@@ -10,7 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.core.validators import MaxValueValidator
 from django.db import models
-from pgvector.django import VectorField
+from pgvector.django import HnswIndex, VectorField
 
 from catalog.embedder import DIMENSIONS
 
@@ -52,6 +52,7 @@ class Trace(models.Model):
     class Surface(models.TextChoices):
         PROMPT = "prompt"
         TOOL_RESULT = "tool_result"
+        CONVERSATION = "conversation"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("catalog.Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="traces")
@@ -182,3 +183,58 @@ class EvaluationQuery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.query_id} in evaluation {self.run_id}"
+
+
+# --- facts and memory (seed 001), per agent and end user -------------------------------------
+
+END_USER_MAX = 200  # characters of an end user's id, as the agent names them
+
+
+class Fact(models.Model):
+    """A key=value an agent keeps about one of its end users ("name=Steve"): set and
+    deleted over the API, shown to curators, injected into that user's conversations."""
+
+    agent = models.ForeignKey("catalog.Agent", on_delete=models.CASCADE, related_name="facts")
+    user_id = models.CharField(max_length=END_USER_MAX)
+    key = models.CharField(max_length=100)
+    value = models.CharField(max_length=1000)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent", "user_id", "key"]
+        constraints = [models.UniqueConstraint(fields=["agent", "user_id", "key"], name="fact_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+class MemoryEntry(models.Model):
+    """What an agent asked Lectern to remember about one of its end users
+    (`store_memory`), searched by keyword and by meaning for that user's conversations.
+    The same text stored again is one entry, remembered again (`stored_at`, `times`);
+    only the end user's erasure deletes entries."""
+
+    agent = models.ForeignKey("catalog.Agent", on_delete=models.CASCADE, related_name="memories")
+    user_id = models.CharField(max_length=END_USER_MAX)
+    content = models.TextField()
+    content_sha256 = models.CharField(max_length=64, help_text="Of the text with its spacing and case folded.")
+    keywords = ArrayField(models.CharField(max_length=100), default=list,
+                          help_text="Seed 001's keywords of the text, which lexical search matches.")
+    embedding = VectorField(dimensions=DIMENSIONS, null=True, blank=True)
+    times = models.PositiveIntegerField(default=1, help_text="How often the agent stored this text.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    stored_at = models.DateTimeField(help_text="When the agent last stored it: what recency counts from.")
+
+    class Meta:
+        ordering = ["-stored_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["agent", "user_id", "content_sha256"], name="memory_once")]
+        indexes = [
+            models.Index(fields=["agent", "user_id", "-stored_at"], name="memory_recent"),
+            GinIndex(fields=["keywords"], name="memory_keywords"),
+            HnswIndex(name="memory_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"memory {self.pk} of {self.user_id}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval import apis, enrich_apis, evaluation_apis, status_apis
+from retrieval import apis, enrich_apis, evaluation_apis, memory_apis, status_apis
 
 urlpatterns = [
     path("search", apis.SearchApi.as_view(), name="api-search"),
@@ -15,5 +15,8 @@ urlpatterns = [
     path("traces/<uuid:trace_id>", enrich_apis.TraceApi.as_view(), name="api-trace"),
     path("evaluations", evaluation_apis.EvaluationsApi.as_view(), name="api-evaluations"),
     path("evaluations/<int:pk>", evaluation_apis.EvaluationApi.as_view(), name="api-evaluation"),
+    path("facts", memory_apis.FactsApi.as_view(), name="api-facts"),
+    path("memory", memory_apis.MemoryApi.as_view(), name="api-memory"),
+    path("memory/export", memory_apis.MemoryExportApi.as_view(), name="api-memory-export"),
     path("agent/instructions", enrich_apis.InstructionsApi.as_view(), name="api-agent-instructions"),
 ]

@@ -47,7 +47,7 @@ from catalog.models import Agent, Catalog, Document, IndexRun, ReferenceSource, 
 from catalog.sources.documents import DocumentInput
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import evaluation_execute, evaluation_request
-from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet, Selection, Trace
+from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet, Fact, MemoryEntry, Selection, Trace
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token, import_documents, person
 from tests.retrieval.evaluation.builders import qrels_tsv, queries_jsonl
@@ -145,7 +145,7 @@ MUTABLE: tuple[type[models.Model], ...] = (
     Catalog, ReferenceSource, UploadedFile, Document, IndexRun, ApprovalPolicy, ApprovalRequest, Decision,
     ApprovedContent, AuditEntry, WebhookEndpoint, WebhookEvent, WebhookDelivery, InboundWebhookMessage, Selection,
     Trace, User, Agent, Agent.catalogs.through, Agent.preselected.through, EvaluationSet, EvaluationRun,
-    EvaluationQuery,
+    EvaluationQuery, Fact, MemoryEntry,
 )
 NOT_WRITES: dict[type[models.Model], set[str]] = {Agent: {"last_used_at"}}
 
@@ -191,7 +191,8 @@ class Call:
 
 def agent_form(world: World, **fields: Any) -> dict[str, Any]:
     return {"catalogs": [world.catalog.pk], "strategy": "preload", "token_budget": 12000, "default_top_k": 5,
-            "semantic_threshold": 0.3, "semantic_margin": 0.1, "max_hints": 5, **fields}
+            "semantic_threshold": 0.3, "semantic_margin": 0.1, "max_hints": 5, "rag_relevance_threshold": 0.3,
+            "rag_max_results": 3, **fields}
 
 
 def catalog_slug(world: World) -> list[Any]:
@@ -212,6 +213,9 @@ VIEWERS = (LOGIN, 403, 403, 200, 200, 200, 200, LOGIN, LOGIN)  # the reviewer's 
 DECIDERS = (LOGIN, 403, 403, 403, 302, 302, 302, LOGIN, LOGIN)
 CURATOR_PAGES = (LOGIN, 403, 403, 200, 403, 200, 200, LOGIN, LOGIN)  # the dashboard: people, curators
 CURATOR_WRITES = (LOGIN, 403, 403, 302, 403, 302, 302, LOGIN, LOGIN)
+AGENTS_ONLY = (401, 403, 403, 403, 403, 403, 403, 200, 200)
+AGENTS_ONLY_CREATE = (401, 403, 403, 403, 403, 403, 403, 201, 201)
+AGENTS_ONLY_NONE = (401, 403, 403, 403, 403, 403, 403, 404, 404)
 ADMIN_STAFF = (ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, 403, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, ADMIN_LOGIN, ADMIN_LOGIN)
 
@@ -231,6 +235,16 @@ CALLS: list[Call] = [
          args=lambda world: [world.trace]),
     Call("api-agent-instructions", "GET", SIGNED_IN_200),
     Call("api-approvals", "GET", (401, 403, 403, 403, 403, 403, 403, 200, 200)),  # an agent's own requests
+    # --- facts and memory: an agent's own, per end user (people see them on the agent's page) ---
+    Call("api-facts", "GET", AGENTS_ONLY, query="?user_id=steve"),
+    Call("api-facts", "PUT", AGENTS_ONLY_CREATE, body={"user_id": "steve", "key": "name", "value": "Steve"},
+         writes=True),
+    Call("api-facts", "DELETE", AGENTS_ONLY_NONE, query="?user_id=steve&key=nothing"),  # nothing to delete: 404
+    Call("api-memory", "GET", AGENTS_ONLY, query="?user_id=steve&q=bees"),
+    Call("api-memory", "POST", AGENTS_ONLY_CREATE, body={"user_id": "steve", "content": "Steve keeps bees."},
+         writes=True),
+    Call("api-memory", "DELETE", AGENTS_ONLY, query="?user_id=steve", writes=True),  # the erasure is audited
+    Call("api-memory-export", "GET", AGENTS_ONLY, query="?user_id=steve"),
     # --- evaluations: curators, people or agents (a curator agent within its catalogs) ---
     Call("api-evaluations", "POST", (401, 403, 403, 202, 403, 202, 202, 403, 202), writes=True,
          body=lambda world: {"catalog": "kb", "modes": ["bm25"], "query_set": world.query_set}),
@@ -444,7 +458,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST"}
-    assert len(API_WRITES) == 11
+    assert len(API_WRITES) == 15
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

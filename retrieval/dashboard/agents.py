@@ -138,7 +138,9 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
 
 FIELD_NAMES = {"is_curator": "curator", "token_budget": "token budget", "default_top_k": "results per search",
                "semantic_threshold": "semantic threshold", "semantic_margin": "semantic margin",
-               "max_hints": "most hints", "preselected": "pinned references", "is_active": "active"}
+               "max_hints": "most hints", "rag_relevance_threshold": "relevance threshold",
+               "rag_max_results": "most injected per message", "preselected": "pinned references",
+               "is_active": "active"}
 
 
 def _listed(changes: dict[str, Any]) -> str:

@@ -38,10 +38,11 @@ class AgentForm(forms.ModelForm[Agent]):
     class Meta:
         model = Agent
         fields = ["name", "catalogs", "is_curator", "strategy", "preselected", "token_budget", "default_top_k",
-                  "semantic_threshold", "semantic_margin", "max_hints"]
+                  "semantic_threshold", "semantic_margin", "max_hints", "rag_relevance_threshold", "rag_max_results"]
         labels = {"is_curator": "Curator", "token_budget": "Token budget", "default_top_k": "Results per search",
                   "semantic_threshold": "Semantic threshold", "semantic_margin": "Semantic margin",
-                  "max_hints": "Most hints per text"}
+                  "max_hints": "Most hints per text", "rag_relevance_threshold": "Relevance threshold",
+                  "rag_max_results": "Most injected per message"}
         help_texts = {
             "name": "Letters, digits, '.', '_' and '-'. It names the agent in the audit log and to "
                     "manage.py create_agent; it cannot be changed later.",
@@ -52,12 +53,16 @@ class AgentForm(forms.ModelForm[Agent]):
                                   "by meaning.",
             "semantic_margin": "A hint by meaning must also score within this much (0 to 1) of the best match.",
             "max_hints": "References hinted per enriched prompt or tool result (1 to 50).",
+            "rag_relevance_threshold": "Lowest relevance (0 to 1) of a memory or passage added to a "
+                                       "conversation's newest user message.",
+            "rag_max_results": "Memories and passages added to that message at most (0 to 20).",
         }
         error_messages = {"name": {"unique": "An agent of this name exists already: choose another name."}}
         widgets = {
             "strategy": forms.RadioSelect,
             "semantic_threshold": forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
             "semantic_margin": forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+            "rag_relevance_threshold": forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
         }
 
     def __init__(self, *args: Any, creating: bool, **kwargs: Any) -> None:

@@ -167,7 +167,7 @@ def test_an_edit_in_the_admin_is_audited_and_keeps_pins_in_scope(two, client: Cl
     url = f"/admin/catalog/agent/{agent.pk}/change/"
     form = {"name": "helper", "is_active": "on", "catalogs": [ops.pk], "strategy": "preload",
             "token_budget": 12000, "default_top_k": 5, "semantic_threshold": 0.3, "semantic_margin": 0.1,
-            "max_hints": 5}
+            "max_hints": 5, "rag_relevance_threshold": 0.3, "rag_max_results": 3}
 
     refused = client.post(url, {**form, "preselected": [leave.pk]})
     saved = client.post(url, {**form, "is_active": "", "preselected": [runbook.pk]})

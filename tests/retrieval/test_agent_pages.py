@@ -59,7 +59,8 @@ def cora(db) -> Client:
 
 def form(catalogs: list[Catalog], **fields) -> dict:
     return {"catalogs": [c.pk for c in catalogs], "strategy": "preload", "token_budget": 12000, "default_top_k": 5,
-            "semantic_threshold": 0.3, "semantic_margin": 0.1, "max_hints": 5, **fields}
+            "semantic_threshold": 0.3, "semantic_margin": 0.1, "max_hints": 5, "rag_relevance_threshold": 0.3,
+            "rag_max_results": 3, **fields}
 
 
 def answers(token: str) -> int:

@@ -1,0 +1,226 @@
+"""Facts and memory over the API (seed 001), an agent's own, per end user: facts set,
+listed and deleted; memories stored (`store_memory`), listed or searched, exported, and
+erased at the end user's request (audited). Only an agent's token reaches them: they are
+the agent's (curators see them on the agent's page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog.auth import RequestUser, request_user
+from catalog.models import Agent
+from catalog.rest.errors import DomainError
+from catalog.rest.fields import StrictCharField, StrictRegexField
+from catalog.rest.schema import errors
+from retrieval.conversation.memory import (
+    fact_delete,
+    fact_set,
+    facts_of,
+    memories_of,
+    memory_erase,
+    memory_export,
+    memory_search,
+    memory_store,
+)
+from retrieval.models import END_USER_MAX
+
+INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
+AGENTS_ONLY = "`forbidden`: facts and memory are an agent's; call with the agent's token."
+LIST_MAX = 200
+
+
+def _agent(request: Request) -> Agent:
+    user: RequestUser = request_user(request)
+    if not isinstance(user, Agent):
+        raise DomainError("Facts and memory belong to an agent: call with the agent's token "
+                          "(curators see them on the agent's page).", code="forbidden", status_code=403)
+    return user
+
+
+def user_id_field(**kwargs: Any) -> StrictCharField:
+    return StrictCharField(max_length=END_USER_MAX, help_text="The end user, as the agent names them.", **kwargs)
+
+
+class FactSerializer(serializers.Serializer[Any]):  # a Fact, or an export's dict
+    key = serializers.CharField()
+    value = serializers.CharField()
+    updated_at = serializers.DateTimeField()
+
+
+class MemorySerializer(serializers.Serializer[Any]):  # a MemoryEntry, or an export's dict
+    id = serializers.IntegerField()
+    content = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    stored_at = serializers.DateTimeField(help_text="When it was last stored: recency counts from here.")
+    times = serializers.IntegerField(min_value=1, help_text="How often the agent stored this text.")
+
+
+class MemoryHitSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    content = serializers.CharField()
+    stored_at = serializers.DateTimeField()
+    lexical = serializers.FloatField(help_text="Share of the query's keywords the memory holds.")
+    similarity = serializers.FloatField(allow_null=True, help_text="Cosine similarity of the embeddings.")
+    recency = serializers.FloatField(help_text="The recency boost's factor (1 for a memory stored just now).")
+    score = serializers.FloatField(help_text="max(lexical, similarity) x recency.")
+
+
+class UserQuerySerializer(serializers.Serializer[None]):
+    user_id = user_id_field()
+
+
+# --- facts ----------------------------------------------------------------------------------
+
+
+class FactsApi(APIView):
+    """An end user's facts (key=value), injected into their conversations."""
+
+    class PutSerializer(serializers.Serializer[None]):
+        user_id = user_id_field()
+        key = StrictRegexField(r"^[A-Za-z0-9_.-]+$", max_length=100,
+                               help_text="Letters, digits, '_', '.' and '-' (it is written `key=value`).")
+        value = StrictCharField(max_length=1000)
+
+    class DeleteSerializer(serializers.Serializer[None]):
+        user_id = user_id_field()
+        key = StrictCharField(max_length=100)
+
+    class ListSerializer(serializers.Serializer[dict[str, Any]]):
+        user_id = serializers.CharField()
+        facts = FactSerializer(many=True)
+
+    @extend_schema(parameters=[UserQuerySerializer], operation_id="list_facts",
+                   responses={200: ListSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
+    def get(self, request: Request) -> Response:
+        agent = _agent(request)
+        query = UserQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        user_id = query.validated_data["user_id"]
+        return Response(self.ListSerializer({"user_id": user_id, "facts": facts_of(agent=agent, user_id=user_id)}).data)
+
+    @extend_schema(request=PutSerializer, operation_id="set_fact",
+                   responses={200: FactSerializer, 201: FactSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})},
+                   examples=[OpenApiExample("a fact", request_only=True,
+                                            value={"user_id": "steve", "key": "location", "value": "Texas"})])
+    def put(self, request: Request) -> Response:
+        agent = _agent(request)
+        data = self.PutSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fact, created = fact_set(agent=agent, **data.validated_data)
+        return Response(FactSerializer(fact).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(parameters=[DeleteSerializer], operation_id="delete_fact",
+                   responses={204: None, **errors({400: INVALID, 403: AGENTS_ONLY,
+                                                   404: "`not_found`: the end user has no such fact."})})
+    def delete(self, request: Request) -> Response:
+        agent = _agent(request)
+        query = self.DeleteSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if not fact_delete(agent=agent, **query.validated_data):
+            raise DomainError("the end user has no such fact", code="not_found", status_code=404)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+class StoreMemorySerializer(serializers.Serializer[None]):
+    user_id = user_id_field()
+    content = StrictCharField(max_length=settings.LECTERN_MEMORY_MAX_CHARS,
+                              help_text="What to remember, as it should be recalled.")
+
+
+class StoredSerializer(serializers.Serializer[dict[str, Any]]):
+    memory = MemorySerializer()
+    created = serializers.BooleanField(help_text="False: the same text was stored before; it is remembered again.")
+
+
+def store_memory_response(agent: Agent, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The store_memory body (REST and the MCP tool), and whether the entry is new."""
+    entry, created = memory_store(agent=agent, user_id=params["user_id"], content=params["content"])
+    return StoredSerializer({"memory": entry, "created": created}).data, created
+
+
+class MemoryApi(APIView):
+    """An end user's memories: stored by the agent, listed or searched, erased on request."""
+
+    class QuerySerializer(serializers.Serializer[None]):
+        user_id = user_id_field()
+        q = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, required=False, default="",
+                            allow_blank=True, help_text="Search by keywords and meaning (default: list, newest first).")
+        limit = serializers.IntegerField(min_value=1, max_value=LIST_MAX, default=50)
+
+    class ListSerializer(serializers.Serializer[dict[str, Any]]):
+        user_id = serializers.CharField()
+        count = serializers.IntegerField(help_text="The end user's memories in all.")
+        memories = MemorySerializer(many=True, required=False, help_text="Without `q`: the newest.")
+        hits = MemoryHitSerializer(many=True, required=False, help_text="With `q`: the best, by score.")
+
+    class ErasedSerializer(serializers.Serializer[dict[str, Any]]):
+        memories = serializers.IntegerField(min_value=0)
+        facts = serializers.IntegerField(min_value=0)
+
+    @extend_schema(parameters=[QuerySerializer], operation_id="list_memory",
+                   responses={200: ListSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
+    def get(self, request: Request) -> Response:
+        agent = _agent(request)
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        user_id, text, limit = (query.validated_data[name] for name in ("user_id", "q", "limit"))
+        memories = memories_of(agent=agent, user_id=user_id)
+        body: dict[str, Any] = {"user_id": user_id, "count": memories.count()}
+        if text.strip():
+            body["hits"] = [hit.as_dict() for hit in memory_search(agent=agent, user_id=user_id, text=text,
+                                                                    limit=limit)]
+        else:
+            body["memories"] = list(memories[:limit])
+        return Response(self.ListSerializer(body).data)
+
+    @extend_schema(request=StoreMemorySerializer, operation_id="store_memory",
+                   responses={200: StoredSerializer, 201: StoredSerializer,
+                              **errors({400: INVALID, 403: AGENTS_ONLY})},
+                   examples=[OpenApiExample("a memory", request_only=True, value={
+                       "user_id": "steve", "content": "Prefers VS Code with vim keybindings."})])
+    def post(self, request: Request) -> Response:
+        agent = _agent(request)
+        data = StoreMemorySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        body, created = store_memory_response(agent, data.validated_data)
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(parameters=[UserQuerySerializer], operation_id="erase_memory",
+                   description="Erase everything kept about the end user (memories and facts), at their request. "
+                               "Audited; the audit log names the end user by a keyed hash.",
+                   responses={200: ErasedSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
+    def delete(self, request: Request) -> Response:
+        agent = _agent(request)
+        query = UserQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(self.ErasedSerializer(memory_erase(agent=agent, user_id=query.validated_data["user_id"],
+                                                           by=agent)).data)
+
+
+class MemoryExportApi(APIView):
+    """Everything kept about an end user (facts and memories), for their request."""
+
+    class ExportSerializer(serializers.Serializer[dict[str, Any]]):
+        agent = serializers.CharField()
+        user_id = serializers.CharField()
+        exported_at = serializers.DateTimeField()
+        facts = FactSerializer(many=True)
+        memories = MemorySerializer(many=True)
+
+    @extend_schema(parameters=[UserQuerySerializer], operation_id="export_memory",
+                   responses={200: ExportSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
+    def get(self, request: Request) -> Response:
+        agent = _agent(request)
+        query = UserQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(self.ExportSerializer(memory_export(agent=agent, user_id=query.validated_data["user_id"])).data)
