@@ -26,13 +26,17 @@ from rest_framework.views import APIView
 from approvals.apis import gate_state_field, request_id_field
 from catalog.auth import RequestUser, is_curator, request_user
 from catalog.models import Agent, ReferenceSource
-from catalog.rest.fields import StrictCharField, StrictRegexField, StrictSlugField
+from catalog.rest.fields import StrictBooleanField, StrictCharField, StrictRegexField, StrictSlugField
 from catalog.rest.schema import errors
+from retrieval.conversation.injection import TOKENIZERS, enrich_conversation
+from retrieval.conversation.messages import messages_of
+from retrieval.conversation.serializers import MessageSerializer, messages_field
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import CONTENT_KINDS
 from retrieval.enrichment.instructions import agent_instructions
 from retrieval.enrichment.pipeline import SURFACES, enrich
 from retrieval.enrichment.references import list_references, read_reference_file, select_references
+from retrieval.memory_apis import user_id_field
 from retrieval.models import Trace
 
 VIAS = ["mention", "tag", "semantic", "path", "link"]
@@ -84,9 +88,10 @@ class HintSerializer(serializers.Serializer[dict[str, Any]]):
                                help_text="Every pass that found it, most specific first (the first is `via`).")
     score = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the text, when computed.")
     injected = serializers.ChoiceField(
-        choices=["expand", "pin", "hint", "cut", "none"],
+        choices=["expand", "pin", "hint", "cut", "none", "context"],
         help_text="expand: full instructions; pin: the file read; hint: a line in the hint block; "
-                  "cut: beyond max_hints; none: withheld.")
+                  "cut: beyond max_hints; none: withheld; context: a passage added to a conversation's "
+                  "[context: ...].")
     withheld = serializers.BooleanField()
     reason = serializers.CharField(help_text="Why withheld or cut; empty otherwise.")
     request_id = request_id_field(required=False)  # traces stored before it existed lack it
@@ -153,6 +158,103 @@ def enrich_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]
     return EnrichApi.OutputSerializer({
         "text": result.text, "hints": result.hints, "pinned_reference": result.pinned_reference,
         "trace_id": result.trace.id, "took_ms": result.trace.took_ms, "degraded": result.degraded}).data
+
+
+# --- conversations (seed 001) ----------------------------------------------------------------
+
+
+class ConversationOptionsSerializer(serializers.Serializer[None]):
+    rag_relevance_threshold = serializers.FloatField(
+        min_value=0.0, max_value=1.0, required=False,
+        help_text="Lowest relevance of a memory or passage to add (default: the agent's, 0.3).")
+    rag_max_results = serializers.IntegerField(
+        min_value=0, max_value=20, required=False,
+        help_text="Most memories and passages to add (default: the agent's, 3).")
+    tokenizer = serializers.ChoiceField(
+        choices=TOKENIZERS, default="model",
+        help_text="How tokens are counted: the embedding model's tokenizer, or characters / 4.")
+
+
+class ContextItemSerializer(serializers.Serializer[dict[str, Any]]):
+    kind = serializers.ChoiceField(choices=["memory", "passage"])
+    text = serializers.CharField()
+    score = serializers.FloatField(help_text="A memory's score (relevance x recency); a passage's cosine similarity.")
+    ref = serializers.CharField(help_text="A passage's reference, as `@ref` names it; empty for a memory.")
+    catalog = serializers.CharField()
+    source_id = serializers.CharField()
+    document_id = serializers.CharField()
+    memory_id = serializers.IntegerField(allow_null=True)
+
+
+class ConversationWithheldSerializer(serializers.Serializer[dict[str, Any]]):
+    source_id = serializers.CharField()
+    catalog = serializers.CharField()
+    ref = serializers.CharField()
+    reason = serializers.CharField()
+    request_id = request_id_field()
+    count = serializers.IntegerField(help_text="Its passages that matched the message.")
+
+
+class TokensSerializer(serializers.Serializer[dict[str, Any]]):
+    before = serializers.IntegerField(help_text="The messages as received.")
+    after = serializers.IntegerField(help_text="The messages as returned.")
+    freed = serializers.IntegerField(help_text="Removed with earlier turns' injections.")
+    added = serializers.IntegerField(help_text="The new injection.")
+
+
+class EnrichConversationApi(APIView):
+    """A whole conversation, returned with facts and context postfixed onto its newest user
+    message (seed 001); what Lectern added to earlier turns is removed exactly."""
+
+    class InputSerializer(serializers.Serializer[None]):
+        messages = messages_field(help_text="The conversation, oldest first, as the client holds it (what it "
+                                            "received from an earlier call included).")
+        user_id = user_id_field()
+        memory = StrictBooleanField(default=True, help_text="False: no facts and no memory for this request.")
+        catalogs = _catalogs_field()
+        options = ConversationOptionsSerializer(required=False)
+
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        messages = MessageSerializer(many=True)
+        injected_into = serializers.IntegerField(allow_null=True,
+                                                 help_text="The index of the message that carries the injection.")
+        facts = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+        # named like Field.context (see PinnedReferenceSerializer)
+        context = ContextItemSerializer(many=True)  # type: ignore[assignment]
+        withheld = ConversationWithheldSerializer(many=True)
+        tokens = TokensSerializer()
+        tokenizer = serializers.ChoiceField(choices=TOKENIZERS)
+        trace_id = serializers.UUIDField()
+        took_ms = serializers.FloatField()
+        degraded = serializers.CharField(allow_null=True)
+
+    @extend_schema(
+        request=InputSerializer, operation_id="enrich_conversation",
+        responses={200: OutputSerializer, **errors({400: INVALID, 404: NO_CATALOG})},
+        examples=[OpenApiExample("a conversation", request_only=True, value={
+            "user_id": "steve", "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                                             {"role": "user", "content": "What did I tell you about my project?"}]})],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(enrich_conversation_response(request_user(request), data.validated_data))
+
+
+def enrich_conversation_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
+    """The enrich/conversation body for validated `params` (REST and the MCP tool)."""
+    options = params.get("options") or {}
+    result = enrich_conversation(
+        caller=Caller.of(user, params.get("catalogs")), messages=messages_of(params["messages"]),
+        user_id=params["user_id"], memory=params.get("memory", True),
+        threshold=options.get("rag_relevance_threshold"), max_results=options.get("rag_max_results"),
+        tokenizer=options.get("tokenizer", "model"))
+    return EnrichConversationApi.OutputSerializer({
+        "messages": [{"role": m.role, "content": m.content} for m in result.messages],
+        "injected_into": result.injected_into, "facts": result.facts,
+        "context": [item.as_dict() for item in result.context], "withheld": result.withheld,
+        "tokens": result.tokens, "tokenizer": result.tokenizer, "trace_id": result.trace.id,
+        "took_ms": result.trace.took_ms, "degraded": result.degraded}).data
 
 
 class ReferenceSerializer(serializers.Serializer[dict[str, Any]]):

@@ -8,6 +8,7 @@ urlpatterns = [
     path("status", status_apis.StatusApi.as_view(), name="api-status"),
     path("status/reset", status_apis.StatusResetApi.as_view(), name="api-status-reset"),
     path("enrich", enrich_apis.EnrichApi.as_view(), name="api-enrich"),
+    path("enrich/conversation", enrich_apis.EnrichConversationApi.as_view(), name="api-enrich-conversation"),
     path("references", enrich_apis.ReferenceListApi.as_view(), name="api-references"),
     path("references/select", enrich_apis.ReferenceSelectApi.as_view(), name="api-references-select"),
     path("references/<slug:catalog>/<slug:source_id>/file", enrich_apis.ReferenceFileApi.as_view(),

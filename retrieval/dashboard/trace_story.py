@@ -29,6 +29,7 @@ ACTIONS = {
     "hint": ("hinted", "named in the hint block, for the agent to select if it needs it"),
     "cut": ("cut", "found, but beyond the agent's limit of hints per text"),
     "none": ("not expanded", "mentioned by @id, but withheld"),
+    "context": ("added as context", "a passage of it was added to the newest user message's [context: ...]"),
 }
 STATES = {
     "not_required": "needs no approval",
@@ -48,6 +49,10 @@ TITLES = {
     "rank": "Ranking",
     "governance": "Approval gate",
     "format": "Text sent back",
+    "strip": "Earlier injections",
+    "memory": "Facts and memory",
+    "passages": "Passages",
+    "conversation": "Conversation sent back",
 }
 
 
@@ -327,8 +332,64 @@ def _format(step: Step) -> tuple[str, list[str]]:
             "signed so that the next enrichment removes them before reading."), []
 
 
+# --- a conversation's passes (retrieval.conversation.injection) ---------------------------
+
+
+def _strip(step: Step) -> tuple[str, list[str]]:
+    restored = step.get("restored", [])
+    if not restored:
+        return f"Read {_count(step.get('messages', 0), 'message')}; none carried an earlier Lectern injection.", []
+    summary = (f"Read {_count(step.get('messages', 0), 'message')} and removed what Lectern had added to "
+               f"{len(restored)} of them, restoring each one's own text "
+               f"({_count(step.get('freed_tokens', 0), 'token')} freed).")
+    return summary, [f"Message {i + 1} restored." for i in restored]
+
+
+def _memory(step: Step) -> tuple[str, list[str]]:
+    facts, hits = step.get("facts", []), step.get("hits", [])
+    summary = (f"The end user's facts: {', '.join(facts) if facts else 'none'}. Searched their memories by the "
+               f"message's keywords and by meaning, each boosted by how recently it was stored: "
+               f"{_count(len(hits), 'memory')} found.")
+    items = [f"“{_short(hit.get('content', ''))}”: score {_number(hit.get('score'))} (keywords "
+             f"{_number(hit.get('lexical'))}, meaning {_number(hit.get('similarity'))}, recency "
+             f"{_number(hit.get('recency'))}) — {'relevant enough' if hit.get('kept') else 'below the threshold'}."
+             for hit in hits]
+    return summary, items
+
+
+def _passages(step: Step) -> tuple[str, list[str]]:
+    hits, withheld = step.get("hits", []), step.get("withheld", [])
+    summary = (f"Searched {', '.join(step.get('catalogs', [])) or 'no catalog'} by the meaning of the message: "
+               f"{_count(len(hits), 'passage')} found, {_count(len(withheld), 'reference')} withheld by the "
+               f"approval gate.")
+    items = [f"{hit.get('ref')} ({hit.get('document_id')}): similarity {_number(hit.get('score'))} — "
+             f"{'relevant enough' if hit.get('kept') else 'below the threshold'}." for hit in hits]
+    items += [f"{w.get('ref')}: withheld — {w.get('reason', '')}."
+              + (f" Request #{w['request_id']}." if w.get("request_id") else "") for w in withheld]
+    return summary, items
+
+
+def _conversation(step: Step) -> tuple[str, list[str]]:
+    tokens = step.get("tokens", {})
+    sizes = (f"{tokens.get('before', '?')} tokens came in, {tokens.get('after', '?')} went back "
+             f"({tokens.get('freed', 0)} freed from earlier turns, {tokens.get('added', 0)} added).")
+    at = step.get("injected_into")
+    if at is None:
+        return "Nothing relevant enough to add: the messages go back as they came (earlier injections removed). "             + sizes, []
+    items = [f"{item.get('kind')}: {item.get('ref') + ': ' if item.get('ref') else ''}"
+             f"“{_short(item.get('text', ''))}” (score {_number(item.get('score'))})" for item in step.get("context", [])]
+    return (f"Added {_count(step.get('facts', 0), 'fact')} and {_count(len(items), 'item')} of context after message "
+            f"{at + 1}, the newest user message, signed so that the next call removes them. " + sizes), items
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 _EXPLAIN = {"mention": _mention, "tag": _tag, "path": _path, "semantic": _semantic, "rank": _rank,
-            "governance": _governance, "format": _format}
+            "governance": _governance, "format": _format, "strip": _strip, "memory": _memory,
+            "passages": _passages, "conversation": _conversation}
 
 
 def _count(n: int, noun: str) -> str:

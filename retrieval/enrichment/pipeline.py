@@ -29,7 +29,7 @@ from retrieval.enrichment.selections import selected_source_pks, selections_gran
 from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Selection, Trace
 
-SURFACES = Trace.Surface.values
+SURFACES = [Trace.Surface.PROMPT.value, Trace.Surface.TOOL_RESULT.value]  # a conversation has its own operation
 
 
 # The passes, most specific reason first: a reference several passes found is hinted

@@ -1,6 +1,7 @@
 """The MCP tools: rag_search, list_references, select_references, read_reference_file,
-enrich, agent_instructions and approval_requests, each a typed function whose docstring
-and signature the SDK publishes as its description and input schema.
+enrich, agent_instructions, approval_requests, enrich_conversation and store_memory,
+each a typed function whose docstring and signature the SDK publishes as its
+description and input schema.
 
 A signature offers every field of the REST view's input serializer, with its limits,
 choices and defaults (tests/retrieval/test_mcp_schema.py holds the two together); the
@@ -37,9 +38,11 @@ from retrieval.apis import SearchApi, search_response
 from retrieval.enrich_apis import (
     REFERENCE_ID,
     EnrichApi,
+    EnrichConversationApi,
     ReferenceFileApi,
     ReferenceListApi,
     ReferenceSelectApi,
+    enrich_conversation_response,
     enrich_response,
     instructions_response,
     reference_file_response,
@@ -48,6 +51,8 @@ from retrieval.enrich_apis import (
 from retrieval.enrichment import references
 from retrieval.enrichment.caller import Caller
 from retrieval.mcp.calls import Ctx, Operation, answer, error_result, json_result
+from retrieval.memory_apis import StoreMemorySerializer, store_memory_response
+from retrieval.models import END_USER_MAX
 
 NO_RESULTS = "No relevant documentation found for your query."
 SLUG = r"^[-a-zA-Z0-9_]+$"  # DRF's SlugField, spelled for JSON Schema (Python's \Z is $ there)
@@ -374,6 +379,92 @@ async def enrich(
     return await answer(ctx, ENRICH)
 
 
+# --- conversations and memory (seed 001) ----------------------------------------------------
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ChatMessage(TypedDict):
+    """One message of a conversation, as the model reads it."""
+
+    role: Annotated[Literal["system", "developer", "user", "assistant", "tool"], Field(description="Who speaks.")]
+    content: Annotated[str, Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, description="Its text.")]
+
+
+Messages = Annotated[
+    list[ChatMessage],
+    Field(min_length=1, max_length=settings.LECTERN_CONVERSATION_MAX_MESSAGES,
+          description="The conversation, oldest first, as the client holds it (what an earlier call returned "
+                      "included)."),
+    SkipValidation,
+]
+EndUser = Annotated[str, Field(max_length=END_USER_MAX, pattern=NOT_BLANK_PATTERN,
+                               description="The end user, as the agent names them."), SkipValidation]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ConversationOptions(TypedDict, total=False):
+    """Overrides of the agent's conversation profile for this call."""
+
+    rag_relevance_threshold: Annotated[float, Field(ge=0.0, le=1.0, description="Lowest relevance to add.")]
+    rag_max_results: Annotated[int, Field(ge=0, le=20, description="Most memories and passages to add.")]
+    tokenizer: Annotated[Literal["model", "characters"], Field(description="How tokens are counted.")]
+
+
+def conversation_note(body: dict[str, Any]) -> str:
+    return withheld_text((w["ref"], w["reason"], w.get("request_id")) for w in body["withheld"])
+
+
+def _enrich_conversation(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body = enrich_conversation_response(agent, params)
+    return json_result(body, note=conversation_note(body))
+
+
+ENRICH_CONVERSATION = Operation(EnrichConversationApi.InputSerializer, _enrich_conversation)
+
+
+async def enrich_conversation(
+    ctx: Ctx,
+    messages: Messages,
+    user_id: EndUser,
+    memory: Annotated[bool, Field(description="False: no facts and no memory for this call."),
+                      SkipValidation] = True,
+    catalogs: Catalogs = None,
+    options: Annotated[ConversationOptions | None, Field(description="Overrides of the agent's profile."),
+                       SkipValidation] = None,
+) -> CallToolResult:
+    """Enrich a whole conversation: the end user's facts and the memories and catalog passages relevant
+    to the newest user message are postfixed onto that message as `[facts: ...]` and `[context: ...]`;
+    what Lectern added to earlier turns is removed exactly. Returns the messages to send to the model,
+    the tokens before, after and freed, and a trace id; references withheld (they need an approval)
+    are named again in a second text with the approval request each waits on."""
+    return await answer(ctx, ENRICH_CONVERSATION)
+
+
+def _store_memory(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    body, created = store_memory_response(agent, params)
+    text = "Remembered." if created else f"Already remembered; stored again ({body['memory']['times']} times)."
+    return json_result(body, text=text)
+
+
+STORE_MEMORY = Operation(StoreMemorySerializer, _store_memory)
+
+
+async def store_memory(
+    ctx: Ctx,
+    user_id: EndUser,
+    content: Annotated[
+        str,
+        Field(max_length=settings.LECTERN_MEMORY_MAX_CHARS, pattern=NOT_BLANK_PATTERN,
+              description="What to remember, as it should be recalled."),
+        SkipValidation,
+    ],
+) -> CallToolResult:
+    """Remember something about an end user for their later conversations (enrich_conversation adds
+    it as context when a message is about it). The same text stored again is one memory, remembered
+    again. Store what is worth recalling: preferences, decisions, facts of their work."""
+    return await answer(ctx, STORE_MEMORY)
+
+
 # --- approvals ------------------------------------------------------------------------------
 
 
@@ -454,5 +545,7 @@ TOOLS = {
         Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
         Tool(enrich, ENRICH, RECORDS),
         Tool(approval_requests, APPROVALS, READ_ONLY),
+        Tool(enrich_conversation, ENRICH_CONVERSATION, RECORDS),
+        Tool(store_memory, STORE_MEMORY, RECORDS),
     )
 }

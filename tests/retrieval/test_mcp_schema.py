@@ -29,6 +29,8 @@ def schemas() -> dict[str, dict]:
 
 def expected(field: serializers.Field) -> dict:
     """The JSON Schema limits a serializer field validates."""
+    if isinstance(field, serializers.Serializer):  # an object of these fields
+        return {"type": "object", "properties": {name: expected(child) for name, child in field.fields.items()}}
     if isinstance(field, serializers.ListField):
         return {"type": "array", "items": expected(field.child),
                 **_present(minItems=field.min_length, maxItems=field.max_length)}
@@ -53,10 +55,11 @@ def _present(**limits: object) -> dict:
     return {key: value for key, value in limits.items() if value is not None}
 
 
-def offered(schema: dict, defs: dict) -> dict:
-    """The limits a generated property schema states; an optional argument's null
-    alternative left out (null counts as omitted), an object's properties (each of
-    the same schema) as the values of a dict."""
+def offered(schema: dict, defs: dict, like: dict) -> dict:
+    """The limits a generated property schema states, read as `like` (what the
+    serializer expects) is shaped: an optional argument's null alternative left out
+    (null counts as omitted); an object's properties, or, for a dict (a TypedDict
+    standing for a DictField), each property's schema, which must be one."""
     alternatives = [arm for arm in schema.get("anyOf", [schema]) if arm.get("type") != "null"]
     assert len(alternatives) == 1, schema
     (schema,) = alternatives
@@ -66,11 +69,14 @@ def offered(schema: dict, defs: dict) -> dict:
     if "enum" in limits:
         limits["enum"] = sorted(limits["enum"])
     if "items" in schema:
-        limits["items"] = offered(schema["items"], defs)
-    if schema.get("type") == "object":
-        values = [offered(value, defs) for value in schema["properties"].values()]
+        limits["items"] = offered(schema["items"], defs, like.get("items", {}))
+    if schema.get("type") == "object" and "values" in like:
+        values = [offered(value, defs, like["values"]) for value in schema["properties"].values()]
         assert values and all(value == values[0] for value in values), schema
         limits["values"] = values[0]
+    elif schema.get("type") == "object":
+        limits["properties"] = {name: offered(value, defs, like.get("properties", {}).get(name, {}))
+                                for name, value in schema["properties"].items()}
     return limits
 
 
@@ -82,7 +88,8 @@ def test_a_tool_offers_every_field_of_its_rest_serializer_with_its_limits(schema
 
     assert set(properties) == set(fields)
     for field_name, field in fields.items():
-        assert offered(properties[field_name], schema.get("$defs", {})) == expected(field), field_name
+        shape = expected(field)
+        assert offered(properties[field_name], schema.get("$defs", {}), shape) == shape, field_name
         assert properties[field_name].get("description"), f"{field_name}: clients read what it is for"
         if field.default is not empty and not callable(field.default):
             assert properties[field_name]["default"] == field.default, field_name

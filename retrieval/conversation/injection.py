@@ -1,0 +1,201 @@
+"""Conversation enrichment (seed 001): a whole conversation in, the same conversation
+out with `[facts: ...]` and `[context: ...]` postfixed onto its newest user message.
+
+- Never into the system prompt, never as a separate message: the prompt cache of a
+  model keeps everything before the newest user message.
+- What Lectern added to earlier turns is stripped first, exactly (the signed markers of
+  retrieval.enrichment.formatting): a client may send back what it received, and each
+  message gets its pre-injection text again. The tokens that frees are reported.
+- Context is the end user's memories (with `memory`) and passages of the caller's
+  catalogs, each at least `threshold` relevant (a memory's score, a passage's cosine
+  similarity to the message), the best `max_results` of both. Passages come through
+  chunk_search with the caller as the agent: the governance gate leaves out what needs
+  approval, raising the agent's request as every read path does, and the trace names it.
+- Facts come with memory (the end user's facts are memory too: `memory: false` turns
+  both off for the request).
+- Nothing to add: the messages come back as they were (stripped of old injections).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from catalog.embedder import get_embedder
+from retrieval.conversation.memory import MemoryHit, facts_line, facts_of, memory_search
+from retrieval.conversation.messages import Message, last_user_index
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.formatting import append_blocks, one_line, strip_injections
+from retrieval.enrichment.pipeline import injection_keys
+from retrieval.enrichment.traces import insert_trace
+from retrieval.models import Fact, Trace
+from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.vector import SearchUnavailable, embed_query
+
+TOKENIZERS = ("model", "characters")
+CHARS_PER_TOKEN = 4  # the "characters" tokenizer's estimate
+CONTEXT_ITEM_CHARS = 600  # of one memory or passage in the [context: ...] line
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    kind: str  # memory | passage
+    text: str
+    score: float
+    ref: str = ""  # a passage's reference as the caller writes it (`source`, or `catalog/source`)
+    catalog: str = ""
+    source: str = ""
+    document_id: str = ""
+    memory_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "score": round(self.score, 4), "ref": self.ref,
+                "catalog": self.catalog, "source_id": self.source, "document_id": self.document_id,
+                "memory_id": self.memory_id}
+
+    def line(self) -> str:
+        text = one_line(self.text)
+        if len(text) > CONTEXT_ITEM_CHARS:
+            text = text[: CONTEXT_ITEM_CHARS - 1] + "…"
+        return f"@{self.ref}: {text}" if self.ref else text
+
+
+@dataclass
+class ConversationResult:
+    messages: list[Message]
+    injected_into: int | None  # the index of the message that carries the new injection
+    facts: list[dict[str, str]]
+    context: list[ContextItem]
+    withheld: list[dict[str, Any]]
+    tokens: dict[str, int]  # before, after, freed
+    tokenizer: str
+    trace: Trace
+    degraded: str | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+def token_counter(tokenizer: str) -> Any:
+    """A function counting the tokens of each of a list of texts: the embedding model's
+    tokenizer ("model", characters / 4 while the model is not loaded) or "characters"."""
+    embedder = get_embedder() if tokenizer == "model" else None
+    if embedder is not None:
+        return lambda texts: embedder.count_tokens(texts) if texts else []
+    return lambda texts: [-(-len(text) // CHARS_PER_TOKEN) for text in texts]
+
+
+def _total(count: Any, messages: list[Message]) -> int:
+    return int(sum(count([m.content for m in messages if m.content])))
+
+
+def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str = "", memory: bool = True,
+                        threshold: float | None = None, max_results: int | None = None,
+                        tokenizer: str = "model") -> ConversationResult:
+    started = time.perf_counter()
+    threshold = caller.profile.rag_relevance_threshold if threshold is None else threshold
+    max_results = caller.profile.rag_max_results if max_results is None else max_results
+    keys = injection_keys()
+    count = token_counter(tokenizer)
+    steps: list[dict[str, Any]] = []
+
+    restored = [Message(m.role, strip_injections(m.content, keys=keys)) for m in messages]
+    before, stripped_total = _total(count, messages), _total(count, restored)
+    steps.append({"pass": "strip", "ms": _ms(started), "messages": len(messages),
+                  "restored": [i for i, (a, b) in enumerate(zip(messages, restored, strict=True))
+                               if a.content != b.content], "freed_tokens": before - stripped_total})
+
+    index = last_user_index(restored)
+    text = restored[index].content if index is not None else ""
+    use_memory = memory and caller.agent is not None and bool(user_id)
+    facts: list[Fact] = []
+    memories: list[MemoryHit] = []
+    passages: list[ContextItem] = []
+    withheld: list[dict[str, Any]] = []
+    degraded: str | None = None
+    if index is not None and text.strip():
+        vector = None
+        try:
+            vector = embed_query(text)[0]
+        except SearchUnavailable as exc:
+            degraded = f"lexical-only: {exc}"
+        if use_memory and caller.agent is not None:
+            pass_started = time.perf_counter()
+            facts = facts_of(agent=caller.agent, user_id=user_id)
+            memories = memory_search(agent=caller.agent, user_id=user_id, text=text, limit=max(max_results, 1),
+                                     vector=vector)
+            steps.append({"pass": "memory", "ms": _ms(pass_started), "facts": [f.key for f in facts],
+                          "hits": [_memory_step(hit, threshold) for hit in memories]})
+        if max_results > 0 and vector is not None:
+            pass_started = time.perf_counter()
+            passages, withheld = _passages(caller, text, max_results)
+            steps.append({"pass": "passages", "ms": _ms(pass_started),
+                          "catalogs": [c.slug for c in caller.catalogs],
+                          "hits": [{**item.as_dict(), "kept": item.score >= threshold} for item in passages],
+                          "withheld": withheld})
+
+    items = [ContextItem("memory", hit.content, hit.score, memory_id=hit.entry_id) for hit in memories]
+    items += passages
+    context = sorted((item for item in items if item.score >= threshold), key=lambda item: -item.score)[:max_results]
+    blocks = [line for line in (facts_line(facts),
+                                "[context: " + " | ".join(item.line() for item in context) + "]" if context else "")
+              if line]
+    result = list(restored)
+    if index is not None and blocks:
+        result[index] = Message(restored[index].role, append_blocks(text, ["\n".join(blocks)], key=keys[0]))
+    after = _total(count, result)
+    tokens = {"before": before, "after": after, "freed": before - stripped_total,
+              "added": after - stripped_total}
+    steps.append({"pass": "conversation", "ms": _ms(started), "injected_into": index if blocks else None,
+                  "facts": len(facts), "context": [item.as_dict() for item in context], "tokens": tokens})
+
+    took_ms = (time.perf_counter() - started) * 1000
+    trace = Trace(agent=caller.agent, caller=caller.name, surface=Trace.Surface.CONVERSATION,
+                  text=text if settings.LECTERN_TRACE_STORE_TEXT else None, steps=steps,
+                  hints=[_hint(item) for item in context if item.kind == "passage"] + withheld,
+                  degraded=degraded or "", took_ms=round(took_ms, 3))
+    insert_trace(trace)
+    return ConversationResult(result, index if blocks else None,
+                              [{"key": f.key, "value": f.value} for f in facts], context, withheld, tokens,
+                              tokenizer if tokenizer != "model" or get_embedder() is not None else "characters",
+                              trace, degraded, steps)
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _memory_step(hit: MemoryHit, threshold: float) -> dict[str, Any]:
+    return {**{k: v for k, v in hit.as_dict().items() if k != "stored_at"},
+            "stored_at": hit.stored_at.isoformat(), "kept": hit.score >= threshold}
+
+
+def _passages(caller: Caller, text: str, limit: int) -> tuple[list[ContextItem], list[dict[str, Any]]]:
+    """The best passages of each of the caller's catalogs by meaning, through the
+    governance gate (an agent's request raised for what it withholds), and what was
+    withheld, as trace hints."""
+    items: list[ContextItem] = []
+    withheld: list[dict[str, Any]] = []
+    for catalog in caller.catalogs:
+        found = chunk_search(catalog=catalog, query=text, options=SearchOptions(mode="vector", top_k=limit),
+                             agent=caller.agent)
+        for hit in found.hits:
+            similarity = hit.scores.get("vector")
+            if similarity is None:
+                continue
+            ref = f"{catalog.slug}/{hit.source}" if caller.qualify else hit.source
+            items.append(ContextItem("passage", hit.content, similarity, ref=ref, catalog=catalog.slug,
+                                     source=hit.source, document_id=hit.document_id))
+        withheld += [{"source_id": entry.source, "catalog": catalog.slug,
+                      "ref": f"{catalog.slug}/{entry.source}" if caller.qualify else entry.source, "name": entry.source,
+                      "matched": [], "via": "semantic", "score": None, "injected": "none", "withheld": True,
+                      "reason": entry.reason, "request_id": entry.request_id, "count": entry.count}
+                     for entry in found.withheld]
+    return items, withheld
+
+
+def _hint(item: ContextItem) -> dict[str, Any]:
+    return {"source_id": item.source, "catalog": item.catalog, "ref": item.ref, "name": item.source,
+            "matched": [item.document_id], "via": "semantic", "score": round(item.score, 4), "injected": "context",
+            "withheld": False, "reason": "", "request_id": None}
