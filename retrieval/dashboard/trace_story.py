@@ -375,11 +375,13 @@ def _conversation(step: Step) -> tuple[str, list[str]]:
              f"({tokens.get('freed', 0)} freed from earlier turns, {tokens.get('added', 0)} added).")
     at = step.get("injected_into")
     if at is None:
-        return "Nothing relevant enough to add: the messages go back as they came (earlier injections removed). "             + sizes, []
+        return ("Nothing relevant enough to add: the messages go back as they came (earlier injections "
+                "removed). " + sizes), []
     items = [f"{item.get('kind')}: {item.get('ref') + ': ' if item.get('ref') else ''}"
-             f"“{_short(item.get('text', ''))}” (score {_number(item.get('score'))})" for item in step.get("context", [])]
-    return (f"Added {_count(step.get('facts', 0), 'fact')} and {_count(len(items), 'item')} of context after message "
-            f"{at + 1}, the newest user message, signed so that the next call removes them. " + sizes), items
+             f"“{_short(item.get('text', ''))}” (score {_number(item.get('score'))})"
+             for item in step.get("context", [])]
+    return (f"Added {_count(step.get('facts', 0), 'fact')} and {_count(len(items), 'item')} of context after "
+            f"message {at + 1}, the newest user message, signed so that the next call removes them. " + sizes), items
 
 
 def _short(text: str, limit: int = 120) -> str:
