@@ -468,6 +468,24 @@ TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer
     "governance": _step("governance", "The gate's answer for each reference surfaced.",
                         decisions=DecisionSerializer(many=True)),
     "format": _step("format", "The blocks appended.", blocks=serializers.IntegerField()),
+    # a conversation's passes (enrich/conversation)
+    "strip": _step("strip", "Earlier injections removed from the messages.", messages=serializers.IntegerField(),
+                   restored=serializers.ListField(child=serializers.IntegerField(),
+                                                  help_text="The messages that carried one."),
+                   freed_tokens=serializers.IntegerField()),
+    "memory": _step("memory", "The end user's facts (their keys) and the memories searched.",
+                    facts=serializers.ListField(child=serializers.CharField()),
+                    hits=serializers.ListField(child=serializers.DictField(),
+                                               help_text="Each memory found: its scores and whether kept.")),
+    "passages": _step("passages", "The catalogs' passages by meaning, through the approval gate.",
+                      catalogs=serializers.ListField(child=serializers.CharField()),
+                      hits=serializers.ListField(child=serializers.DictField(),
+                                                 help_text="Each passage found and whether kept."),
+                      withheld=HintSerializer(many=True)),
+    "conversation": _step("conversation", "What was added, where, and the tokens.",
+                          injected_into=serializers.IntegerField(allow_null=True),
+                          facts=serializers.IntegerField(), context=serializers.ListField(child=serializers.DictField()),
+                          tokens=serializers.DictField(child=serializers.IntegerField())),
 }
 
 

@@ -227,6 +227,8 @@ CALLS: list[Call] = [
     Call("api-catalogs", "GET", SIGNED_IN_200),  # no role: an empty list
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),
+    Call("api-enrich-conversation", "POST", SIGNED_IN_200,  # people: no facts or memory, their catalogs' passages
+         body={"messages": [{"role": "user", "content": "Plain notes, please."}], "user_id": "steve"}),
     Call("api-references", "GET", SIGNED_IN_200),  # no role: an empty list
     # no role: no catalog, so "notes" is an id nobody has
     Call("api-references-select", "POST", (401, 400, 400, 200, 200, 200, 200, 200, 200), body={"ids": ["notes"]}),
@@ -458,7 +460,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST"}
-    assert len(API_WRITES) == 15
+    assert len(API_WRITES) == 16
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

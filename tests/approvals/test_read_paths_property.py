@@ -1,9 +1,9 @@
 """Issue 12, "Done means" (first bullet), as a property: after any sequence of policies,
 approvals, rejections, revocations, expiries, content edits with their reindexes, flag
 and tag changes, every read path an agent has (search in every mode, enrich on a prompt
-and on a tool result, listing and selecting references, reading their files, the
-startup instructions for preload and rag agents, traces, its approval requests, and each
-MCP tool) shows no content that needs approval unless a live approval covers that agent
+and on a tool result, a conversation's enrichment, listing and selecting references,
+reading their files, the startup instructions for preload and rag agents, traces, its
+approval requests, and each MCP tool) shows no content that needs approval unless a live approval covers that agent
 and that exact content.
 
 Content is recognisable by its canary: every version of every source carries a word of
@@ -70,7 +70,7 @@ AGENTS = ("bot", "other-bot")  # preload with notes preselected; rag
 TAG = "secret"
 SEARCH_MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
 READS = (*(f"search:{mode}" for mode in SEARCH_MODES), "select", "list", "enrich:prompt", "enrich:tool_result",
-         *(f"file:{source}" for source in SOURCES), "instructions")
+         *(f"file:{source}" for source in SOURCES), "instructions", "conversation")
 PROMPT = "Before the secret rotation, follow @vault, @notes, @rules and @leaf."
 TOOL_RESULT = "cat vault.md: done"
 _LETTERS = "abcdefghijklmnopqrstuvw"  # no x or z: a marker's "zx" and "xz" occur nowhere else
@@ -523,6 +523,8 @@ class Run:
             response = client.post("/api/v1/enrich", body, format="json")
         elif kind == "file":
             response = client.get(f"/api/v1/references/kb/{arg}/file", {"path": f"{arg}.md"})
+        elif kind == "conversation":
+            response = client.post("/api/v1/enrich/conversation", self.conversation(), format="json")
         else:
             response = client.get("/api/v1/agent/instructions")
         return Answer(status=response.status_code, body=response.json(), text="")
@@ -540,7 +542,19 @@ class Run:
             return "enrich", {"text": TOOL_RESULT, "surface": "tool_result", "paths": ["vault.md"]}
         if kind == "file":
             return "read_reference_file", {"catalog": "kb", "source_id": arg, "path": f"{arg}.md"}
+        if kind == "conversation":
+            return "enrich_conversation", self.conversation()
         return "agent_instructions", {}
+
+    def conversation(self) -> dict[str, Any]:
+        """A conversation whose newest user message is about every source (in words, not
+        markers: the messages come back, so they must hold none), every passage kept
+        (relevance 0 and up, as many as allowed: each of the catalog's few chunks)."""
+        return {"messages": [{"role": "system", "content": "Answer from the references."},
+                             {"role": "user", "content": PROMPT}, {"role": "assistant", "content": "Noted."},
+                             {"role": "user", "content": "Which guidance applies: rotate the keys, keep the root "
+                                                         "token offline?"}],
+                "user_id": "end-user", "options": {"rag_relevance_threshold": 0.0, "rag_max_results": 20}}
 
     def call_tools(self, agent: str, batch: list[tuple[str, dict[str, Any]]]) -> list[CallToolResult]:
         """The tools called through the SDK's client and the agent's server, in memory."""
@@ -608,6 +622,19 @@ class Run:
         else:
             pinned = answer.body["pinned_reference"]
             assert pinned["source_id"] == "vault" and pinned["withheld"] == ("vault" not in allowed), pinned
+
+    def check_conversation(self, agent: str, allowed: set[str], _: str, answer: Answer) -> None:
+        assert answer.status == 200, answer.body
+        trace = self.world.rest[agent].get(f"/api/v1/traces/{answer.body['trace_id']}")
+        assert trace.status_code == 200, trace.content
+        text = self.clean(agent, allowed, "conversation", answer.body, answer.text, trace.json())
+        passages = {item["source_id"] for item in answer.body["context"] if item["kind"] == "passage"}
+        withheld = {entry["source_id"] for entry in answer.body["withheld"]}
+        assert passages <= allowed and withheld == set(SOURCES) - allowed, (passages, withheld, allowed)
+        assert answer.body["messages"][:3] == self.conversation()["messages"][:3]  # the newest user message only
+        for source in allowed:  # every source matches the message: an allowed one is added as context
+            assert marker(source, self.model.current[source]) in answer.body["messages"][3]["content"], \
+                f"conversation: {agent} misses {source}"
 
     def check_file(self, agent: str, allowed: set[str], source: str, answer: Answer) -> None:
         self.clean(agent, allowed, f"file of {source}", answer.body, answer.text)

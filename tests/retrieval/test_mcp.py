@@ -176,7 +176,7 @@ def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
     assert set(tools) == {"rag_search", "list_references", "select_references", "enrich", "read_reference_file",
-                          "agent_instructions", "approval_requests"}
+                          "agent_instructions", "approval_requests", "enrich_conversation", "store_memory"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
@@ -371,6 +371,34 @@ def test_enrich_answers_what_the_rest_api_does_and_keeps_a_trace(mcp, rest):
     }
     assert enriched["text"].startswith(body["text"]) and len(enriched["text"]) > len(body["text"])
     assert Trace.objects.filter(pk=enriched["trace_id"], agent__name="mcp-agent", surface="prompt").exists()
+
+
+def test_store_memory_and_enrich_conversation_answer_what_the_rest_api_does(mcp, rest, vault):
+    stored = mcp.call("store_memory", user_id="steve", content="Steve wants a circuit breaker on every call out.")
+    again = mcp.call("store_memory", user_id="steve", content="steve wants a circuit breaker on every call out.")
+
+    assert text_of(stored) == "Remembered." and ok(stored)["created"] is True
+    assert text_of(again) == "Already remembered; stored again (2 times)." and ok(again)["created"] is False
+    assert rest.get("/api/v1/memory", {"user_id": "steve"}).json()["count"] == 1
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Should a circuit breaker open, and when do we rotate the vault keys?"}]
+
+    enriched = mcp.call("enrich_conversation", messages=messages, user_id="steve")
+
+    body = ok(enriched)
+    expected = rest.post("/api/v1/enrich/conversation", {"messages": messages, "user_id": "steve"},
+                         format="json").json()
+    assert {k: v for k, v in body.items() if k not in ("trace_id", "took_ms")} == {
+        k: v for k, v in expected.items() if k not in ("trace_id", "took_ms")}
+    assert body["messages"][0] == messages[0] and body["injected_into"] == 1
+    assert "Steve wants a circuit breaker" in body["messages"][1]["content"]
+    assert "ninety days" not in json.dumps(body) + note_of(enriched)
+    (withheld,) = body["withheld"]
+    assert note_of(enriched).endswith(f"- @vault: requires approval; request {withheld['request_id']} awaits a "
+                                      "reviewer")
+    assert Trace.objects.filter(pk=body["trace_id"], agent__name="mcp-agent", surface="conversation").exists()
+    refused = mcp.call("enrich_conversation", messages=[], user_id="steve")
+    assert error(refused, "invalid_input")["details"]["fields"]["messages"]
 
 
 def test_read_reference_file_and_agent_instructions_answer_what_the_rest_api_does(mcp, rest):
