@@ -484,7 +484,8 @@ TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer
                       withheld=HintSerializer(many=True)),
     "conversation": _step("conversation", "What was added, where, and the tokens.",
                           injected_into=serializers.IntegerField(allow_null=True),
-                          facts=serializers.IntegerField(), context=serializers.ListField(child=serializers.DictField()),
+                          facts=serializers.IntegerField(),
+                          context=serializers.ListField(child=serializers.DictField()),
                           tokens=serializers.DictField(child=serializers.IntegerField())),
 }
 

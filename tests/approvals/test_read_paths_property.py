@@ -627,7 +627,7 @@ class Run:
         assert answer.status == 200, answer.body
         trace = self.world.rest[agent].get(f"/api/v1/traces/{answer.body['trace_id']}")
         assert trace.status_code == 200, trace.content
-        text = self.clean(agent, allowed, "conversation", answer.body, answer.text, trace.json())
+        self.clean(agent, allowed, "conversation", answer.body, answer.text, trace.json())
         passages = {item["source_id"] for item in answer.body["context"] if item["kind"] == "passage"}
         withheld = {entry["source_id"] for entry in answer.body["withheld"]}
         assert passages <= allowed and withheld == set(SOURCES) - allowed, (passages, withheld, allowed)
