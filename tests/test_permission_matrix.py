@@ -300,6 +300,10 @@ CALLS: list[Call] = [
     Call("agents-rotate", "POST", CURATOR_PAGES, args=lambda world: [world.spare.pk], writes=True),
     Call("agents-revoke", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
     Call("agents-revoke", "POST", CURATOR_WRITES, args=lambda world: [world.spare.pk], writes=True),
+    Call("agents-memory", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk]),
+    Call("agents-memory-export", "GET", CURATOR_PAGES, args=lambda world: [world.spare.pk], query="?user=steve"),
+    Call("agents-memory-erase", "POST", CURATOR_WRITES, args=lambda world: [world.spare.pk], writes=True,  # audited
+         body={"user": "steve", "confirm": "steve"}),
     # --- the evaluation pages: curators (people) ---
     Call("evaluations-list", "GET", CURATOR_PAGES),
     Call("evaluations-start", "POST", CURATOR_WRITES, writes=True,
@@ -459,7 +463,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-create-POST", "catalogs-source-edit-POST",
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
-                                           "evaluations-start-POST"}
+                                           "evaluations-start-POST", "agents-memory-erase-POST"}
     assert len(API_WRITES) == 16
 
 

@@ -190,6 +190,34 @@ def _similar(agent: Agent, user_id: str, vector: str, depth: int) -> dict[int, f
         return {pk: float(similarity) for pk, similarity in cursor.fetchall()}
 
 
+# --- end users, for the curators' page -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndUser:
+    user_id: str
+    facts: int
+    memories: int
+    last_stored: datetime | None
+
+
+def end_users(*, agent: Agent, contains: str = "") -> list[EndUser]:
+    """Every end user the agent keeps facts or memories of, the most recently active
+    first (one statement over both tables)."""
+    like = f"%{contains}%" if contains else "%"
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            SELECT user_id, sum(facts)::int, sum(memories)::int, max(last_stored) FROM (
+                SELECT user_id, count(*) AS facts, 0 AS memories, NULL::timestamptz AS last_stored
+                FROM retrieval_fact WHERE agent_id = %(agent)s AND user_id ILIKE %(like)s GROUP BY user_id
+                UNION ALL
+                SELECT user_id, 0, count(*), max(stored_at)
+                FROM retrieval_memoryentry WHERE agent_id = %(agent)s AND user_id ILIKE %(like)s GROUP BY user_id
+            ) kept GROUP BY user_id ORDER BY max(last_stored) DESC NULLS LAST, user_id
+            """, {"agent": agent.pk, "like": like})
+        return [EndUser(*row) for row in cursor.fetchall()]
+
+
 # --- export and erasure ---------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ curators = role_required(CURATOR_GROUP)
 AGENTS_PAGE = 50
 
 
-def _person(request: HttpRequest) -> User:
+def signed_in(request: HttpRequest) -> User:
     assert isinstance(request.user, User)  # role_required lets no one else through
     return request.user
 
@@ -105,7 +105,7 @@ def agent_new(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             agent, token = agent_create(name=form.cleaned_data["name"], catalogs=form.cleaned_data["catalogs"],
-                                        preselected=form.cleaned_data["preselected"], by=_person(request),
+                                        preselected=form.cleaned_data["preselected"], by=signed_in(request),
                                         **form.profile())
         except ValidationError as error:
             _refused(form, error)
@@ -125,7 +125,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
     form = AgentForm(request.POST, instance=editing, creating=False)
     if form.is_valid():
         try:
-            _, changes = agent_update(agent_id=agent.pk, by=_person(request), catalogs=form.cleaned_data["catalogs"],
+            _, changes = agent_update(agent_id=agent.pk, by=signed_in(request), catalogs=form.cleaned_data["catalogs"],
                                       preselected=form.cleaned_data["preselected"], **form.profile())
         except ValidationError as error:
             _refused(form, error)
@@ -167,7 +167,7 @@ def agent_rotate(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = get_object_or_404(Agent, pk=agent_id)
     if request.method == "GET":
         return render(request, "retrieval/agents/confirm.html", {"agent": agent, "action": "rotate"})
-    agent, token = agent_token_rotate(name=agent.name, by=_person(request))
+    agent, token = agent_token_rotate(name=agent.name, by=signed_in(request))
     return _token_page(request, agent, token, created=False)
 
 
@@ -179,7 +179,7 @@ def agent_revoke(request: HttpRequest, agent_id: int) -> HttpResponse:
     if request.method == "GET":
         return render(request, "retrieval/agents/confirm.html", {"agent": agent, "action": "revoke"})
     hint = agent.token_hint
-    agent_token_revoke(agent_id=agent.pk, by=_person(request))
+    agent_token_revoke(agent_id=agent.pk, by=signed_in(request))
     messages.success(request, f"Revoked the token of {agent.name} ({hint}…): its next call is refused. "
                               "Issue a new token to let it in again.")
     return redirect("agents-page", agent_id=agent.pk)

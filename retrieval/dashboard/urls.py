@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval.dashboard import agents, evaluations, playground, status, traces
+from retrieval.dashboard import agents, evaluations, memory, playground, status, traces
 
 urlpatterns = [
     path("agents/", agents.agent_list, name="agents-list"),
@@ -9,6 +9,9 @@ urlpatterns = [
     path("agents/<int:agent_id>/", agents.agent_page, name="agents-page"),
     path("agents/<int:agent_id>/rotate", agents.agent_rotate, name="agents-rotate"),
     path("agents/<int:agent_id>/revoke", agents.agent_revoke, name="agents-revoke"),
+    path("agents/<int:agent_id>/memory/", memory.agent_memory, name="agents-memory"),
+    path("agents/<int:agent_id>/memory/export", memory.agent_memory_export, name="agents-memory-export"),
+    path("agents/<int:agent_id>/memory/erase", memory.agent_memory_erase, name="agents-memory-erase"),
     path("evaluations/", evaluations.evaluation_list, name="evaluations-list"),
     path("evaluations/start", evaluations.evaluation_start, name="evaluations-start"),
     path("evaluations/<int:run_id>/", evaluations.evaluation_page, name="evaluations-run"),
