@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from catalog.models import Agent
 from retrieval.conversation.memory import end_users, facts_of, memories_of, memory_erase, memory_export
 from retrieval.dashboard.agents import curators, signed_in
-from retrieval.dashboard.forms import EraseForm, EndUserForm
+from retrieval.dashboard.forms import EndUserForm, EraseForm
 
 MEMORIES_PAGE = 50
 USERS_PAGE = 100

@@ -10,7 +10,7 @@ import pytest
 from approvals.models import AuditEntry
 from retrieval.conversation.memory import end_user_digest, fact_set, memory_store
 from retrieval.models import Fact, MemoryEntry
-from tests.factories import agent_with_token, person
+from tests.factories import agent_with_token
 
 pytestmark = pytest.mark.django_db
 
