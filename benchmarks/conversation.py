@@ -153,7 +153,8 @@ def conversation(queries: list[str], length: int, client: APIClient, seed: int) 
                           format="json")
     if earlier.status_code != 200:
         raise BenchmarkError(f"enrich/conversation answered {earlier.status_code}: {earlier.content[:200]!r}")
-    return earlier.json()["messages"] + messages[half + 1:]
+    sent_back: list[dict[str, str]] = earlier.json()["messages"]
+    return sent_back + messages[half + 1:]
 
 
 def _figures(samples: list[float]) -> dict[str, float]:
