@@ -64,18 +64,20 @@ def _sentences(dataset: Path) -> Iterator[str]:
                     yield sentence
 
 
-def memory_world_ensure(*, dataset: Path, log: Log) -> Agent:
-    """The memory agent with 100,000 memories of ONE_USER and 100 of each of MANY others."""
+def memory_world_ensure(*, dataset: Path, log: Log, users: int = MANY, per_user: int = PER_USER,
+                        distinct: int = DISTINCT) -> Agent:
+    """The memory agent with users x per_user memories of ONE_USER and per_user of each
+    of `users` others (100,000 and 1,000 x 100)."""
     agent = agent_token_rotate(name=MEMORY_AGENT, catalogs=[], is_active=True)[0]
-    wanted = PER_USER * MANY * 2
+    wanted = per_user * users * 2
     have = MemoryEntry.objects.filter(agent=agent).count()
     if have >= wanted:
         return agent
     embedder = get_embedder()
     if embedder is None:
         raise BenchmarkError("the embedding model is not loaded: memories need their vectors")
-    sentences = list(dict.fromkeys(_sentences(dataset)))[:DISTINCT]
-    if len(sentences) < DISTINCT:
+    sentences = list(dict.fromkeys(_sentences(dataset)))[:distinct]
+    if len(sentences) < distinct:
         raise BenchmarkError(f"{dataset} has only {len(sentences)} usable sentences")
     log(f"embedding {len(sentences)} NFCorpus sentences for {wanted} memories")
     started = time.perf_counter()
@@ -83,7 +85,7 @@ def memory_world_ensure(*, dataset: Path, log: Log) -> Agent:
     log(f"  {time.perf_counter() - started:.0f} s")
     MemoryEntry.objects.filter(agent=agent).delete()
     rng = np.random.default_rng(14)
-    owners = [ONE_USER] * (PER_USER * MANY) + [f"user-{n:04d}" for n in range(MANY) for _ in range(PER_USER)]
+    owners = [ONE_USER] * (per_user * users) + [f"user-{n:04d}" for n in range(users) for _ in range(per_user)]
     now = timezone.now()
     batch: list[MemoryEntry] = []
     for number, owner in enumerate(owners):
@@ -102,20 +104,21 @@ def memory_world_ensure(*, dataset: Path, log: Log) -> Agent:
             batch = []
             log(f"  {number + 1}/{len(owners)} memories, {time.perf_counter() - started:.0f} s")
     MemoryEntry.objects.bulk_create(batch)
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM (ANALYZE) retrieval_memoryentry")
+    if not connection.in_atomic_block:  # steady state: what autovacuum gives a table after a bulk write
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM (ANALYZE) retrieval_memoryentry")
     return agent
 
 
-def conversation_agent_ensure(*, dataset: Path, log: Log) -> tuple[Agent, str]:
+def conversation_agent_ensure(*, dataset: Path, log: Log, sources: int = 100,
+                              documents: int | None = None) -> tuple[Agent, str]:
     """The conversation agent over bench-pages, every source approved for it, its end
     user's facts and 100 memories; (agent, token)."""
-    catalog = pages_catalog_ensure(dataset=dataset, sources=100, documents=None, log=log)
+    catalog = pages_catalog_ensure(dataset=dataset, sources=sources, documents=documents, log=log)
     agent, token = agent_token_rotate(name=AGENT, catalogs=[catalog], is_active=True)
     reviewer = bench_person(REVIEWER, REVIEWER_GROUP)
-    sources = list(catalog.sources.all())
     approved = set(ApprovalRequest.objects.filter(agent=agent, state="approved").values_list("source_id", flat=True))
-    missing = [source for source in sources if source.pk not in approved]
+    missing = [source for source in catalog.sources.all() if source.pk not in approved]
     if missing:
         log(f"approving {len(missing)} sources for {AGENT}")
     for source in missing:
@@ -162,11 +165,12 @@ def _figures(samples: list[float]) -> dict[str, float]:
             "max_ms": round(max(samples), 1)}
 
 
-def conversation_benchmark(*, dataset: Path, rounds: int, log: Log,
-                           lengths: tuple[int, ...] = (50, 500)) -> dict[str, Any]:
+def conversation_benchmark(*, dataset: Path, rounds: int, log: Log, lengths: tuple[int, ...] = (50, 500),
+                           users: int = MANY, per_user: int = PER_USER, distinct: int = DISTINCT,
+                           sources: int = 100, documents: int | None = None) -> dict[str, Any]:
     queries = nfcorpus_test_queries(dataset)
-    agent, token = conversation_agent_ensure(dataset=dataset, log=log)
-    memory_agent = memory_world_ensure(dataset=dataset, log=log)
+    _, token = conversation_agent_ensure(dataset=dataset, log=log, sources=sources, documents=documents)
+    memory_agent = memory_world_ensure(dataset=dataset, log=log, users=users, per_user=per_user, distinct=distinct)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     results: dict[str, Any] = {"conversations": [], "memory": []}
@@ -196,12 +200,12 @@ def conversation_benchmark(*, dataset: Path, rounds: int, log: Log,
     texts = queries[:rounds + 2]
     literals = [vector_literal(vector) for vector in embedder.embed(texts)]
     rng = random.Random(7)
-    for case, users in (("100,000 memories of one end user", [ONE_USER]),
-                        ("one of 1,000 end users with 100 memories each",
-                         [f"user-{n:04d}" for n in range(MANY)])):
+    for case, owners in ((f"{users * per_user:,} memories of one end user", [ONE_USER]),
+                         (f"one of {users:,} end users with {per_user} memories each",
+                          [f"user-{n:04d}" for n in range(users)])):
         samples, found = [], []
         for number, (text, literal) in enumerate(zip(texts, literals, strict=True)):
-            user = rng.choice(users)
+            user = rng.choice(owners)
             started = time.perf_counter()
             hits = memory_search(agent=memory_agent, user_id=user, text=text, limit=10, vector=literal)
             elapsed = (time.perf_counter() - started) * 1000
