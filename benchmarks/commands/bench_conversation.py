@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.common import BenchmarkError, dataset_check, machine_info
-from benchmarks.conversation import conversation_benchmark
+from benchmarks.conversation_memory import conversation_benchmark
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from benchmarks.commands import command_load
-from benchmarks.conversation import MEMORY_AGENT, ONE_USER, conversation_benchmark
+from benchmarks.conversation_memory import MEMORY_AGENT, ONE_USER, conversation_benchmark
 from retrieval.models import MemoryEntry
 from tests.benchmarks.test_pages import DATASET
 
