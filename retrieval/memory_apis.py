@@ -166,6 +166,7 @@ class MemoryApi(APIView):
     class ErasedSerializer(serializers.Serializer[dict[str, Any]]):
         memories = serializers.IntegerField(min_value=0)
         facts = serializers.IntegerField(min_value=0)
+        traces = serializers.IntegerField(min_value=0, help_text="Traces of the end user's conversations.")
 
     @extend_schema(parameters=[QuerySerializer], operation_id="list_memory",
                    responses={200: ListSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
@@ -196,7 +197,8 @@ class MemoryApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(parameters=[UserQuerySerializer], operation_id="erase_memory",
-                   description="Erase everything kept about the end user (memories and facts), at their request. "
+                   description="Erase everything kept about the end user (memories, facts and the traces of their "
+                               "conversations), at their request. "
                                "Audited; the audit log names the end user by a keyed hash.",
                    responses={200: ErasedSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
     def delete(self, request: Request) -> Response:

@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog.embedder import get_embedder
-from retrieval.conversation.memory import MemoryHit, facts_line, facts_of, memory_search
+from retrieval.conversation.memory import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.conversation.messages import Message, last_user_index
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import append_blocks, one_line, strip_injections
@@ -148,6 +148,8 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     tokens = {"before": before, "after": after, "freed": before - stripped_total,
               "added": after - stripped_total}
     steps.append({"pass": "conversation", "ms": _ms(started), "injected_into": index if blocks else None,
+                  # how the end user's erasure finds this trace (their id is not kept in clear)
+                  **({"end_user": end_user_digest(user_id)} if user_id else {}),
                   "facts": len(facts), "context": [item.as_dict() for item in context], "tokens": tokens})
 
     took_ms = (time.perf_counter() - started) * 1000

@@ -6,8 +6,9 @@ A message finds memories two ways, by its keywords (seed 001's extraction: the s
 the message's keywords a memory holds) and by meaning (cosine similarity of the two
 embeddings); a memory's relevance is the better of the two, and its score that
 relevance boosted by recency (settings.LECTERN_MEMORY_*). Only the end user's erasure
-deletes memories: all of them and the facts, audited (the audit entry names the user by
-a keyed hash, never in clear: the log is kept for good)."""
+deletes memories: all of them, the facts, and the traces of their conversations, audited
+(the audit entry names the user by a keyed hash, never in clear: the log is kept for
+good)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.embedder import get_embedder, vector_literal
 from catalog.models import Agent
 from retrieval.conversation.keywords import keywords
-from retrieval.models import Fact, MemoryEntry
+from retrieval.models import Fact, MemoryEntry, Trace
 
 log = logging.getLogger(__name__)
 
@@ -237,11 +238,18 @@ def end_user_digest(user_id: str) -> str:
 
 
 def memory_erase(*, agent: Agent, user_id: str, by: Any) -> dict[str, int]:
-    """Delete the end user's memories and facts, and audit it; {"memories": n, "facts": n}."""
+    """Delete the end user's memories and facts, and the traces of their conversations
+    (which hold their messages and what was recalled for them), and audit it;
+    {"memories": n, "facts": n, "traces": n}."""
+    digest = end_user_digest(user_id)
     with transaction.atomic():
         memories, _ = MemoryEntry.objects.filter(agent=agent, user_id=user_id).delete()
         facts, _ = Fact.objects.filter(agent=agent, user_id=user_id).delete()
+        traces, _ = Trace.objects.filter(agent=agent, surface=Trace.Surface.CONVERSATION,
+                                         steps__contains=[{"pass": "conversation", "end_user": digest}]).delete()
+        counts = {"memories": memories, "facts": facts, "traces": traces}
         audit_append(AuditEvent(Action.MEMORY_ERASED, Actor.of(by), agent_id=agent.pk,
-                                payload={"end_user": end_user_digest(user_id), "memories": memories, "facts": facts}))
-    log.info("erased %d memories and %d facts of an end user of %s", memories, facts, agent.name)
-    return {"memories": memories, "facts": facts}
+                                payload={"end_user": digest, **counts}))
+    log.info("erased %d memories, %d facts and %d conversation traces of an end user of %s", memories, facts,
+             traces, agent.name)
+    return counts

@@ -77,7 +77,8 @@ def agent_memory_erase(request: HttpRequest, agent_id: int) -> HttpResponse:
             "agent": agent, "user_id": user_id, "facts": facts_of(agent=agent, user_id=user_id),
             "memories": memories.get_page(1), "query": urlencode({"user": user_id}), "erase": form}, status=400)
     erased = memory_erase(agent=agent, user_id=form.cleaned_data["user"], by=signed_in(request))
-    messages.success(request, f"Erased {erased['memories']} memor{'y' if erased['memories'] == 1 else 'ies'} and "
-                              f"{erased['facts']} fact{'' if erased['facts'] == 1 else 's'} of that end user; "
-                              "the audit log records the erasure (without their id).")
+    messages.success(request, f"Erased {erased['memories']} memor{'y' if erased['memories'] == 1 else 'ies'}, "
+                              f"{erased['facts']} fact{'' if erased['facts'] == 1 else 's'} and "
+                              f"{erased['traces']} conversation trace{'' if erased['traces'] == 1 else 's'} of that "
+                              "end user; the audit log records the erasure (without their id).")
     return redirect(reverse("agents-memory", args=[agent.pk]))

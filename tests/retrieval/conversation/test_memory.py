@@ -4,6 +4,7 @@ gone from search; bad input changes nothing."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import AuditEntry
 from retrieval.conversation.memory import end_user_digest, memory_search, recency_factor
-from retrieval.models import Fact, MemoryEntry
+from retrieval.models import Fact, MemoryEntry, Trace
 from tests.factories import agent_with_token, person
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +77,7 @@ def test_one_agent_or_end_user_never_sees_anothers_facts_or_memory(bot, other_bo
         "Ana keeps chickens in her garden."]
     assert other_bot.get(EXPORT, {"user_id": "steve"}).json()["memories"] == []
     erased = other_bot.delete(f"{MEMORY}?user_id=steve")
-    assert erased.json() == {"memories": 0, "facts": 0}
+    assert erased.json() == {"memories": 0, "facts": 0, "traces": 0}
     assert MemoryEntry.objects.count() == 2 and Fact.objects.count() == 1  # the other agent's erasure touched none
 
 
@@ -158,22 +159,30 @@ def test_an_export_holds_every_fact_and_memory_of_the_end_user(bot):
     assert [(m["content"], m["times"]) for m in export["memories"]] == [("Steve keeps bees.", 1)]
 
 
-def test_erasure_deletes_the_end_users_memory_and_facts_audited_and_leaves_nothing_in_search(bot):
+def test_erasure_deletes_the_end_users_memory_facts_and_conversations_audited_and_leaves_nothing_in_search(bot):
     bot.put(FACTS, {"user_id": "steve", "key": "name", "value": "Steve"}, format="json")
     store(bot, "steve", "Steve keeps bees in the garden.")
     store(bot, "steve", "Steve's garden faces south.")
     store(bot, "ana", "Ana's garden faces north.")
     assert len(search(bot, "steve", "garden")) == 2
+    for user_id in ("steve", "steve", "ana"):
+        talk = bot.post("/api/v1/enrich/conversation", {"user_id": user_id, "messages": [
+            {"role": "user", "content": "Which way does my garden face?"}]}, format="json")
+        assert talk.status_code == 200, talk.content
+    steves = Trace.objects.filter(surface="conversation").order_by("created_at")[:2]
+    assert "Steve" in json.dumps(steves[0].steps)  # his memories, recalled in his conversation's trace
 
     erased = bot.delete(f"{MEMORY}?user_id=steve")
 
-    assert erased.status_code == 200 and erased.json() == {"memories": 2, "facts": 1}
+    assert erased.status_code == 200 and erased.json() == {"memories": 2, "facts": 1, "traces": 2}
+    assert Trace.objects.filter(surface="conversation").count() == 1  # Ana's
+    assert "Steve" not in json.dumps(list(Trace.objects.values("text", "steps", "hints")))
     assert search(bot, "steve", "garden") == [] and search(bot, "steve", "bees honey hives") == []
     assert bot.get(FACTS, {"user_id": "steve"}).json()["facts"] == []
     assert len(search(bot, "ana", "garden")) == 1  # another end user's stay
     entry = AuditEntry.objects.get(action="memory.erased")
     assert entry.actor_name == "helper-bot" and entry.agent_id == bot.agent.pk
-    assert entry.payload == {"end_user": end_user_digest("steve"), "memories": 2, "facts": 1}
+    assert entry.payload == {"end_user": end_user_digest("steve"), "memories": 2, "facts": 1, "traces": 2}
     assert "steve" not in str(entry.payload).lower()  # the log holds no end user's id in clear
 
 
@@ -182,7 +191,7 @@ def test_a_single_memory_cannot_be_deleted_only_erased_with_the_end_users(bot):
     entry = MemoryEntry.objects.get()
 
     assert bot.delete(f"{MEMORY}/{entry.pk}").status_code == 404
-    assert bot.delete(f"{MEMORY}?user_id=steve&id={entry.pk}").json() == {"memories": 1, "facts": 0}
+    assert bot.delete(f"{MEMORY}?user_id=steve&id={entry.pk}").json() == {"memories": 1, "facts": 0, "traces": 0}
 
 
 @pytest.mark.parametrize(("method", "path", "body"), [

@@ -61,7 +61,7 @@ def test_erasing_needs_the_id_typed_again_and_is_audited(client_for, cora, kept)
 
     erased = client.post(url, {"user": "steve@example.com", "confirm": "steve@example.com"}, follow=True)
 
-    assert "Erased 1 memory and 1 fact of that end user" in erased.content.decode()
+    assert "Erased 1 memory, 1 fact and 0 conversation traces of that end user" in erased.content.decode()
     assert not MemoryEntry.objects.filter(user_id="steve@example.com").exists()
     assert not Fact.objects.filter(user_id="steve@example.com").exists()
     assert MemoryEntry.objects.filter(user_id="ana").exists()
