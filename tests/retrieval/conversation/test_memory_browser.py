@@ -47,7 +47,8 @@ def test_a_curator_reads_and_erases_an_end_users_memory(page, live_server):
 
     page.fill("#id_confirm", "steve@example.com")
     page.click("#erase-form button[type=submit]")
-    expect(page.locator(".messages")).to_contain_text("Erased 3 memories, 2 facts and 0 conversation traces of that end user")
+    expect(page.locator(".messages")).to_contain_text(
+        "Erased 3 memories, 2 facts and 0 conversation traces of that end user")
     expect(page.locator("table.end-users tbody tr")).to_have_count(1)
     assert not MemoryEntry.objects.filter(user_id="steve@example.com").exists()
     page_audit(page, "memory-04-erased")
