@@ -76,7 +76,10 @@ def memory_world_ensure(*, dataset: Path, log: Log, users: int = MANY, per_user:
     embedder = get_embedder()
     if embedder is None:
         raise BenchmarkError("the embedding model is not loaded: memories need their vectors")
-    sentences = list(dict.fromkeys(_sentences(dataset)))[:distinct]
+    folded: dict[str, str] = {}  # one sentence per text as memory tells texts apart (spacing, case)
+    for sentence in _sentences(dataset):
+        folded.setdefault(" ".join(sentence.split()).casefold(), sentence)
+    sentences = list(folded.values())[:distinct]
     if len(sentences) < distinct:
         raise BenchmarkError(f"{dataset} has only {len(sentences)} usable sentences")
     log(f"embedding {len(sentences)} NFCorpus sentences for {wanted} memories")
@@ -97,7 +100,8 @@ def memory_world_ensure(*, dataset: Path, log: Log, users: int = MANY, per_user:
             vector /= np.linalg.norm(vector)
             content = f"{content} (noted {number})"
         batch.append(MemoryEntry(agent=agent, user_id=owner, content=content,
-                                 content_sha256=hashlib.sha256(content.casefold().encode()).hexdigest(),
+                                 content_sha256=hashlib.sha256(" ".join(content.split()).casefold().encode())
+                                 .hexdigest(),
                                  keywords=keywords(content), embedding=vector, stored_at=now))
         if len(batch) == 5000:
             MemoryEntry.objects.bulk_create(batch)
