@@ -19,7 +19,7 @@ from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, reques
 from catalog.indexing.runs import index_run_request
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.rest.errors import DomainError
-from catalog.rest.fields import StrictCharField
+from catalog.rest.fields import QueryBooleanField, StrictCharField
 from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
@@ -77,9 +77,9 @@ class ReindexApi(APIView):
     class QuerySerializer(serializers.Serializer[None]):
         # Given empty, a query parameter is read as absent: the schema admits "".
         source = serializers.RegexField(  # type: ignore[assignment]  # named like Field.source, as above
-            r"^[-a-zA-Z0-9_]*$", max_length=100, required=False, allow_blank=True,
+            r"^[-a-zA-Z0-9_]+$", max_length=100, required=False, allow_blank=True,
             help_text="Only this source (default: every source of the catalog).")
-        full = serializers.BooleanField(required=False, default=False, help_text="Re-chunk and re-embed everything.")
+        full = QueryBooleanField(required=False, default=False, help_text="Re-chunk and re-embed everything.")
 
     class OutputSerializer(serializers.Serializer[dict[str, Any]]):
         runs = IndexRunSerializer(many=True)

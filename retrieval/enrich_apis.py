@@ -26,7 +26,14 @@ from rest_framework.views import APIView
 from approvals.apis import gate_state_field, request_id_field
 from catalog.auth import RequestUser, is_curator, request_user
 from catalog.models import Agent, ReferenceSource
-from catalog.rest.fields import StrictBooleanField, StrictCharField, StrictRegexField, StrictSlugField
+from catalog.rest.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictRegexField,
+    StrictSlugField,
+)
 from catalog.rest.schema import errors
 from retrieval.conversation.injection import TOKENIZERS, enrich_conversation
 from retrieval.conversation.messages import messages_of
@@ -164,10 +171,10 @@ def enrich_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]
 
 
 class ConversationOptionsSerializer(serializers.Serializer[None]):
-    rag_relevance_threshold = serializers.FloatField(
+    rag_relevance_threshold = StrictFloatField(
         min_value=0.0, max_value=1.0, required=False,
         help_text="Lowest relevance of a memory or passage to add (default: the agent's, 0.3).")
-    rag_max_results = serializers.IntegerField(
+    rag_max_results = StrictIntegerField(
         min_value=0, max_value=20, required=False,
         help_text="Most memories and passages to add (default: the agent's, 3).")
     tokenizer = serializers.ChoiceField(
@@ -282,7 +289,7 @@ class ReferenceListApi(APIView):
                                     help_text="Only references with this tag.")
         q = serializers.CharField(max_length=200, required=False, default="", allow_blank=True,
                                   help_text="Only references whose id, name, description or tags contain it.")
-        catalog = serializers.RegexField(r"^[-a-zA-Z0-9_]*$", max_length=64, required=False, allow_blank=True,
+        catalog = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=64, required=False, allow_blank=True,
                                          help_text="Only this catalog (default: all the caller may see).")
 
     class OutputSerializer(serializers.Serializer[dict[str, Any]]):
@@ -436,6 +443,21 @@ def _scores() -> serializers.DictField:
                                  help_text="`catalog/source` -> cosine similarity.")
 
 
+class MemoryStepHitSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    content = serializers.CharField()
+    stored_at = serializers.CharField(help_text="ISO 8601, UTC.")
+    lexical = serializers.FloatField()
+    similarity = serializers.FloatField(allow_null=True)
+    recency = serializers.FloatField()
+    score = serializers.FloatField()
+    kept = serializers.BooleanField(help_text="At least the relevance threshold.")
+
+
+class PassageStepHitSerializer(ContextItemSerializer):
+    kept = serializers.BooleanField(help_text="At least the relevance threshold.")
+
+
 # typed as PolymorphicProxySerializer takes them
 TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer[Any]]] = {
     "mention": _step("mention", "Each `@id` found.", candidates=HintSerializer(many=True)),
@@ -475,18 +497,18 @@ TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer
                    freed_tokens=serializers.IntegerField()),
     "memory": _step("memory", "The end user's facts (their keys) and the memories searched.",
                     facts=serializers.ListField(child=serializers.CharField()),
-                    hits=serializers.ListField(child=serializers.DictField(),
-                                               help_text="Each memory found: its scores and whether kept.")),
+                    hits=MemoryStepHitSerializer(many=True,
+                                                 help_text="Each memory found: its scores, and kept or not.")),
     "passages": _step("passages", "The catalogs' passages by meaning, through the approval gate.",
                       catalogs=serializers.ListField(child=serializers.CharField()),
-                      hits=serializers.ListField(child=serializers.DictField(),
-                                                 help_text="Each passage found and whether kept."),
+                      hits=PassageStepHitSerializer(many=True, help_text="Each passage found, and kept or not."),
                       withheld=HintSerializer(many=True)),
     "conversation": _step("conversation", "What was added, where, and the tokens.",
                           injected_into=serializers.IntegerField(allow_null=True),
+                          end_user=serializers.CharField(required=False, help_text="The end user's keyed hash."),
                           facts=serializers.IntegerField(),
-                          context=serializers.ListField(child=serializers.DictField()),
-                          tokens=serializers.DictField(child=serializers.IntegerField())),
+                          context=ContextItemSerializer(many=True),
+                          tokens=TokensSerializer()),
 }
 
 

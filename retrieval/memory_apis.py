@@ -117,15 +117,17 @@ class FactsApi(APIView):
         return Response(FactSerializer(fact).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(parameters=[DeleteSerializer], operation_id="delete_fact",
-                   responses={204: None, **errors({400: INVALID, 403: AGENTS_ONLY,
-                                                   404: "`not_found`: the end user has no such fact."})})
+                   responses={200: FactSerializer, **errors({400: INVALID, 403: AGENTS_ONLY,
+                                                             404: "`not_found`: the end user has no such fact."})})
     def delete(self, request: Request) -> Response:
+        """The fact deleted, as it was."""
         agent = _agent(request)
         query = self.DeleteSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        if not fact_delete(agent=agent, **query.validated_data):
+        fact = fact_delete(agent=agent, **query.validated_data)
+        if fact is None:
             raise DomainError("the end user has no such fact", code="not_found", status_code=404)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(FactSerializer(fact).data)
 
 
 # --- memory ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -62,6 +63,19 @@ class StrictBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             self.fail("invalid", input=data)
         return data
+
+
+@extend_schema_field({"oneOf": [{"type": "boolean"}, {"type": "string", "maxLength": 0}]})
+class QueryBooleanField(serializers.BooleanField):
+    """A boolean query parameter: `true` or `false`, as the schema publishes it (DRF's
+    field would also take yes, on, 1 and their opposites, which a client reading the
+    schema cannot know: a typo must not silently mean false). Given empty it is read as
+    absent, as every query parameter is, and the schema admits "" for it."""
+
+    def to_internal_value(self, data: object) -> bool:
+        if data not in ("true", "false", True, False):
+            self.fail("invalid", input=data)
+        return data in ("true", True)
 
 
 def _is_number(data: object) -> TypeGuard[int | float]:

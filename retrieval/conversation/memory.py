@@ -49,10 +49,12 @@ def fact_set(*, agent: Agent, user_id: str, key: str, value: str) -> tuple[Fact,
     return fact, created
 
 
-def fact_delete(*, agent: Agent, user_id: str, key: str) -> bool:
-    """Whether there was such a fact."""
-    deleted, _ = Fact.objects.filter(agent=agent, user_id=user_id, key=key).delete()
-    return deleted > 0
+def fact_delete(*, agent: Agent, user_id: str, key: str) -> Fact | None:
+    """The fact deleted (None: there was no such fact)."""
+    fact = Fact.objects.filter(agent=agent, user_id=user_id, key=key).first()
+    if fact is not None:
+        Fact.objects.filter(pk=fact.pk).delete()
+    return fact
 
 
 def facts_line(facts: list[Fact]) -> str:

@@ -228,7 +228,7 @@ async def list_references(
         SkipValidation,
     ] = "",
     catalog: Annotated[
-        str | None, Field(max_length=64, pattern=r"^[-a-zA-Z0-9_]*$", description="Only references of this catalog."),
+        str | None, Field(max_length=64, pattern=SLUG, description="Only references of this catalog."),
         SkipValidation,
     ] = None,
 ) -> CallToolResult:

@@ -264,7 +264,7 @@ def test_a_curator_token_queues_a_run_and_watches_it(files, django_capture_on_co
     client = api(token_for("curator", [source.catalog], curator=True))
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/api/v1/catalogs/api/reindex?source=notes&full=1")
+        response = client.post("/api/v1/catalogs/api/reindex?source=notes&full=true")
     run_id = response.json()["runs"][0]["id"]
     watched = client.get(f"/api/v1/index-runs/{run_id}")
 
@@ -373,3 +373,15 @@ def test_the_scan_leaves_a_source_a_writer_holds(files):
 
     assert held == []
     assert [run.source_id for run in free] == [source.pk]
+
+
+@pytest.mark.parametrize("full", ["1", "yes", "on", "ture", "TRUE"])
+def test_full_is_true_or_false_as_the_schema_says_anything_else_is_refused(full, files):
+    source = glob_source("api")
+    client = api(token_for("curator", [source.catalog], curator=True))
+    before = IndexRun.objects.count()
+
+    response = client.post(f"/api/v1/catalogs/api/reindex?full={full}")
+
+    assert response.status_code == 400 and response.json()["error"]["details"]["fields"]["full"]
+    assert IndexRun.objects.count() == before

@@ -59,7 +59,8 @@ def test_facts_are_set_replaced_listed_and_deleted(bot):
     assert replaced.status_code == 200 and replaced.json()["value"] == "Texas"
     listed = bot.get(FACTS, {"user_id": "steve"}).json()
     assert [(f["key"], f["value"]) for f in listed["facts"]] == [("location", "Texas"), ("name", "Steve")]
-    assert bot.delete(f"{FACTS}?user_id=steve&key=name").status_code == 204
+    deleted = bot.delete(f"{FACTS}?user_id=steve&key=name")
+    assert deleted.status_code == 200 and deleted.json()["value"] == "Steve"
     gone = bot.delete(f"{FACTS}?user_id=steve&key=name")
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
     assert Fact.objects.count() == 1
