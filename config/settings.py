@@ -159,6 +159,7 @@ SPECTACULAR_SETTINGS = {
     # Several choice sets share a field name ("mode"): each gets its own enum component.
     "ENUM_NAME_OVERRIDES": {
         "SearchModeEnum": "retrieval.search.selectors.MODES",
+        "ConversationSearchModeEnum": "retrieval.conversation.search.SEARCH_MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
         "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
@@ -232,6 +233,10 @@ LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=
 # Conversations (issue 14): at most this many messages in one call (the body's size is
 # bounded by LECTERN_MAX_BODY_BYTES as well).
 LECTERN_CONVERSATION_MAX_MESSAGES = env_int("LECTERN_CONVERSATION_MAX_MESSAGES", 2000, minimum=1)
+# Conversation retrieval (seed 002) embeds and searches once per query chunk (a chunk is
+# what the model reads whole, about 1,000 characters): a conversation that makes more
+# chunks than this is refused, with a 400 saying so.
+LECTERN_CONVERSATION_MAX_CHUNKS = env_int("LECTERN_CONVERSATION_MAX_CHUNKS", 100, minimum=1)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
 # Enrichment traces hold the agents' texts: each is deleted this many days after it was

@@ -17,7 +17,7 @@ from retrieval.mcp.server import build_server
 from retrieval.mcp.tools import TOOLS
 
 # Arguments the serializer requires that a tool fills from the agent's profile.
-FILLED = {"rag_search": {"catalog"}}
+FILLED = {"rag_search": {"catalog"}, "search_conversation": {"catalog"}}
 LIMITS = ("type", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems")
 
 
@@ -34,6 +34,9 @@ def expected(field: serializers.Field) -> dict:
                 **_present(minItems=field.min_length, maxItems=field.max_length)}
     if isinstance(field, serializers.DictField):
         return {"type": "object", "values": expected(field.child)}
+    if isinstance(field, serializers.Serializer):  # a record: each field its own schema
+        return {"type": "object", "properties": {name: expected(f) for name, f in field.fields.items()},
+                "required": sorted(name for name, f in field.fields.items() if f.required)}
     if isinstance(field, serializers.BooleanField):
         return {"type": "boolean"}
     if isinstance(field, serializers.ChoiceField):  # "" too when blank is allowed (read as absent)
@@ -55,8 +58,8 @@ def _present(**limits: object) -> dict:
 
 def offered(schema: dict, defs: dict) -> dict:
     """The limits a generated property schema states; an optional argument's null
-    alternative left out (null counts as omitted), an object's properties (each of
-    the same schema) as the values of a dict."""
+    alternative left out (null counts as omitted), an object's properties as the values
+    of a dict when each has the same schema and none is required, else as a record's."""
     alternatives = [arm for arm in schema.get("anyOf", [schema]) if arm.get("type") != "null"]
     assert len(alternatives) == 1, schema
     (schema,) = alternatives
@@ -68,9 +71,13 @@ def offered(schema: dict, defs: dict) -> dict:
     if "items" in schema:
         limits["items"] = offered(schema["items"], defs)
     if schema.get("type") == "object":
-        values = [offered(value, defs) for value in schema["properties"].values()]
-        assert values and all(value == values[0] for value in values), schema
-        limits["values"] = values[0]
+        properties = {name: offered(value, defs) for name, value in schema["properties"].items()}
+        values = list(properties.values())
+        if values and all(value == values[0] for value in values) and not schema.get("required"):
+            limits["values"] = values[0]
+        else:
+            assert schema.get("additionalProperties") is False, schema  # a record takes no other field
+            limits.update(properties=properties, required=sorted(schema.get("required", [])))
     return limits
 
 
