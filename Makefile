@@ -96,6 +96,7 @@ bench: nfcorpus
 	$(BENCH) bench_reindex --files 10000 --edits 5
 	$(BENCH) bench_gate --dataset $(NFCORPUS) --sources 1000
 	$(BENCH) bench_pages --dataset $(NFCORPUS)
+	$(BENCH) bench_conversation_recall --dataset $(NFCORPUS)
 
 stop-db:
 	$(PY) -m config.embedded_pg stop
