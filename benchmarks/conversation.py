@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from approvals.selectors import withheld_sources
-from benchmarks.common import BenchmarkError, Log
+from benchmarks.common import BenchmarkError, Log, nfcorpus_test_judged
 from benchmarks.synthetic import base_wait
 from catalog.agents import agent_token_rotate
 from catalog.embedder import get_embedder
@@ -38,7 +38,6 @@ from catalog.sources.documents import DocumentInput
 from retrieval.conversation.messages import Message, conversation_markdown
 from retrieval.conversation.ranking import Candidate, best_per_document
 from retrieval.conversation.search import DEDUP_DEPTH, ConversationOptions, conversation_search
-from retrieval.evaluation.beir import read_qrels, read_queries
 from retrieval.evaluation.metrics import percentile, recall_at
 from retrieval.search.vector import embed_query, vector_search
 
@@ -101,12 +100,7 @@ class ConversationRecall:
 
 def judged_queries(dataset: Path, max_relevant: int) -> tuple[dict[str, str], dict[str, frozenset[str]]]:
     """The test queries' texts and relevant sets (graded > 0), those with at most `max_relevant`."""
-    try:
-        with (dataset / "queries.jsonl").open(encoding="utf-8") as q, \
-                (dataset / "qrels" / "test.tsv").open(encoding="utf-8", newline="") as r:
-            texts, judged = read_queries(q), read_qrels(r)
-    except FileNotFoundError as exc:
-        raise BenchmarkError(f"no such file: {exc.filename}") from None
+    texts, judged = nfcorpus_test_judged(dataset)
     relevant = {qid: frozenset(doc for doc, grade in docs.items() if grade > 0) for qid, docs in judged.items()}
     kept = {qid: docs for qid, docs in relevant.items() if qid in texts and 0 < len(docs) <= max_relevant}
     return {qid: texts[qid] for qid in kept}, kept

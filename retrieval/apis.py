@@ -62,7 +62,9 @@ class SearchRanksSerializer(serializers.Serializer[dict[str, Any]]):
     vector = serializers.IntegerField(allow_null=True, help_text="Null when the vector list did not hold it.")
 
 
-class SearchHitSerializer(serializers.Serializer[dict[str, Any]]):
+# What every search hit shows of its chunk (each search adds its scores). A comment, not
+# a docstring: drf-spectacular would give every hit's schema that description.
+class ChunkHitSerializer(serializers.Serializer[dict[str, Any]]):
     rank = serializers.IntegerField(min_value=1)
     chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
     document_id = serializers.CharField(help_text="The document's path within its source.")
@@ -71,6 +73,9 @@ class SearchHitSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="The source's slug (the reference id).")
     byte_offset = serializers.IntegerField(min_value=0)
     content = serializers.CharField()
+
+
+class SearchHitSerializer(ChunkHitSerializer):
     score = serializers.FloatField()
     scores = SearchScoresSerializer()
     ranks = SearchRanksSerializer()
@@ -195,15 +200,7 @@ class QueryChunkSerializer(serializers.Serializer[dict[str, Any]]):
         help_text=f"Its first {QUERY_CHUNK_EXCERPT_CHARS} characters, whitespace collapsed (… when cut).")
 
 
-class ConversationHitSerializer(serializers.Serializer[dict[str, Any]]):
-    rank = serializers.IntegerField(min_value=1)
-    chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
-    document_id = serializers.CharField(help_text="The document's path within its source.")
-    title = serializers.CharField()
-    source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
-        help_text="The source's slug (the reference id).")
-    byte_offset = serializers.IntegerField(min_value=0)
-    content = serializers.CharField()
+class ConversationHitSerializer(ChunkHitSerializer):
     similarity = serializers.FloatField(help_text="Cosine similarity to the query chunk that found it.")
     query_chunk = QueryChunkSerializer(help_text="The query chunk that found it (the most similar, if several).")
 
