@@ -97,6 +97,7 @@ bench: nfcorpus
 	$(BENCH) bench_gate --dataset $(NFCORPUS) --sources 1000
 	$(BENCH) bench_pages --dataset $(NFCORPUS)
 	$(BENCH) bench_conversation --dataset $(NFCORPUS)
+	$(BENCH) bench_conversation_recall --dataset $(NFCORPUS)
 
 stop-db:
 	$(PY) -m config.embedded_pg stop

@@ -19,9 +19,11 @@ PROG = "python -m benchmarks"
 
 def usage() -> str:
     lines = [f"usage: {PROG} <command> [options]  ({PROG} <command> --help: its options)", "", "commands:"]
-    for name in command_names():
+    names = command_names()
+    width = max(map(len, names)) + 2
+    for name in names:
         summary = command_load(name).help.split(". ")[0].split(": ")[0]
-        lines.append(f"  {name:<19}{summary}")
+        lines.append(f"  {name:<{width}}{summary}")
     return "\n".join(lines) + "\n"
 
 

@@ -34,14 +34,19 @@ def dataset_check(dataset: Path) -> Path:
     return dataset
 
 
-def nfcorpus_test_queries(dataset: Path) -> list[str]:
-    """The texts of the queries judged in qrels/test.tsv, in qrels order."""
+def nfcorpus_test_judged(dataset: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Every query's text, and the judgements of qrels/test.tsv (query -> document -> grade)."""
     try:
         with (dataset / "queries.jsonl").open(encoding="utf-8") as q, \
                 (dataset / "qrels" / "test.tsv").open(encoding="utf-8", newline="") as r:
-            texts, judged = read_queries(q), read_qrels(r)
+            return read_queries(q), read_qrels(r)
     except FileNotFoundError as exc:
         raise BenchmarkError(f"no such file: {exc.filename}") from None
+
+
+def nfcorpus_test_queries(dataset: Path) -> list[str]:
+    """The texts of the queries judged in qrels/test.tsv, in qrels order."""
+    texts, judged = nfcorpus_test_judged(dataset)
     return [texts[query_id] for query_id in judged if query_id in texts]
 
 

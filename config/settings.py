@@ -159,6 +159,7 @@ SPECTACULAR_SETTINGS = {
     # Several choice sets share a field name ("mode"): each gets its own enum component.
     "ENUM_NAME_OVERRIDES": {
         "SearchModeEnum": "retrieval.search.selectors.MODES",
+        "ConversationSearchModeEnum": "retrieval.conversation.search.SEARCH_MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
         "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
@@ -166,6 +167,8 @@ SPECTACULAR_SETTINGS = {
         "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
         "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)
     },
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "catalog.rest.schema.empty_query_values_hook"],
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -241,6 +244,10 @@ LECTERN_MEMORY_MAX_CHARS = env_int("LECTERN_MEMORY_MAX_CHARS", 10_000, minimum=1
 # An end user with at most this many memories has them ranked by meaning exactly (sorted);
 # more, and the HNSW index is walked.
 LECTERN_MEMORY_EXACT_MAX = env_int("LECTERN_MEMORY_EXACT_MAX", 5000, minimum=0)
+# Conversation retrieval (seed 002) embeds and searches once per query chunk (a chunk is
+# what the model reads whole, about 1,000 characters): a conversation that makes more
+# chunks than this is refused, with a 400 saying so.
+LECTERN_CONVERSATION_MAX_CHUNKS = env_int("LECTERN_CONVERSATION_MAX_CHUNKS", 100, minimum=1)
 LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
 LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
 # Enrichment traces hold the agents' texts: each is deleted this many days after it was

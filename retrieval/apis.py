@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.apis import gate_state_field, request_id_field
+from approvals.services.requests import excerpt
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from catalog.models import Agent, Catalog
 from catalog.rest.errors import DomainError
@@ -23,7 +24,16 @@ from catalog.rest.fields import (
     StrictSlugField,
 )
 from catalog.rest.schema import errors
-from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, chunk_search
+from retrieval.conversation.messages import messages_of
+from retrieval.conversation.search import (
+    SEARCH_MODES,
+    ConversationOptions,
+    ConversationResult,
+    ConversationTooLong,
+    conversation_search,
+)
+from retrieval.conversation.serializers import messages_field
+from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, WithheldHits, chunk_search
 from retrieval.search.vector import SearchUnavailable
 
 # top_k when a person's session searches without one (an agent gets its default_top_k).
@@ -52,7 +62,9 @@ class SearchRanksSerializer(serializers.Serializer[dict[str, Any]]):
     vector = serializers.IntegerField(allow_null=True, help_text="Null when the vector list did not hold it.")
 
 
-class SearchHitSerializer(serializers.Serializer[dict[str, Any]]):
+# What every search hit shows of its chunk (each search adds its scores). A comment, not
+# a docstring: drf-spectacular would give every hit's schema that description.
+class ChunkHitSerializer(serializers.Serializer[dict[str, Any]]):
     rank = serializers.IntegerField(min_value=1)
     chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
     document_id = serializers.CharField(help_text="The document's path within its source.")
@@ -61,6 +73,9 @@ class SearchHitSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="The source's slug (the reference id).")
     byte_offset = serializers.IntegerField(min_value=0)
     content = serializers.CharField()
+
+
+class SearchHitSerializer(ChunkHitSerializer):
     score = serializers.FloatField()
     scores = SearchScoresSerializer()
     ranks = SearchRanksSerializer()
@@ -163,12 +178,120 @@ def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, An
         raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
                           status_code=409) from None
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
-    withheld = {"count": sum(entry.count for entry in result.withheld),
-                "sources": [entry.__dict__ for entry in result.withheld]}
     return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-                                       "degraded": result.degraded, "withheld": withheld,
+                                       "degraded": result.degraded, "withheld": withheld_report(result.withheld),
                                        "query_truncated": result.query_truncated,
                                        "vector_query_chars": result.vector_query_chars}).data
+
+
+def withheld_report(withheld: list[WithheldHits]) -> dict[str, Any]:
+    """A search's `withheld` body: how many matching chunks were left out, and per source."""
+    return {"count": sum(entry.count for entry in withheld), "sources": [entry.__dict__ for entry in withheld]}
+
+
+# --- conversation retrieval (seed 002) ------------------------------------------------------
+
+QUERY_CHUNK_EXCERPT_CHARS = 200
+
+
+class QueryChunkSerializer(serializers.Serializer[dict[str, Any]]):
+    index = serializers.IntegerField(min_value=0, help_text="Which query chunk of the conversation, from 0.")
+    excerpt = serializers.CharField(
+        help_text=f"Its first {QUERY_CHUNK_EXCERPT_CHARS} characters, whitespace collapsed (… when cut).")
+
+
+class ConversationHitSerializer(ChunkHitSerializer):
+    similarity = serializers.FloatField(help_text="Cosine similarity to the query chunk that found it.")
+    query_chunk = QueryChunkSerializer(help_text="The query chunk that found it (the most similar, if several).")
+
+
+class ConversationCountsSerializer(serializers.Serializer[dict[str, Any]]):
+    chunks = serializers.IntegerField(min_value=0, help_text="Query chunks the conversation was cut into.")
+    results = serializers.IntegerField(min_value=0, help_text="Hits of all query chunks, at least min_similarity.")
+    deduplicated = serializers.IntegerField(
+        min_value=0, help_text="Left after keeping each chunk once and per_document chunks of each document.")
+    final = serializers.IntegerField(min_value=0, help_text="Returned: at most top_k.")
+
+
+class ConversationSearchApi(APIView):
+    """Conversation retrieval (seed 002): a catalog's passages for every topic of a
+    conversation, one query per chunk of it."""
+
+    class InputSerializer(serializers.Serializer[None]):
+        catalog = StrictSlugField(max_length=64)
+        messages = messages_field(help_text="The conversation, oldest first: cut at paragraph boundaries into chunks "
+                                            "the embedding model reads whole, each searched as a query.")
+        top_k = StrictIntegerField(
+            min_value=1, max_value=100, required=False,
+            help_text="Hits to return; default: the calling agent's `default_top_k`, "
+                      f"{SESSION_TOP_K} for a person's session.")
+        per_document = StrictIntegerField(min_value=1, max_value=10, default=1,
+                                          help_text="Chunks kept per document, the most similar.")
+        mmr_lambda = StrictFloatField(
+            min_value=0, max_value=1, required=False,
+            help_text="Maximal marginal relevance: 1 or absent ranks by similarity alone; lower trades similarity for "
+                      "hits unlike those ranked above them (0: as unlike as possible).")
+        min_similarity = StrictFloatField(min_value=-1, max_value=1, default=0.0,
+                                          help_text="Hits less similar (cosine) to their query chunk are dropped.")
+        mode = serializers.ChoiceField(choices=SEARCH_MODES, default="approximate",
+                                       help_text="approximate (the HNSW index) or exact (every chunk compared).")
+
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        results = ConversationHitSerializer(many=True)
+        counts = ConversationCountsSerializer()
+        mode = serializers.ChoiceField(choices=SEARCH_MODES)
+        took_ms = serializers.FloatField()
+        withheld = WithheldHitsSerializer(
+            help_text="Chunks of sources that need an approval the caller lacks: left out before ranking. A chunk "
+                      "counts when it is at least as similar to some query chunk as the least similar hit returned "
+                      "(min_similarity, when fewer than top_k were found). Never any content.")
+
+    @extend_schema(
+        request=InputSerializer, operation_id="search_conversation",
+        responses={200: OutputSerializer, **errors({
+            400: "`invalid_input`: a field is missing or out of range, or the conversation makes more query chunks "
+                 "than LECTERN_CONVERSATION_MAX_CHUNKS; `details.fields` says which.",
+            404: "`not_found`: no such catalog for this caller.",
+            409: "`embeddings_unavailable`: no embedding model is loaded.",
+        })},
+        examples=[OpenApiExample("two topics", request_only=True, value={
+            "catalog": "demo", "top_k": 3, "messages": [
+                {"role": "user", "content": "Our calls to the billing service keep timing out."},
+                {"role": "assistant", "content": "Retries with backoff would help there."},
+                {"role": "user", "content": "Also, where should the API keys live?"}]})],
+    )
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(conversation_response(request_user(request), data.validated_data))
+
+
+def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
+    """The conversation search endpoint's body for validated `params` (REST and the MCP tool)."""
+    params = {"top_k": default_top_k(caller), **params}
+    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
+    messages = messages_of(params.pop("messages"))
+    agent = caller if isinstance(caller, Agent) else None
+    try:
+        result = conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
+                                     agent=agent)
+    except ConversationTooLong as exc:
+        raise serializers.ValidationError({"messages": [str(exc)]}) from None
+    except SearchUnavailable as exc:
+        raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
+                          status_code=409) from None
+    return ConversationSearchApi.OutputSerializer(_conversation_body(result)).data
+
+
+def _conversation_body(result: ConversationResult) -> dict[str, Any]:
+    chunks = [{"index": i, "excerpt": excerpt(" ".join(text.split()), QUERY_CHUNK_EXCERPT_CHARS)}
+              for i, text in enumerate(result.chunks)]
+    hits = [{**hit.__dict__, "rank": i, "query_chunk": chunks[hit.query_chunk]}
+            for i, hit in enumerate(result.hits, start=1)]
+    counts = {"chunks": len(result.chunks), "results": result.results, "deduplicated": result.deduplicated,
+              "final": len(result.hits)}
+    return {"results": hits, "counts": counts, "mode": result.mode, "took_ms": round(result.took_ms, 2),
+            "withheld": withheld_report(result.withheld)}
 
 
 class CatalogListApi(APIView):

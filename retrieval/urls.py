@@ -4,6 +4,7 @@ from retrieval import apis, enrich_apis, evaluation_apis, memory_apis, status_ap
 
 urlpatterns = [
     path("search", apis.SearchApi.as_view(), name="api-search"),
+    path("search/conversation", apis.ConversationSearchApi.as_view(), name="api-search-conversation"),
     path("catalogs", apis.CatalogListApi.as_view(), name="api-catalogs"),
     path("status", status_apis.StatusApi.as_view(), name="api-status"),
     path("status/reset", status_apis.StatusResetApi.as_view(), name="api-status-reset"),

@@ -226,6 +226,8 @@ CALLS: list[Call] = [
     Call("api-status-reset", "POST", (401, 403, 403, 200, 403, 200, 200, 403, 200), writes=True),  # audited
     Call("api-catalogs", "GET", SIGNED_IN_200),  # no role: an empty list
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
+    Call("api-search-conversation", "POST", CATALOG_READERS,
+         body={"catalog": "kb", "messages": [{"role": "user", "content": "Plain notes, please."}]}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),
     Call("api-enrich-conversation", "POST", SIGNED_IN_200,  # people: no facts or memory, their catalogs' passages
          body={"messages": [{"role": "user", "content": "Plain notes, please."}], "user_id": "steve"}),
@@ -464,7 +466,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST", "agents-memory-erase-POST"}
-    assert len(API_WRITES) == 16
+    assert len(API_WRITES) == 17
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from django.core.validators import RegexValidator
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -65,12 +64,11 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-@extend_schema_field({"oneOf": [{"type": "boolean"}, {"type": "string", "maxLength": 0}]})
 class QueryBooleanField(serializers.BooleanField):
     """A boolean query parameter: `true` or `false`, as the schema publishes it (DRF's
     field would also take yes, on, 1 and their opposites, which a client reading the
     schema cannot know: a typo must not silently mean false). Given empty it is read as
-    absent, as every query parameter is, and the schema admits "" for it."""
+    absent, as every query parameter is (catalog.rest.schema.empty_query_values_hook)."""
 
     def to_internal_value(self, data: object) -> bool:
         if data not in ("true", "false", True, False):

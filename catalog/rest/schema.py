@@ -91,3 +91,27 @@ class LecternAutoSchema(AutoSchema):
         prefix = owner.removesuffix("Api")
         role = name.removesuffix("Serializer")
         return prefix + {"Input": "", "Output": "Response"}.get(role, role)
+
+
+EMPTY = {"type": "string", "maxLength": 0}
+
+
+def empty_query_values_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Every optional query parameter admits "": DRF reads a parameter given empty
+    (`?limit=`) as absent, so the schema says so rather than calling such a request
+    invalid (a string that already admits "" is left as it is)."""
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                schema = parameter.get("schema", {})
+                if parameter.get("in") != "query" or parameter.get("required") or _admits_empty(schema):
+                    continue
+                parameter["schema"] = {"anyOf": [schema, EMPTY]}
+    return result
+
+
+def _admits_empty(schema: dict[str, Any]) -> bool:
+    alternatives = schema.get("oneOf") or schema.get("anyOf") or [schema]
+    return any(arm.get("type") == "string" and not arm.get("minLength") and "enum" not in arm
+               and (not arm.get("pattern") or arm["pattern"].endswith("*$")) or arm == EMPTY
+               or "" in arm.get("enum", []) for arm in alternatives)

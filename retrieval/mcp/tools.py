@@ -1,7 +1,7 @@
-"""The MCP tools: rag_search, list_references, select_references, read_reference_file,
-enrich, agent_instructions, approval_requests, enrich_conversation and store_memory,
-each a typed function whose docstring and signature the SDK publishes as its
-description and input schema.
+"""The MCP tools: rag_search, search_conversation, list_references, select_references,
+read_reference_file, enrich, agent_instructions, approval_requests, enrich_conversation
+and store_memory, each a typed function whose docstring and signature the SDK publishes
+as its description and input schema.
 
 A signature offers every field of the REST view's input serializer, with its limits,
 choices and defaults (tests/retrieval/test_mcp_schema.py holds the two together); the
@@ -11,7 +11,7 @@ omitted: the defaults of catalog and top_k come from the agent, those of other o
 fields from the serializer.
 
 Whatever a tool withholds for want of an approval, its text names, with the request to
-follow (approval_requests lists them): rag_search in its own text, the others in a
+follow (approval_requests lists them): the two searches in their own text, the others in a
 second text item after the first (the REST body as JSON, a file's text, the startup
 instructions), and structuredContent has `request_id` beside each.
 """
@@ -34,7 +34,7 @@ from catalog.auth import visible_catalogs
 from catalog.models import Agent
 from catalog.rest.errors import DomainError
 from catalog.rest.fields import NOT_BLANK_PATTERN, StrictSlugField
-from retrieval.apis import SearchApi, search_response
+from retrieval.apis import ConversationSearchApi, SearchApi, conversation_response, search_response
 from retrieval.enrich_apis import (
     REFERENCE_ID,
     EnrichApi,
@@ -114,15 +114,17 @@ class Weights(TypedDict, total=False):
     vector: Annotated[float, Field(ge=0, le=100)]
 
 
-def format_hits(hits: list[dict[str, Any]]) -> str:
+def _scored(hit: dict[str, Any]) -> str:
+    return f"score: {hit['score']:.3f}, source: {hit['document_id']}"
+
+
+def format_hits(hits: list[dict[str, Any]], label: Callable[[dict[str, Any]], str] = _scored) -> str:
     """Seed 003's rag_search output: one `--- Result N (score: 0.XXX, source: path) ---`
-    block per hit, or a fixed sentence when there is none."""
+    block per hit (another `label` says what is in the brackets), or a fixed sentence
+    when there is none."""
     if not hits:
         return NO_RESULTS
-    return "\n\n".join(
-        f"--- Result {hit['rank']} (score: {hit['score']:.3f}, source: {hit['document_id']}) ---\n{hit['content']}"
-        for hit in hits
-    )
+    return "\n\n".join(f"--- Result {hit['rank']} ({label(hit)}) ---\n{hit['content']}" for hit in hits)
 
 
 def withheld_note(withheld: dict[str, Any], *, catalog: str, qualify: bool) -> str:
@@ -153,10 +155,15 @@ def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search(agent: Agent, params: dict[str, Any]) -> CallToolResult:
-    body = search_response(agent, params)
+    return _hits_result(agent, params["catalog"], search_response(agent, params))
+
+
+def _hits_result(agent: Agent, catalog: str, body: dict[str, Any],
+                 label: Callable[[dict[str, Any]], str] = _scored) -> CallToolResult:
+    """A search's body as structuredContent, its hits as text, then what it withheld."""
     withheld = body["withheld"]
-    note = withheld_note(withheld, catalog=params["catalog"], qualify=bool(withheld["count"]) and qualifies(agent))
-    return json_result(body, text=format_hits(body["results"]) + (f"\n\n{note}" if note else ""))
+    note = withheld_note(withheld, catalog=catalog, qualify=bool(withheld["count"]) and qualifies(agent))
+    return json_result(body, text=format_hits(body["results"], label) + (f"\n\n{note}" if note else ""))
 
 
 SEARCH = Operation(SearchApi.InputSerializer, _search, fill_defaults=_search_defaults)
@@ -203,6 +210,73 @@ async def rag_search(
     approval) and the approval request each waits on; structuredContent has chunk ids, component
     scores and `withheld`."""
     return await answer(ctx, SEARCH)
+
+
+# --- search_conversation ------------------------------------------------------------------
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ConversationMessage(TypedDict):
+    """One message of the conversation: who wrote it and its text."""
+
+    role: Annotated[Literal["system", "developer", "user", "assistant", "tool"], Field(description="Who wrote it.")]
+    content: Annotated[str, Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS,
+                                  description="The message's text, as the model reads it.")]
+
+
+def _found_by(hit: dict[str, Any]) -> str:
+    return (f"similarity: {hit['similarity']:.3f}, source: {hit['document_id']}, "
+            f"query chunk {hit['query_chunk']['index']}")
+
+
+def _conversation(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    return _hits_result(agent, params["catalog"], conversation_response(agent, params), _found_by)
+
+
+CONVERSATION = Operation(ConversationSearchApi.InputSerializer, _conversation, fill_defaults=_search_defaults)
+
+
+async def search_conversation(
+    ctx: Ctx,
+    messages: Annotated[
+        list[ConversationMessage],
+        Field(min_length=1, max_length=settings.LECTERN_CONVERSATION_MAX_MESSAGES,
+              description="The conversation, oldest first: cut at paragraph boundaries into chunks the embedding "
+                          "model reads whole, each searched as a query."),
+        SkipValidation,
+    ],
+    catalog: Annotated[
+        Slug | None, Field(description="The catalog to search; default: the agent's only catalog."), SkipValidation
+    ] = None,
+    top_k: Annotated[
+        int | None, Field(ge=1, le=100, description="How many passages; default: the agent's default_top_k."),
+        SkipValidation,
+    ] = None,
+    per_document: Annotated[
+        int, Field(ge=1, le=10, description="Passages kept per document, the most similar."), SkipValidation
+    ] = 1,
+    mmr_lambda: Annotated[
+        float | None,
+        Field(ge=0, le=1, description="Maximal marginal relevance: 1 or omitted ranks by similarity alone; lower "
+                                      "trades similarity for passages unlike those ranked above them."),
+        SkipValidation,
+    ] = None,
+    min_similarity: Annotated[
+        float, Field(ge=-1, le=1, description="Passages less similar (cosine) to their query chunk are dropped."),
+        SkipValidation,
+    ] = 0.0,
+    mode: Annotated[
+        Literal["approximate", "exact"],
+        Field(description="approximate (the HNSW index) or exact (every passage compared)."), SkipValidation,
+    ] = "approximate",
+) -> CallToolResult:
+    """Search a reference catalog for passages relevant to every topic of a conversation: it is cut
+    into chunks, each searched as a query, the best passages of each document kept. Returns up to
+    top_k passages, best first, each as `--- Result N (similarity: 0.XXX, source: path, query chunk
+    I) ---` followed by its text, then lines naming references whose matching passages were withheld
+    (they need an approval) and the approval request each waits on; structuredContent has the counts
+    (chunks, results, deduplicated, final), each hit's query chunk and `withheld`."""
+    return await answer(ctx, CONVERSATION)
 
 
 # --- references -----------------------------------------------------------------------------
@@ -382,16 +456,8 @@ async def enrich(
 # --- conversations and memory (seed 001) ----------------------------------------------------
 
 
-@with_config(ConfigDict(extra="forbid"))
-class ChatMessage(TypedDict):
-    """One message of a conversation, as the model reads it."""
-
-    role: Annotated[Literal["system", "developer", "user", "assistant", "tool"], Field(description="Who speaks.")]
-    content: Annotated[str, Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, description="Its text.")]
-
-
 Messages = Annotated[
-    list[ChatMessage],
+    list[ConversationMessage],
     Field(min_length=1, max_length=settings.LECTERN_CONVERSATION_MAX_MESSAGES,
           description="The conversation, oldest first, as the client holds it (what an earlier call returned "
                       "included)."),
@@ -539,6 +605,7 @@ TOOLS = {
     tool.fn.__name__: tool
     for tool in (
         Tool(rag_search, SEARCH, READ_ONLY),
+        Tool(search_conversation, CONVERSATION, READ_ONLY),
         Tool(list_references, LIST, READ_ONLY),
         Tool(select_references, SELECT, RECORDS),
         Tool(read_reference_file, READ, READ_ONLY),

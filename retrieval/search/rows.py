@@ -5,4 +5,4 @@ from __future__ import annotations
 Row = tuple[int, int, float]  # (chunk pk, document pk, score)
 
 
-Params = dict[str, float | str | list[int] | list[float]]  # named SQL parameters
+Params = dict[str, float | str | list[int] | list[float] | list[str]]  # named SQL parameters

@@ -24,6 +24,7 @@ filled from what may be shown, and no withheld content is ever read into a resul
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -171,19 +172,21 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     report: list[WithheldHits] = []
     if withheld:
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
-        report = _withheld_hits(withheld, terms if "bm25" in lists else [], vector=vector, similar=similar)
+        report = withheld_hits(withheld, terms if "bm25" in lists else [], vectors=[vector] if vector else [],
+                               similar=similar)
         if agent is not None and report and not dry_run:  # the agent wanted these: a request each, once
-            report = _raise_requests(agent, report, query)
+            report = withheld_requests(agent, report, query)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
                         vector_chars, vector_chars is not None and vector_chars < len(query))
 
 
-def _raise_requests(agent: Agent, report: list[WithheldHits], query: str) -> list[WithheldHits]:
+def withheld_requests(agent: Agent, report: list[WithheldHits], text: str,
+                      what: str = "search") -> list[WithheldHits]:
     """The withheld sources that matched, each with the approval request raised (or
-    already there) for the agent."""
+    already there) for the agent; reviewers read `what` it asked for and the head of `text`."""
     decisions = withheld_raise(agent=agent, source_ids=[entry.source_pk for entry in report], raised_via="search",
-                               context=request_context("search", query))
+                               context=request_context(what, text))
     return [WithheldHits(entry.source, entry.count, decision.state, decision.reason, decision.request_id,
                          entry.source_pk) if (decision := decisions.get(entry.source_pk)) else entry
             for entry in report]
@@ -199,11 +202,12 @@ def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
     return min(similarities) if similarities else None
 
 
-def _withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.QueryTerm], *,
-                   similar: float | None, vector: str | None = None) -> list[WithheldHits]:
+def withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.QueryTerm], *,
+                  similar: float | None, vectors: Sequence[str] = ()) -> list[WithheldHits]:
     """Per withheld source, its chunks that match the query: holding one of the query's
-    `terms` (the chunks BM25 ranks; none when BM25 did not run); at least `similar` to
-    the query by cosine when given. One statement over those sources' chunks only, whatever the catalog's size."""
+    `terms` (the chunks BM25 ranks; none when BM25 did not run); at least `similar` by
+    cosine to one of the query `vectors` (a conversation has several) when given. One
+    statement over those sources' chunks only, whatever the catalog's size."""
     params: Params = {"withheld": sorted(withheld)}
     matches = []
     if terms:
@@ -212,9 +216,10 @@ def _withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.Quer
                        "AND p.chunk_id = c.id)")
     if similar == float("-inf"):
         matches.append("c.embedding IS NOT NULL")
-    elif similar is not None and vector is not None:
-        params["vector"], params["floor"] = vector, similar
-        matches.append("(c.embedding IS NOT NULL AND 1 - (c.embedding <=> %(vector)s::vector) >= %(floor)s)")
+    elif similar is not None and vectors:
+        params["vectors"], params["floor"] = list(vectors), similar
+        matches.append("(c.embedding IS NOT NULL AND EXISTS (SELECT FROM unnest(%(vectors)s::text[]) q(v) "
+                       "WHERE 1 - (c.embedding <=> q.v::vector) >= %(floor)s))")
     if not matches:
         return []
     with connection.cursor() as cursor:
@@ -245,16 +250,7 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
     missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
     extra = {"bm25": bm25_scores(catalog, terms, missing["bm25"]),
              "vector": vector_scores_for(vector=vector, chunk_pks=missing["vector"]) if vector else {}}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset
-            FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
-            JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.id = ANY(%s)
-            """,
-            [[shown[k] for k in keys]],
-        )
-        rows = {row[0]: row for row in cursor.fetchall()}
+    rows = chunk_rows([shown[k] for k in keys])
     hits = []
     for key, fused_score in fused:
         pk, doc_pk, chunk_key, path, title, source, content, offset = rows[shown[key]]
@@ -266,3 +262,20 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
             key=chunk_key, document_id=path, title=title, source=source, content=content, byte_offset=offset,
         ))
     return hits
+
+
+ChunkRow = tuple[int, int, str, str, str, str, str, int]  # pk, document pk, key, path, title, source, content, offset
+
+
+def chunk_rows(chunk_pks: list[int]) -> dict[int, ChunkRow]:
+    """What a hit shows of each chunk (its key, document, source and content), by pk: one statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset
+            FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
+            JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.id = ANY(%s)
+            """,
+            [chunk_pks],
+        )
+        return {row[0]: row for row in cursor.fetchall()}

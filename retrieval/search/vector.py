@@ -34,13 +34,14 @@ def embed_query(query: str) -> tuple[str, int]:
     return vector_literal(vector), read
 
 
-def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = ()) -> list[Row]:
+def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collection[int] = (),
+                  exact: bool = False) -> list[Row]:
     """HNSW k-NN by cosine over the chunks outside the `withheld` sources; score =
     cosine similarity. ef_search is raised towards `limit`, up to what pgvector
     accepts; the iterative scan finds the rest, past the rows the filters drop. A
     catalog of at most LECTERN_VECTOR_EXACT_MAX chunks is ranked exactly, and so is one
     the scan returns fewer than `limit` rows of while it holds more (a small catalog
-    beside large ones)."""
+    beside large ones), and any catalog when `exact` is asked for (its rows sorted)."""
     ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(), connection.cursor() as cursor:
@@ -59,7 +60,7 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
         params: Params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
         # "+ 0" is an order the HNSW index cannot serve, whatever the planner's
         # settings: the catalog's rows (its catalog_id index) are sorted.
-        exact = sql.replace("ORDER BY embedding <=> %(vector)s::vector",
+        exact_sql = sql.replace("ORDER BY embedding <=> %(vector)s::vector",
                             "ORDER BY (embedding <=> %(vector)s::vector) + 0")
         if withheld:
             # What the agent may read: nothing (no search at all), or few enough rows
@@ -74,15 +75,15 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             if not allowed_sources:
                 return []
             if allowed_chunks <= settings.LECTERN_VECTOR_EXACT_MAX:
-                cursor.execute(exact.replace(allowed, "AND source_id = ANY(%(allowed)s)"),
+                cursor.execute(exact_sql.replace(allowed, "AND source_id = ANY(%(allowed)s)"),
                                {**params, "allowed": allowed_sources})
                 return sorted(((chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()),
                               key=lambda row: (-row[2], row[0]))
-        if catalog.chunk_count <= settings.LECTERN_VECTOR_EXACT_MAX:
+        if exact or catalog.chunk_count <= settings.LECTERN_VECTOR_EXACT_MAX:
             # A small catalog is a small part of the index every catalog shares: the
             # approximate scan's recall for it falls with what lies around it (other
             # catalogs, dead tuples), while sorting its rows costs about a millisecond.
-            cursor.execute(exact, params)
+            cursor.execute(exact_sql, params)
             rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
         else:
             cursor.execute(sql, params)
@@ -90,7 +91,7 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             if len(rows) < limit and len(rows) < catalog.chunk_count:
                 # The scan stopped short (hnsw.max_scan_tuples: a catalog's rows may lie
                 # beyond what the scan visits): rank the catalog's chunks exactly instead.
-                cursor.execute(exact, params)
+                cursor.execute(exact_sql, params)
                 rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 

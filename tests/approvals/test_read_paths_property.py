@@ -1,10 +1,11 @@
 """Issue 12, "Done means" (first bullet), as a property: after any sequence of policies,
 approvals, rejections, revocations, expiries, content edits with their reindexes, flag
 and tag changes, every read path an agent has (search in every mode, enrich on a prompt
-and on a tool result, a conversation's enrichment, listing and selecting references,
-reading their files, the startup instructions for preload and rag agents, traces, its
-approval requests, and each MCP tool) shows no content that needs approval unless a live approval covers that agent
-and that exact content.
+and on a tool result, a conversation's enrichment, conversation retrieval in both
+modes, listing and selecting references, reading their files, the startup instructions
+for preload and rag agents, traces, its approval requests, and each MCP tool) shows no
+content that needs approval unless a live approval covers that agent and that exact
+content.
 
 Content is recognisable by its canary: every version of every source carries a word of
 its own (`marker`) in its text, its titles and one of its file paths, so "content
@@ -15,7 +16,8 @@ clock); the gate is never asked. The model's request states are compared with th
 database after every step, so the oracle judges the requests that exist.
 
 Reads also check that what may be shown is shown (select, enrich expansions, search,
-file reads, instructions): a gate that withheld everything would fail too.
+conversation retrieval, file reads, instructions): a gate that withheld everything
+would fail too.
 
 MCP tools are called through the SDK's own client and server, in memory: the same
 dispatch, argument handling and tool code as over stdio, on this test's connection
@@ -69,8 +71,9 @@ MENTIONS = {"vault": "@leaf", "notes": "@vault", "rules": "@notes", "leaf": ""}
 AGENTS = ("bot", "other-bot")  # preload with notes preselected; rag
 TAG = "secret"
 SEARCH_MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
-READS = (*(f"search:{mode}" for mode in SEARCH_MODES), "select", "list", "enrich:prompt", "enrich:tool_result",
-         *(f"file:{source}" for source in SOURCES), "instructions", "conversation")
+READS = (*(f"search:{mode}" for mode in SEARCH_MODES), "conversation:approximate", "conversation:exact", "select",
+         "list", "enrich:prompt", "enrich:tool_result", *(f"file:{source}" for source in SOURCES), "instructions",
+         "chat")
 PROMPT = "Before the secret rotation, follow @vault, @notes, @rules and @leaf."
 TOOL_RESULT = "cat vault.md: done"
 _LETTERS = "abcdefghijklmnopqrstuvw"  # no x or z: a marker's "zx" and "xz" occur nowhere else
@@ -508,11 +511,21 @@ class Run:
     def search_query(self) -> str:
         return " ".join(marker(source, self.model.current[source]) for source in SOURCES) + " guidance"
 
+    def conversation(self, mode: str) -> dict[str, Any]:
+        """A conversation about every source (its markers), every document it finds shown."""
+        talk = [{"role": "user", "content": self.search_query()},
+                {"role": "assistant", "content": "Sure, happy to help with that."},
+                {"role": "user", "content": "And what does the guidance say about rotating keys?"}]
+        return {"messages": talk, "mode": mode, "top_k": 50, "min_similarity": -1}
+
     def rest_call(self, agent: str, kind: str, arg: str) -> Answer:
         client = self.world.rest[agent]
         if kind == "search":
             response = client.post("/api/v1/search", {"catalog": "kb", "query": self.search_query(), "mode": arg,
                                                       "top_k": 50}, format="json")
+        elif kind == "conversation":
+            response = client.post("/api/v1/search/conversation", {"catalog": "kb", **self.conversation(arg)},
+                                   format="json")
         elif kind == "select":
             response = client.post("/api/v1/references/select", {"ids": list(SOURCES)}, format="json")
         elif kind == "list":
@@ -523,8 +536,8 @@ class Run:
             response = client.post("/api/v1/enrich", body, format="json")
         elif kind == "file":
             response = client.get(f"/api/v1/references/kb/{arg}/file", {"path": f"{arg}.md"})
-        elif kind == "conversation":
-            response = client.post("/api/v1/enrich/conversation", self.conversation(), format="json")
+        elif kind == "chat":
+            response = client.post("/api/v1/enrich/conversation", self.chat(), format="json")
         else:
             response = client.get("/api/v1/agent/instructions")
         return Answer(status=response.status_code, body=response.json(), text="")
@@ -532,6 +545,8 @@ class Run:
     def tool_call(self, kind: str, arg: str) -> tuple[str, dict[str, Any]]:
         if kind == "search":
             return "rag_search", {"query": self.search_query(), "mode": arg, "top_k": 50}
+        if kind == "conversation":
+            return "search_conversation", self.conversation(arg)
         if kind == "select":
             return "select_references", {"ids": list(SOURCES)}
         if kind == "list":
@@ -542,12 +557,12 @@ class Run:
             return "enrich", {"text": TOOL_RESULT, "surface": "tool_result", "paths": ["vault.md"]}
         if kind == "file":
             return "read_reference_file", {"catalog": "kb", "source_id": arg, "path": f"{arg}.md"}
-        if kind == "conversation":
-            return "enrich_conversation", self.conversation()
+        if kind == "chat":
+            return "enrich_conversation", self.chat()
         return "agent_instructions", {}
 
-    def conversation(self) -> dict[str, Any]:
-        """A conversation whose newest user message is about every source (in words, not
+    def chat(self) -> dict[str, Any]:
+        """A conversation to enrich, whose newest user message is about every source (in words, not
         markers: the messages come back, so they must hold none), every passage kept
         (relevance 0 and up, as many as allowed: each of the catalog's few chunks)."""
         return {"messages": [{"role": "system", "content": "Answer from the references."},
@@ -593,6 +608,17 @@ class Run:
         for source in allowed:
             assert marker(source, self.model.current[source]) in text, f"search {mode}: {agent} misses {source}"
 
+    def check_conversation(self, agent: str, allowed: set[str], mode: str, answer: Answer) -> None:
+        assert answer.status == 200, answer.body
+        # each hit's query chunk is the agent's own words (the conversation names every marker)
+        hits = [{k: v for k, v in hit.items() if k != "query_chunk"} for hit in answer.body["results"]]
+        text = self.clean(agent, allowed, f"conversation {mode}", {**answer.body, "results": hits}, answer.text)
+        shown = {hit["source"] for hit in hits}
+        withheld = {entry["source"] for entry in answer.body["withheld"]["sources"]}
+        assert shown <= allowed and withheld == set(SOURCES) - allowed, (mode, shown, withheld, allowed)
+        for source in allowed:  # every document found: fewer than top_k, no similarity floor
+            assert marker(source, self.model.current[source]) in text, f"conversation {mode}: {agent} misses {source}"
+
     def check_select(self, agent: str, allowed: set[str], _: str, answer: Answer) -> None:
         assert answer.status == 200, answer.body
         text = self.clean(agent, allowed, "select", answer.body, answer.text)
@@ -623,18 +649,18 @@ class Run:
             pinned = answer.body["pinned_reference"]
             assert pinned["source_id"] == "vault" and pinned["withheld"] == ("vault" not in allowed), pinned
 
-    def check_conversation(self, agent: str, allowed: set[str], _: str, answer: Answer) -> None:
+    def check_chat(self, agent: str, allowed: set[str], _: str, answer: Answer) -> None:
         assert answer.status == 200, answer.body
         trace = self.world.rest[agent].get(f"/api/v1/traces/{answer.body['trace_id']}")
         assert trace.status_code == 200, trace.content
-        self.clean(agent, allowed, "conversation", answer.body, answer.text, trace.json())
+        self.clean(agent, allowed, "conversation enrichment", answer.body, answer.text, trace.json())
         passages = {item["source_id"] for item in answer.body["context"] if item["kind"] == "passage"}
         withheld = {entry["source_id"] for entry in answer.body["withheld"]}
         assert passages <= allowed and withheld == set(SOURCES) - allowed, (passages, withheld, allowed)
-        assert answer.body["messages"][:3] == self.conversation()["messages"][:3]  # the newest user message only
+        assert answer.body["messages"][:3] == self.chat()["messages"][:3]  # the newest user message only
         for source in allowed:  # every source matches the message: an allowed one is added as context
             assert marker(source, self.model.current[source]) in answer.body["messages"][3]["content"], \
-                f"conversation: {agent} misses {source}"
+                f"conversation enrichment: {agent} misses {source}"
 
     def check_file(self, agent: str, allowed: set[str], source: str, answer: Answer) -> None:
         self.clean(agent, allowed, f"file of {source}", answer.body, answer.text)

@@ -175,8 +175,9 @@ def offered(schema: dict) -> dict:
 def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
-    assert set(tools) == {"rag_search", "list_references", "select_references", "enrich", "read_reference_file",
-                          "agent_instructions", "approval_requests", "enrich_conversation", "store_memory"}
+    assert set(tools) == {"rag_search", "search_conversation", "list_references", "select_references", "enrich",
+                          "read_reference_file", "agent_instructions", "approval_requests", "enrich_conversation",
+                          "store_memory"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
@@ -337,6 +338,61 @@ def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, vault, rest)
                          "(approval_requests lists your requests and their states):\n"
                          f"- @vault: 1 (requires approval; request {entry['request_id']} awaits a reviewer)")
     assert "ninety days" not in text
+
+
+CONVERSATION = [{"role": "user", "content": "Our calls to the billing service time out. How should transient "
+                                            "failures be retried?"},
+                {"role": "assistant", "content": "Sure, happy to help with that."},
+                {"role": "user", "content": "And when must a cached response be invalidated?"}]
+CONVERSATION_HEADER = re.compile(
+    r"^--- Result (\d+) \(similarity: (\d+\.\d{3}), source: (\S+), query chunk (\d+)\) ---$", re.MULTILINE)
+
+
+def test_search_conversation_answers_what_the_rest_api_does_a_block_per_passage(mcp, rest):
+    result = mcp.call("search_conversation", messages=CONVERSATION, top_k=2, mmr_lambda=0.5)
+
+    data = ok(result)
+    expected = rest.post("/api/v1/search/conversation", {"catalog": "ops", "messages": CONVERSATION, "top_k": 2,
+                                                         "mmr_lambda": 0.5}, format="json").json()
+    assert without_timing(data) == without_timing(expected)
+    assert {hit["document_id"] for hit in data["results"]} == {"retries.md", "caching.md"}
+    headers = CONVERSATION_HEADER.findall(text_of(result))
+    assert [(int(n), sim, doc, int(chunk)) for n, sim, doc, chunk in headers] == [
+        (hit["rank"], f"{hit['similarity']:.3f}", hit["document_id"], hit["query_chunk"]["index"])
+        for hit in data["results"]]
+    assert data["counts"] == {"chunks": 1, "results": data["counts"]["results"],
+                              "deduplicated": data["counts"]["deduplicated"], "final": 2}
+
+
+def test_search_conversation_withholds_what_needs_approval_and_names_it(mcp, vault, rest):
+    talk = [{"role": "user", "content": "When should we rotate the vault credentials?"}]
+
+    result = mcp.call("search_conversation", messages=talk, min_similarity=-1)
+
+    data = ok(result)
+    assert {hit["source"] for hit in data["results"]} == {"handbook"}
+    (entry,) = data["withheld"]["sources"]
+    assert entry["source"] == "vault" and entry["state"] == "pending"
+    assert f"- @vault: 1 (requires approval; request {entry['request_id']} awaits a reviewer)" in text_of(result)
+    assert "ninety days" not in text_of(result) + json.dumps(data)
+    rest_body = rest.post("/api/v1/search/conversation", {"catalog": "ops", "messages": talk, "min_similarity": -1},
+                          format="json").json()
+    assert rest_body["withheld"] == data["withheld"]  # the same request, named again
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ({"messages": []}, "messages"),
+    ({"messages": [{"role": "robot", "content": "hi"}]}, "messages"),
+    ({"messages": CONVERSATION, "mmr_lambda": 2}, "mmr_lambda"),
+    ({"messages": CONVERSATION, "mode": "ann"}, "mode"),
+    ({"top_k": 5}, "messages"),
+])
+def test_a_bad_search_conversation_argument_is_the_rest_error(mcp, rest, arguments, field):
+    result = mcp.call("search_conversation", **arguments)
+
+    assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
+    assert result.structured_content == rest.post("/api/v1/search/conversation", {"catalog": "ops", **arguments},
+                                                  format="json").json()
 
 
 def test_rag_search_needs_a_catalog_when_the_agent_has_several(mcp, agent, make_catalog):

@@ -17,7 +17,7 @@ from retrieval.mcp.server import build_server
 from retrieval.mcp.tools import TOOLS
 
 # Arguments the serializer requires that a tool fills from the agent's profile.
-FILLED = {"rag_search": {"catalog"}}
+FILLED = {"rag_search": {"catalog"}, "search_conversation": {"catalog"}}
 LIMITS = ("type", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems")
 
 
@@ -29,13 +29,14 @@ def schemas() -> dict[str, dict]:
 
 def expected(field: serializers.Field) -> dict:
     """The JSON Schema limits a serializer field validates."""
-    if isinstance(field, serializers.Serializer):  # an object of these fields
-        return {"type": "object", "properties": {name: expected(child) for name, child in field.fields.items()}}
     if isinstance(field, serializers.ListField):
         return {"type": "array", "items": expected(field.child),
                 **_present(minItems=field.min_length, maxItems=field.max_length)}
     if isinstance(field, serializers.DictField):
         return {"type": "object", "values": expected(field.child)}
+    if isinstance(field, serializers.Serializer):  # a record: each field its own schema
+        return {"type": "object", "properties": {name: expected(f) for name, f in field.fields.items()},
+                "required": sorted(name for name, f in field.fields.items() if f.required)}
     if isinstance(field, serializers.BooleanField):
         return {"type": "boolean"}
     if isinstance(field, serializers.ChoiceField):  # "" too when blank is allowed (read as absent)
@@ -55,11 +56,10 @@ def _present(**limits: object) -> dict:
     return {key: value for key, value in limits.items() if value is not None}
 
 
-def offered(schema: dict, defs: dict, like: dict) -> dict:
-    """The limits a generated property schema states, read as `like` (what the
-    serializer expects) is shaped: an optional argument's null alternative left out
-    (null counts as omitted); an object's properties, or, for a dict (a TypedDict
-    standing for a DictField), each property's schema, which must be one."""
+def offered(schema: dict, defs: dict) -> dict:
+    """The limits a generated property schema states; an optional argument's null
+    alternative left out (null counts as omitted), an object's properties as the values
+    of a dict when each has the same schema and none is required, else as a record's."""
     alternatives = [arm for arm in schema.get("anyOf", [schema]) if arm.get("type") != "null"]
     assert len(alternatives) == 1, schema
     (schema,) = alternatives
@@ -69,14 +69,15 @@ def offered(schema: dict, defs: dict, like: dict) -> dict:
     if "enum" in limits:
         limits["enum"] = sorted(limits["enum"])
     if "items" in schema:
-        limits["items"] = offered(schema["items"], defs, like.get("items", {}))
-    if schema.get("type") == "object" and "values" in like:
-        values = [offered(value, defs, like["values"]) for value in schema["properties"].values()]
-        assert values and all(value == values[0] for value in values), schema
-        limits["values"] = values[0]
-    elif schema.get("type") == "object":
-        limits["properties"] = {name: offered(value, defs, like.get("properties", {}).get(name, {}))
-                                for name, value in schema["properties"].items()}
+        limits["items"] = offered(schema["items"], defs)
+    if schema.get("type") == "object":
+        properties = {name: offered(value, defs) for name, value in schema["properties"].items()}
+        values = list(properties.values())
+        if values and all(value == values[0] for value in values) and not schema.get("required"):
+            limits["values"] = values[0]
+        else:
+            assert schema.get("additionalProperties") is False, schema  # a record takes no other field
+            limits.update(properties=properties, required=sorted(schema.get("required", [])))
     return limits
 
 
@@ -88,8 +89,7 @@ def test_a_tool_offers_every_field_of_its_rest_serializer_with_its_limits(schema
 
     assert set(properties) == set(fields)
     for field_name, field in fields.items():
-        shape = expected(field)
-        assert offered(properties[field_name], schema.get("$defs", {}), shape) == shape, field_name
+        assert offered(properties[field_name], schema.get("$defs", {})) == expected(field), field_name
         assert properties[field_name].get("description"), f"{field_name}: clients read what it is for"
         if field.default is not empty and not callable(field.default):
             assert properties[field_name]["default"] == field.default, field_name

@@ -1,0 +1,165 @@
+"""Conversation retrieval (seed 002): a catalog's passages for every topic of a
+conversation, not only the one a single query of it would average towards.
+
+conversation_search() runs:
+  1. the messages as markdown (conversation_markdown), cut into query chunks at
+     paragraph boundaries, each what the embedding model reads whole
+     (retrieval.conversation.chunking, the catalog's chunker settings for a paragraph
+     too long for one chunk)
+  2. every chunk embedded in one call of the model (one batch: a conversation costs one
+     inference pass per LECTERN_EMBEDDING_BATCH chunks, not a round trip per chunk)
+  3. per chunk, the catalog's nearest chunks (retrieval.search.vector, HNSW or sorted
+     rows), the sources the approval gate withholds from the caller left out in the SQL
+     as chunk_search leaves them out, before any ranking or limit
+  4. hits below min_similarity dropped; each catalog chunk once; the best per_document
+     of each document (retrieval.conversation.ranking)
+  5. MMR over what is left when mmr_lambda < 1, else the similarity order; top_k
+  6. the hits' content read in one statement; per withheld source, its chunks as similar
+     to some query chunk as the least similar hit shown, counted (never shown), and the
+     agent's approval request raised for each, as search raises them
+The counts of seed 002's log (chunks, results, deduplicated, final) are logged at INFO
+and returned; the conversation's text is never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+
+from approvals.selectors import withheld_sources
+from catalog.embedder import Embedder, embedder_status, get_embedder, vector_literal
+from catalog.models import Agent, Catalog, Chunk
+from retrieval.conversation.chunking import conversation_chunks
+from retrieval.conversation.messages import Message, conversation_markdown
+from retrieval.conversation.ranking import Candidate, best_per_document, mmr
+from retrieval.search.selectors import WithheldHits, chunk_rows, withheld_hits, withheld_requests
+from retrieval.search.vector import SearchUnavailable, vector_search
+
+logger = logging.getLogger(__name__)
+
+APPROXIMATE, EXACT = "approximate", "exact"
+SEARCH_MODES = (APPROXIMATE, EXACT)
+DEDUP_DEPTH = 3  # chunks searched per chunk kept, roughly: what per-document dedup drops
+
+
+class ConversationTooLong(ValueError):
+    """The conversation makes more query chunks than LECTERN_CONVERSATION_MAX_CHUNKS."""
+
+
+@dataclass(frozen=True)
+class ConversationOptions:
+    top_k: int = 10
+    per_document: int = 1  # chunks kept per document (seed 002's n)
+    mmr_lambda: float | None = None  # None or 1: no MMR
+    min_similarity: float = 0.0  # cosine; weaker hits are dropped before dedup
+    mode: str = APPROXIMATE
+
+
+@dataclass
+class ConversationHit:
+    chunk_pk: int
+    document_pk: int
+    similarity: float
+    query_chunk: int  # index into ConversationResult.chunks
+    key: str
+    document_id: str
+    title: str
+    source: str
+    content: str
+    byte_offset: int
+
+
+@dataclass
+class ConversationResult:
+    hits: list[ConversationHit]
+    chunks: list[str]  # the query chunks, in conversation order
+    results: int  # hits of every query chunk, at least min_similarity
+    deduplicated: int  # after each chunk once and per_document per document
+    mode: str
+    took_ms: float
+    withheld: list[WithheldHits] = field(default_factory=list)
+
+
+def conversation_search(*, catalog: Catalog, messages: Sequence[Message], options: ConversationOptions,
+                        agent: Agent | None = None) -> ConversationResult:
+    """`catalog`'s passages for the conversation `messages`, as `agent` may read them
+    (None: a signed-in person); see the module docstring for the steps."""
+    started = time.perf_counter()
+    embedder = get_embedder()
+    if embedder is None:
+        raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
+    markdown = conversation_markdown(messages)
+    chunks = query_chunks(catalog, markdown, embedder)
+    logger.info("Chunked conversation into %d chunks for retrieval from catalog %s", len(chunks), catalog.slug)
+    vectors = [vector_literal(v) for v in embedder.embed(chunks)] if chunks else []
+    withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
+    # Each query chunk could fill the answer alone: top_k documents of per_document
+    # chunks, with room for the chunks dedup drops (as chunk_search's dedup allows).
+    depth = options.top_k * options.per_document * DEDUP_DEPTH
+    found = [Candidate(chunk, document, similarity, index)
+             for index, vector in enumerate(vectors)
+             for chunk, document, similarity in vector_search(catalog=catalog, vector=vector, limit=depth,
+                                                              withheld=withheld, exact=options.mode == EXACT)
+             if similarity >= options.min_similarity]
+    logger.info("Collected %d results from %d chunks", len(found), len(chunks))
+    deduplicated = best_per_document(found, options.per_document)
+    logger.debug("Deduplication: %d results -> %d (n=%d per document)", len(found), len(deduplicated),
+                 options.per_document)
+    final = _final(deduplicated, options)
+    logger.info("Conversation retrieval complete: %d chunks -> %d results -> %d deduplicated -> %d final",
+                len(chunks), len(found), len(deduplicated), len(final))
+    report: list[WithheldHits] = []
+    if withheld and vectors:
+        report = withheld_hits(withheld, [], vectors=vectors, similar=_similarity_floor(final, options))
+        if agent is not None and report:  # the agent wanted these: a request each, once
+            report = withheld_requests(agent, report, markdown, what="conversation search")
+    return ConversationResult(_hits(final), chunks, len(found), len(deduplicated), options.mode,
+                              (time.perf_counter() - started) * 1000, report)
+
+
+def query_chunks(catalog: Catalog, markdown: str, embedder: Embedder) -> list[str]:
+    """The conversation's query chunks, each within what the model reads whole; the
+    overlap between neighbours in the catalog's proportion (chunk_overlap / chunk_size)."""
+    chunks = conversation_chunks(
+        markdown, count_tokens=embedder.count_tokens, max_tokens=embedder.max_tokens,
+        overlap_tokens=embedder.max_tokens * catalog.chunk_overlap // catalog.chunk_size,
+        size=catalog.chunk_size, overlap=catalog.chunk_overlap)
+    limit = settings.LECTERN_CONVERSATION_MAX_CHUNKS
+    if len(chunks) > limit:
+        raise ConversationTooLong(
+            f"the conversation makes {len(chunks)} query chunks of at most {embedder.max_tokens} tokens; at most "
+            f"{limit} are searched at once (LECTERN_CONVERSATION_MAX_CHUNKS): send its most recent part")
+    return chunks
+
+
+def _final(candidates: list[Candidate], options: ConversationOptions) -> list[Candidate]:
+    """top_k of the deduplicated hits: by MMR when mmr_lambda < 1, else by similarity."""
+    if options.mmr_lambda is None or options.mmr_lambda >= 1:
+        return candidates[: options.top_k]
+    pks = [c.chunk for c in candidates]
+    vectors = {pk: np.asarray(v, dtype=np.float32)
+               for pk, v in Chunk.objects.filter(pk__in=pks).values_list("pk", "embedding")}
+    return mmr(candidates, vectors, lam=options.mmr_lambda, k=options.top_k)
+
+
+def _similarity_floor(final: list[Candidate], options: ConversationOptions) -> float:
+    """How similar to a query chunk a withheld chunk must be to count as matching: as
+    the least similar hit shown, or min_similarity when fewer than top_k were found."""
+    if len(final) < options.top_k:
+        return options.min_similarity
+    return max(options.min_similarity, min(c.similarity for c in final))
+
+
+def _hits(final: list[Candidate]) -> list[ConversationHit]:
+    rows = chunk_rows([c.chunk for c in final])
+    hits = []
+    for c in final:
+        _, _, key, path, title, source, content, offset = rows[c.chunk]
+        hits.append(ConversationHit(c.chunk, c.document, c.similarity, c.query_chunk, key, path, title, source,
+                                    content, offset))
+    return hits
