@@ -205,6 +205,11 @@ class MemoryApi(APIView):
                    responses={200: ErasedSerializer, **errors({400: INVALID, 403: AGENTS_ONLY})})
     def delete(self, request: Request) -> Response:
         agent = _agent(request)
+        unknown = sorted(set(request.query_params) - {"user_id"})
+        if unknown:  # an erasure takes everything of the end user: nothing may look like narrowing it
+            raise DomainError(f"an erasure takes only user_id, not {', '.join(unknown)}: it erases every memory "
+                              "and fact of the end user", code="invalid_input", status_code=400,
+                              details={"fields": {name: ["Not a parameter of the erasure."] for name in unknown}})
         query = UserQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return Response(self.ErasedSerializer(memory_erase(agent=agent, user_id=query.validated_data["user_id"],

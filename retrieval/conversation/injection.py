@@ -25,8 +25,9 @@ from typing import Any
 from django.conf import settings
 
 from catalog.embedder import get_embedder
+from retrieval.conversation.chunking import SPECIAL_TOKENS
 from retrieval.conversation.memory import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
-from retrieval.conversation.messages import Message, last_user_index
+from retrieval.conversation.messages import USER, Message
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import append_blocks, one_line, strip_injections
 from retrieval.enrichment.pipeline import injection_keys
@@ -81,8 +82,8 @@ def token_counter(tokenizer: str) -> Any:
     """A function counting the tokens of each of a list of texts: the embedding model's
     tokenizer ("model", characters / 4 while the model is not loaded) or "characters"."""
     embedder = get_embedder() if tokenizer == "model" else None
-    if embedder is not None:
-        return lambda texts: embedder.count_tokens(texts) if texts else []
+    if embedder is not None:  # the text's own tokens: the [CLS] and [SEP] a count includes are the model's
+        return lambda texts: [count - SPECIAL_TOKENS for count in embedder.count_tokens(texts)] if texts else []
     return lambda texts: [-(-len(text) // CHARS_PER_TOKEN) for text in texts]
 
 
@@ -106,7 +107,9 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
                   "restored": [i for i, (a, b) in enumerate(zip(messages, restored, strict=True))
                                if a.content != b.content], "freed_tokens": before - stripped_total})
 
-    index = last_user_index(restored)
+    # Seed 001's guard: only when the conversation ends with a user message (after a tool
+    # result or an assistant turn, an injection would change what the model cached).
+    index = len(restored) - 1 if restored and restored[-1].role == USER else None
     text = restored[index].content if index is not None else ""
     use_memory = memory and caller.agent is not None and bool(user_id)
     facts: list[Fact] = []
@@ -115,11 +118,12 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     withheld: list[dict[str, Any]] = []
     degraded: str | None = None
     if index is not None and text.strip():
-        vector = None
+        embedded = None
         try:
-            vector = embed_query(text)[0]
+            embedded = embed_query(text)
         except SearchUnavailable as exc:
             degraded = f"lexical-only: {exc}"
+        vector = embedded[0] if embedded else None
         if use_memory and caller.agent is not None:
             pass_started = time.perf_counter()
             facts = facts_of(agent=caller.agent, user_id=user_id)
@@ -129,10 +133,10 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
                           "hits": [_memory_step(hit, threshold) for hit in memories]})
         if max_results > 0 and vector is not None:
             pass_started = time.perf_counter()
-            passages, withheld = _passages(caller, text, max_results)
+            passages, withheld = _passages(caller, text, max_results, embedded)
             steps.append({"pass": "passages", "ms": _ms(pass_started),
                           "catalogs": [c.slug for c in caller.catalogs],
-                          "hits": [{**item.as_dict(), "kept": item.score >= threshold} for item in passages],
+                          "hits": [{**_traced(item), "kept": item.score >= threshold} for item in passages],
                           "withheld": withheld})
 
     items = [ContextItem("memory", hit.content, hit.score, memory_id=hit.entry_id) for hit in memories]
@@ -149,8 +153,8 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
               "added": after - stripped_total}
     steps.append({"pass": "conversation", "ms": _ms(started), "injected_into": index if blocks else None,
                   # how the end user's erasure finds this trace (their id is not kept in clear)
-                  **({"end_user": end_user_digest(user_id)} if user_id else {}),
-                  "facts": len(facts), "context": [item.as_dict() for item in context], "tokens": tokens})
+                  **({"end_user": end_user_digest(caller.agent, user_id)} if caller.agent and user_id else {}),
+                  "facts": len(facts), "context": [_traced(item) for item in context], "tokens": tokens})
 
     took_ms = (time.perf_counter() - started) * 1000
     trace = Trace(agent=caller.agent, caller=caller.name, surface=Trace.Surface.CONVERSATION,
@@ -173,7 +177,15 @@ def _memory_step(hit: MemoryHit, threshold: float) -> dict[str, Any]:
             "stored_at": hit.stored_at.isoformat(), "kept": hit.score >= threshold}
 
 
-def _passages(caller: Caller, text: str, limit: int) -> tuple[list[ContextItem], list[dict[str, Any]]]:
+def _traced(item: ContextItem) -> dict[str, Any]:
+    """A context item as its trace keeps it: a memory whole (the agent's own), a passage
+    by its reference and score only, neither its text nor its document's path: a trace
+    is read later, when the approval that let the passage through may have ended."""
+    return item.as_dict() if item.kind == "memory" else {**item.as_dict(), "text": "", "document_id": ""}
+
+
+def _passages(caller: Caller, text: str, limit: int,
+              embedded: tuple[str, int] | None) -> tuple[list[ContextItem], list[dict[str, Any]]]:
     """The best passages of each of the caller's catalogs by meaning, through the
     governance gate (an agent's request raised for what it withholds), and what was
     withheld, as trace hints."""
@@ -181,7 +193,8 @@ def _passages(caller: Caller, text: str, limit: int) -> tuple[list[ContextItem],
     withheld: list[dict[str, Any]] = []
     for catalog in caller.catalogs:
         found = chunk_search(catalog=catalog, query=text, options=SearchOptions(mode="vector", top_k=limit),
-                             agent=caller.agent)
+                             agent=caller.agent, embedded=embedded,
+                             asked=("conversation enrichment", ""))  # the end user's words stay out of requests
         for hit in found.hits:
             similarity = hit.scores.get("vector")
             if similarity is None:
@@ -199,5 +212,5 @@ def _passages(caller: Caller, text: str, limit: int) -> tuple[list[ContextItem],
 
 def _hint(item: ContextItem) -> dict[str, Any]:
     return {"source_id": item.source, "catalog": item.catalog, "ref": item.ref, "name": item.source,
-            "matched": [item.document_id], "via": "semantic", "score": round(item.score, 4), "injected": "context",
+            "matched": [], "via": "semantic", "score": round(item.score, 4), "injected": "context",
             "withheld": False, "reason": "", "request_id": None}

@@ -15,19 +15,16 @@ import string
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "“”‘’«»…–—")
 
 STOP_WORDS = frozenset("""
-    the and for are but not you all any can had her was one our out has him his how its may new now
-    see who did get let say she too use via yes yet also been from have into just more most much must
-    only over same some such than that them then they this very were what when which while will with
-    would could should shall might about above after again against because before being below between
-    both does doing down during each few further here hers herself himself itself myself ours
-    ourselves themselves there these those through under until where whom why your yours yourself
-    yourselves theirs their okay hey hello thanks thank please know think tell told remember recall
-    like really actually maybe something anything everything thing things want need going gonna wanna
+    the and but nor for yet are was were been being has had have does did doing can could will would
+    shall should may might must you your yours she her hers him his its our ours they them their theirs
+    this that these those what which who whom whose when where why how about from into onto with
+    over under than then there here also just very too any some all each both such same
+    hey hello okay please thanks thank tell told remember recall know think really actually maybe
     dont didnt doesnt cant wont isnt arent wasnt werent ive youre youve theyre thats whats lets
-    well sure right got can't
 """.split())
 
 MIN_LENGTH = 3  # words of two characters or fewer are dropped
+MAX_LENGTH = 100  # a longer "word" (a URL, a hash) is no keyword: memory stores keywords of at most this
 
 
 def keywords(text: str) -> list[str]:
@@ -35,6 +32,6 @@ def keywords(text: str) -> list[str]:
     seen: dict[str, None] = {}
     for raw in text.split():
         word = raw.translate(_PUNCTUATION).lower()
-        if len(word) >= MIN_LENGTH and word not in STOP_WORDS and word not in seen:
+        if MIN_LENGTH <= len(word) <= MAX_LENGTH and word not in STOP_WORDS and word not in seen:
             seen[word] = None
     return list(seen)

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
@@ -78,9 +78,13 @@ def memory_store(*, agent: Agent, user_id: str, content: str) -> tuple[MemoryEnt
     digest = hashlib.sha256(_folded(content).encode()).hexdigest()
     now = timezone.now()
     found = MemoryEntry.objects.filter(agent=agent, user_id=user_id, content_sha256=digest)
-    if found.update(times=F("times") + 1, stored_at=now):
-        return found.get(), False
     embedder = get_embedder()
+    if found.update(times=F("times") + 1, stored_at=now):
+        entry = found.get()
+        if entry.embedding is None and embedder is not None:  # stored while no model was loaded
+            entry.embedding = embedder.embed([entry.content])[0]
+            found.update(embedding=entry.embedding)
+        return entry, False
     embedding = embedder.embed([content.strip()])[0] if embedder is not None else None
     with transaction.atomic():
         entry, created = MemoryEntry.objects.get_or_create(
@@ -181,16 +185,22 @@ def _similar(agent: Agent, user_id: str, vector: str, depth: int) -> dict[int, f
         cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM retrieval_memoryentry WHERE {where} LIMIT %(cap)s) n",
                        params)
         (count,) = cursor.fetchone()
-        order = "(embedding <=> %(vector)s::vector) + 0"  # "+ 0": an order the index cannot serve
-        if count > settings.LECTERN_MEMORY_EXACT_MAX:
-            cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
-                           "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(min(max(depth, 40), 1000))])
-            order = "embedding <=> %(vector)s::vector"
-        cursor.execute(f"""
+        sql = f"""
             SELECT id, 1 - (embedding <=> %(vector)s::vector) FROM retrieval_memoryentry
-            WHERE {where} ORDER BY {order} LIMIT %(depth)s
-            """, params)
-        return {pk: float(similarity) for pk, similarity in cursor.fetchall()}
+            WHERE {where} ORDER BY {{order}} LIMIT %(depth)s
+            """
+        exact = sql.format(order="(embedding <=> %(vector)s::vector) + 0")  # "+ 0": an order no index serves
+        if count <= settings.LECTERN_MEMORY_EXACT_MAX:
+            cursor.execute(exact, params)
+            return {pk: float(similarity) for pk, similarity in cursor.fetchall()}
+        cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
+                       "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(min(max(depth, 40), 1000))])
+        cursor.execute(sql.format(order="embedding <=> %(vector)s::vector"), params)
+        rows = cursor.fetchall()
+        if len(rows) < depth:  # the scan stopped short (hnsw.max_scan_tuples): the others' memories around
+            cursor.execute(exact, params)
+            rows = cursor.fetchall()
+        return {pk: float(similarity) for pk, similarity in rows}
 
 
 # --- end users, for the curators' page -----------------------------------------------------
@@ -204,21 +214,35 @@ class EndUser:
     last_stored: datetime | None
 
 
-def end_users(*, agent: Agent, contains: str = "") -> list[EndUser]:
-    """Every end user the agent keeps facts or memories of, the most recently active
-    first (one statement over both tables)."""
-    like = f"%{contains}%" if contains else "%"
+_KEPT = """
+    SELECT user_id, count(*) AS facts, 0 AS memories, NULL::timestamptz AS last_stored
+    FROM retrieval_fact WHERE agent_id = %(agent)s AND user_id ILIKE %(like)s GROUP BY user_id
+    UNION ALL
+    SELECT user_id, 0, count(*), max(stored_at)
+    FROM retrieval_memoryentry WHERE agent_id = %(agent)s AND user_id ILIKE %(like)s GROUP BY user_id
+"""
+
+
+def _like(contains: str) -> str:
+    return "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def end_users(*, agent: Agent, contains: str = "", limit: int = 100, offset: int = 0) -> list[EndUser]:
+    """A page of the end users the agent keeps facts or memories of (their id contains
+    `contains`), the most recently active first."""
     with connection.cursor() as cursor:
-        cursor.execute("""
-            SELECT user_id, sum(facts)::int, sum(memories)::int, max(last_stored) FROM (
-                SELECT user_id, count(*) AS facts, 0 AS memories, NULL::timestamptz AS last_stored
-                FROM retrieval_fact WHERE agent_id = %(agent)s AND user_id ILIKE %(like)s GROUP BY user_id
-                UNION ALL
-                SELECT user_id, 0, count(*), max(stored_at)
-                FROM retrieval_memoryentry WHERE agent_id = %(agent)s AND user_id ILIKE %(like)s GROUP BY user_id
-            ) kept GROUP BY user_id ORDER BY max(last_stored) DESC NULLS LAST, user_id
-            """, {"agent": agent.pk, "like": like})
+        cursor.execute(f"""
+            SELECT user_id, sum(facts)::int, sum(memories)::int, max(last_stored) FROM ({_KEPT}) kept
+            GROUP BY user_id ORDER BY max(last_stored) DESC NULLS LAST, user_id LIMIT %(limit)s OFFSET %(offset)s
+            """, {"agent": agent.pk, "like": _like(contains), "limit": limit, "offset": offset})
         return [EndUser(*row) for row in cursor.fetchall()]
+
+
+def end_users_count(*, agent: Agent, contains: str = "") -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(DISTINCT user_id) FROM ({_KEPT}) kept",
+                       {"agent": agent.pk, "like": _like(contains)})
+        return int(cursor.fetchone()[0])
 
 
 # --- export and erasure ---------------------------------------------------------------------
@@ -233,22 +257,35 @@ def memory_export(*, agent: Agent, user_id: str) -> dict[str, Any]:
                           "times": m.times} for m in memories_of(agent=agent, user_id=user_id)]}
 
 
-def end_user_digest(user_id: str) -> str:
-    """How the audit log names an end user: a keyed hash (SECRET_KEY), so whoever holds
-    an id can check it was erased, and the log holds no one's id in clear."""
-    return salted_hmac("lectern.memory.end_user", user_id, algorithm="sha256").hexdigest()
+def end_user_digest(agent: Agent, user_id: str, *, secret: str | None = None) -> str:
+    """How the audit log and the traces name one agent's end user: a keyed hash of the
+    agent and the id (SECRET_KEY; `secret`: another), so whoever holds an id can check it
+    was erased, nothing holds anyone's id in clear, and one person is not linkable
+    across agents."""
+    return salted_hmac("lectern.memory.end_user", f"{agent.pk}:{user_id}", secret=secret,
+                       algorithm="sha256").hexdigest()
+
+
+def end_user_digests(agent: Agent, user_id: str) -> list[str]:
+    """The end user's digest under the current secret and each earlier one (rotating
+    SECRET_KEY must not hide their traces from their erasure)."""
+    return [end_user_digest(agent, user_id, secret=str(secret))
+            for secret in (settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS)]
 
 
 def memory_erase(*, agent: Agent, user_id: str, by: Any) -> dict[str, int]:
     """Delete the end user's memories and facts, and the traces of their conversations
     (which hold their messages and what was recalled for them), and audit it;
     {"memories": n, "facts": n, "traces": n}."""
-    digest = end_user_digest(user_id)
+    digests = end_user_digests(agent, user_id)
+    digest = digests[0]
+    theirs = Q()
+    for known in digests:
+        theirs |= Q(steps__contains=[{"pass": "conversation", "end_user": known}])
     with transaction.atomic():
         memories, _ = MemoryEntry.objects.filter(agent=agent, user_id=user_id).delete()
         facts, _ = Fact.objects.filter(agent=agent, user_id=user_id).delete()
-        traces, _ = Trace.objects.filter(agent=agent, surface=Trace.Surface.CONVERSATION,
-                                         steps__contains=[{"pass": "conversation", "end_user": digest}]).delete()
+        traces, _ = Trace.objects.filter(theirs, agent=agent, surface=Trace.Surface.CONVERSATION).delete()
         counts = {"memories": memories, "facts": facts, "traces": traces}
         audit_append(AuditEvent(Action.MEMORY_ERASED, Actor.of(by), agent_id=agent.pk,
                                 payload={"end_user": digest, **counts}))

@@ -21,14 +21,6 @@ def messages_of(items: Sequence[dict[str, str]]) -> list[Message]:
     return [Message(role=item["role"], content=item["content"]) for item in items]
 
 
-def last_user_index(messages: Sequence[Message]) -> int | None:
-    """Where the newest user message is (None: there is none)."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == USER:
-            return index
-    return None
-
-
 def conversation_markdown(messages: Sequence[Message]) -> str:
     """The conversation as markdown, a section per message with its role, paragraphs
     kept: what the storage chunker splits (seed 002's consolidation)."""

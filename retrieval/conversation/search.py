@@ -37,6 +37,8 @@ from catalog.models import Agent, Catalog, Chunk
 from retrieval.conversation.chunking import conversation_chunks
 from retrieval.conversation.messages import Message, conversation_markdown
 from retrieval.conversation.ranking import Candidate, best_per_document, mmr
+from retrieval.enrichment.formatting import strip_injections
+from retrieval.enrichment.pipeline import injection_keys
 from retrieval.search.selectors import WithheldHits, chunk_rows, withheld_hits, withheld_requests
 from retrieval.search.vector import SearchUnavailable, vector_search
 
@@ -45,6 +47,7 @@ logger = logging.getLogger(__name__)
 APPROXIMATE, EXACT = "approximate", "exact"
 SEARCH_MODES = (APPROXIMATE, EXACT)
 DEDUP_DEPTH = 3  # chunks searched per chunk kept, roughly: what per-document dedup drops
+MMR_POOL = 5  # MMR picks top_k among the top_k x this most similar
 
 
 class ConversationTooLong(ValueError):
@@ -93,7 +96,8 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     embedder = get_embedder()
     if embedder is None:
         raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
-    markdown = conversation_markdown(messages)
+    keys = injection_keys()  # what enrich/conversation added, sent back by the client, is not the conversation
+    markdown = conversation_markdown([Message(m.role, strip_injections(m.content, keys=keys)) for m in messages])
     chunks = query_chunks(catalog, markdown, embedder)
     logger.info("Chunked conversation into %d chunks for retrieval from catalog %s", len(chunks), catalog.slug)
     vectors = [vector_literal(v) for v in embedder.embed(chunks)] if chunks else []
@@ -117,7 +121,8 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     if withheld and vectors:
         report = withheld_hits(withheld, [], vectors=vectors, similar=_similarity_floor(final, options))
         if agent is not None and report:  # the agent wanted these: a request each, once
-            report = withheld_requests(agent, report, markdown, what="conversation search")
+            asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
+            report = withheld_requests(agent, report, asked, what="conversation search")
     return ConversationResult(_hits(final), chunks, len(found), len(deduplicated), options.mode,
                               (time.perf_counter() - started) * 1000, report)
 
@@ -141,10 +146,12 @@ def _final(candidates: list[Candidate], options: ConversationOptions) -> list[Ca
     """top_k of the deduplicated hits: by MMR when mmr_lambda < 1, else by similarity."""
     if options.mmr_lambda is None or options.mmr_lambda >= 1:
         return candidates[: options.top_k]
-    pks = [c.chunk for c in candidates]
+    pool = candidates[: options.top_k * MMR_POOL]  # the most similar: MMR reorders, it does not dig deeper
     vectors = {pk: np.asarray(v, dtype=np.float32)
-               for pk, v in Chunk.objects.filter(pk__in=pks).values_list("pk", "embedding")}
-    return mmr(candidates, vectors, lam=options.mmr_lambda, k=options.top_k)
+               for pk, v in Chunk.objects.filter(pk__in=[c.chunk for c in pool]).values_list("pk", "embedding")
+               if v is not None}
+    # a chunk a reindex removed meanwhile is no longer a candidate
+    return mmr([c for c in pool if c.chunk in vectors], vectors, lam=options.mmr_lambda, k=options.top_k)
 
 
 def _similarity_floor(final: list[Candidate], options: ConversationOptions) -> float:
@@ -159,6 +166,8 @@ def _hits(final: list[Candidate]) -> list[ConversationHit]:
     rows = chunk_rows([c.chunk for c in final])
     hits = []
     for c in final:
+        if c.chunk not in rows:  # removed by a reindex since it was found
+            continue
         _, _, key, path, title, source, content, offset = rows[c.chunk]
         hits.append(ConversationHit(c.chunk, c.document, c.similarity, c.query_chunk, key, path, title, source,
                                     content, offset))

@@ -6,6 +6,7 @@ is written but the erasure."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -17,12 +18,35 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods
 
 from catalog.models import Agent
-from retrieval.conversation.memory import end_users, facts_of, memories_of, memory_erase, memory_export
+from retrieval.conversation.memory import (
+    EndUser,
+    end_users,
+    end_users_count,
+    facts_of,
+    memories_of,
+    memory_erase,
+    memory_export,
+)
 from retrieval.dashboard.agents import curators, signed_in
 from retrieval.dashboard.forms import EndUserForm, EraseForm
 
 MEMORIES_PAGE = 50
 USERS_PAGE = 100
+
+
+class EndUserRows:
+    """An agent's end users as Paginator reads them: counted, then one page read (the
+    statement pages in SQL; an agent may talk to millions of people)."""
+
+    def __init__(self, agent: Agent, contains: str) -> None:
+        self.agent, self.contains = agent, contains
+
+    def count(self) -> int:
+        return end_users_count(agent=self.agent, contains=self.contains)
+
+    def __getitem__(self, page: slice) -> list[EndUser]:
+        start, stop = page.start or 0, page.stop or 0
+        return end_users(agent=self.agent, contains=self.contains, limit=max(stop - start, 0), offset=start)
 
 
 @curators
@@ -36,7 +60,8 @@ def agent_memory(request: HttpRequest, agent_id: int) -> HttpResponse:
                       status=400)
     user_id = form.cleaned_data["user"]
     if not user_id:
-        users = Paginator(end_users(agent=agent, contains=form.cleaned_data["q"]), USERS_PAGE)
+        rows: Any = EndUserRows(agent, form.cleaned_data["q"])  # Paginator's protocol, for what it calls
+        users: Paginator[EndUser] = Paginator(rows, USERS_PAGE)
         return render(request, "retrieval/agents/memory.html", {
             "agent": agent, "form": form, "users": users.get_page(request.GET.get("page")),
             "query": urlencode({"q": form.cleaned_data["q"]}) if form.cleaned_data["q"] else ""})

@@ -362,7 +362,7 @@ def _passages(step: Step) -> tuple[str, list[str]]:
     summary = (f"Searched {', '.join(step.get('catalogs', [])) or 'no catalog'} by the meaning of the message: "
                f"{_count(len(hits), 'passage')} found, {_count(len(withheld), 'reference')} withheld by the "
                f"approval gate.")
-    items = [f"{hit.get('ref')} ({hit.get('document_id')}): similarity {_number(hit.get('score'))} — "
+    items = [f"@{hit.get('ref')}: a passage of similarity {_number(hit.get('score'))} — "
              f"{'relevant enough' if hit.get('kept') else 'below the threshold'}." for hit in hits]
     items += [f"{w.get('ref')}: withheld — {w.get('reason', '')}."
               + (f" Request #{w['request_id']}." if w.get("request_id") else "") for w in withheld]
@@ -377,8 +377,9 @@ def _conversation(step: Step) -> tuple[str, list[str]]:
     if at is None:
         return ("Nothing relevant enough to add: the messages go back as they came (earlier injections "
                 "removed). " + sizes), []
-    items = [f"{item.get('kind')}: {item.get('ref') + ': ' if item.get('ref') else ''}"
-             f"“{_short(item.get('text', ''))}” (score {_number(item.get('score'))})"
+    items = [f"memory: “{_short(item.get('text', ''))}” (score {_number(item.get('score'))})"
+             if item.get("kind") == "memory" else
+             f"a passage of @{item.get('ref')} (similarity {_number(item.get('score'))}; its text is not kept)"
              for item in step.get("context", [])]
     return (f"Added {_count(step.get('facts', 0), 'fact')} and {_count(len(items), 'item')} of context after "
             f"message {at + 1}, the newest user message, signed so that the next call removes them. " + sizes), items

@@ -129,16 +129,20 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
 
 
 def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
-                 agent: Agent | None = None, dry_run: bool = False) -> SearchResult:
+                 agent: Agent | None = None, dry_run: bool = False, embedded: tuple[str, int] | None = None,
+                 asked: tuple[str, str] | None = None) -> SearchResult:
     """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
     see the module docstring for the steps. `dry_run` (the curators' playground): what
     the agent would get, raising no approval request in its name (each withheld source
-    says whether its search would raise one: `request_due`)."""
+    says whether its search would raise one: `request_due`). `embedded`: the query's
+    vector and the characters it read, when the caller made it already. `asked`: what an
+    approval request raised here tells reviewers (what, text; default: a search, and the
+    query)."""
     started = time.perf_counter()
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     mode, degraded = options.mode, None
-    vector, vector_chars = None, None
-    if mode != "bm25":
+    vector, vector_chars = embedded if embedded is not None else (None, None)
+    if mode != "bm25" and vector is None:
         try:
             vector, vector_chars = embed_query(query)
         except SearchUnavailable as exc:
@@ -175,7 +179,8 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
         report = withheld_hits(withheld, terms if "bm25" in lists else [], vectors=[vector] if vector else [],
                                similar=similar)
         if agent is not None and report and not dry_run:  # the agent wanted these: a request each, once
-            report = withheld_requests(agent, report, query)
+            what, text = asked or ("search", query)
+            report = withheld_requests(agent, report, text, what=what)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
                         vector_chars, vector_chars is not None and vector_chars < len(query))

@@ -59,6 +59,7 @@ from catalog.tags import tags_ensure
 from retrieval.enrichment.detection import forget_indexes
 from retrieval.mcp import calls
 from retrieval.mcp.server import build_server
+from retrieval.models import Trace
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = pytest.mark.django_db
@@ -499,6 +500,13 @@ class Run:
                 answers = [self.rest_call(agent, kind, arg) for kind, arg in reads]
             for (kind, arg), answer in zip(reads, answers, strict=True):
                 getattr(self, f"check_{kind}")(agent, allowed, arg, answer)
+            # its conversation traces, read again now: what they held must not outlive the approval
+            # (an enrich trace is the record of the references sent then: names, paths, links)
+            for trace_id in Trace.objects.filter(agent__name=agent, surface="conversation").values_list("pk",
+                                                                                                       flat=True):
+                trace = self.world.rest[agent].get(f"/api/v1/traces/{trace_id}")
+                assert trace.status_code == 200, trace.content
+                self.clean(agent, allowed, "an earlier trace, read again", trace.json())
             approvals = self.world.rest[agent].get("/api/v1/approvals", {"limit": 200})
             assert approvals.status_code == 200, approvals.content
             # a search's request keeps the head of the query (the agent's own words: markers)
@@ -654,6 +662,8 @@ class Run:
         trace = self.world.rest[agent].get(f"/api/v1/traces/{answer.body['trace_id']}")
         assert trace.status_code == 200, trace.content
         self.clean(agent, allowed, "conversation enrichment", answer.body, answer.text, trace.json())
+        assert all(self.world.rest[name].get(f"/api/v1/traces/{answer.body['trace_id']}").status_code == 404
+                   for name in AGENTS if name != agent)
         passages = {item["source_id"] for item in answer.body["context"] if item["kind"] == "passage"}
         withheld = {entry["source_id"] for entry in answer.body["withheld"]}
         assert passages <= allowed and withheld == set(SOURCES) - allowed, (passages, withheld, allowed)

@@ -349,3 +349,15 @@ def test_without_a_token_it_is_a_401(indexed_catalog):
     response = APIClient().post(URL, {"catalog": "ops", "messages": messages(*TWO_TOPICS)}, format="json")
 
     assert response.status_code == 401 and response.json()["error"]["code"] == "unauthenticated"
+
+
+def test_what_enrich_conversation_added_and_a_client_sent_back_is_not_searched(ops):
+    talk = messages(("user", "How long should cached responses live before they are invalidated?"))
+    enriched = ops.post("/api/v1/enrich/conversation", {"messages": talk, "user_id": "steve"}, format="json")
+    assert enriched.status_code == 200 and enriched.json()["injected_into"] == 0  # context about caching added
+    sent_back = enriched.json()["messages"]
+
+    def untimed(body: dict) -> dict:
+        return {key: value for key, value in body.items() if key != "took_ms"}
+
+    assert untimed(ask(ops, messages=sent_back, top_k=4)) == untimed(ask(ops, messages=talk, top_k=4))

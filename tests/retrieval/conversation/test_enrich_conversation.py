@@ -4,6 +4,7 @@ memory off, threshold and max results, governance, a trace, bad input."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -85,14 +86,18 @@ def test_facts_and_context_go_onto_the_newest_user_message_only(bot):
     assert strip_injections(out[3]["content"], keys=injection_keys()) == messages[3]["content"]
 
 
-def test_the_newest_user_message_gets_it_when_an_assistant_or_tool_message_follows(bot):
-    messages = [SYSTEM, user("Should a circuit breaker open after repeated failures?"),
-                assistant("Let me check."), {"role": "tool", "content": "lookup done"}]
+def test_nothing_is_added_when_the_conversation_does_not_end_with_a_user_message(bot):
+    """Seed 001's guard: after an assistant turn or a tool result the model has cached
+    the user's message; adding to it would change what it cached."""
+    asked = user("Should a circuit breaker open after repeated failures?")
+    first = call(bot, [SYSTEM, asked])
+    messages = [*first["messages"], assistant("Let me check."), {"role": "tool", "content": "lookup done"}]
 
     body = call(bot, messages)
 
-    assert body["injected_into"] == 1 and body["messages"][2:] == messages[2:]
-    assert body["messages"][1]["content"].startswith(messages[1]["content"] + "\n\n[context: ")
+    assert first["injected_into"] == 1
+    assert body["injected_into"] is None and body["context"] == []
+    assert body["messages"] == [SYSTEM, asked, *messages[2:]]  # the earlier injection removed, nothing added
 
 
 def test_nothing_to_inject_gives_the_messages_back_unchanged(bot):
@@ -133,8 +138,10 @@ def test_tokens_are_counted_with_the_models_tokenizer_or_by_characters(bot):
     model = call(bot, messages)
     chars = call(bot, messages, options={"tokenizer": "characters"})
 
-    def counted(texts, by):
-        return sum(embedder.count_tokens(texts)) if by == "model" else sum(math.ceil(len(t) / 4) for t in texts)
+    def counted(texts, by):  # the texts' own tokens: not the [CLS] and [SEP] the model adds to each
+        if by == "model":
+            return sum(count - 2 for count in embedder.count_tokens(texts))
+        return sum(math.ceil(len(t) / 4) for t in texts)
 
     for body, by in ((model, "model"), (chars, "characters")):
         assert body["tokenizer"] == by
@@ -196,6 +203,37 @@ def test_what_needs_approval_is_withheld_named_and_injected_once_approved(bot):
 
     assert "@vault: Rotate the vault keys every ninety days" in allowed["messages"][0]["content"]
     assert allowed["withheld"] == []
+
+
+def test_one_agent_or_end_user_never_gets_anothers_facts_or_memories(bot, governed):
+    fact_set(agent=bot.agent, user_id="steve", key="codename", value="bluebird")
+    memory_store(agent=bot.agent, user_id="steve", content="Steve's circuit breaker opens after five failures.")
+    other, token = agent_with_token(name="other-bot", catalogs=[governed])
+    fact_set(agent=other, user_id="ana", key="codename", value="redwing")
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    messages = [user("Should a circuit breaker open after repeated failures? What is my codename?")]
+
+    own = call(bot, messages)
+    ana = call(bot, messages, user_id="ana")
+    other_agent = call(stranger, messages)
+    others_ana = call(stranger, messages, user_id="ana")
+
+    assert "bluebird" in own["messages"][0]["content"] and "five failures" in own["messages"][0]["content"]
+    for body in (ana, other_agent):
+        text = json.dumps(body)
+        assert "bluebird" not in text and "five failures" not in text and "redwing" not in text
+    assert "redwing" in others_ana["messages"][0]["content"] and "bluebird" not in json.dumps(others_ana)
+    assert stranger.get(f"/api/v1/traces/{own['trace_id']}").status_code == 404
+
+
+def test_a_trace_keeps_passages_by_reference_not_their_text(bot):
+    body = call(bot, [user("Should a circuit breaker open after repeated failures?")])
+
+    trace = Trace.objects.get(pk=body["trace_id"])
+    assert any(item["kind"] == "passage" for item in body["context"])
+    assert "cool-down" in body["messages"][0]["content"]  # sent to the agent once, in the answer
+    assert "cool-down" not in json.dumps(trace.steps) + json.dumps(trace.hints)  # not kept for later reads
 
 
 def test_each_call_leaves_a_trace_a_person_can_read(bot, client):

@@ -12,6 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from approvals.models import AuditEntry
+from catalog.models import Agent
 from retrieval.conversation.memory import end_user_digest, memory_search, recency_factor
 from retrieval.models import Fact, MemoryEntry, Trace
 from tests.factories import agent_with_token, person
@@ -183,16 +184,21 @@ def test_erasure_deletes_the_end_users_memory_facts_and_conversations_audited_an
     assert len(search(bot, "ana", "garden")) == 1  # another end user's stay
     entry = AuditEntry.objects.get(action="memory.erased")
     assert entry.actor_name == "helper-bot" and entry.agent_id == bot.agent.pk
-    assert entry.payload == {"end_user": end_user_digest("steve"), "memories": 2, "facts": 1, "traces": 2}
+    assert entry.payload == {"end_user": end_user_digest(bot.agent, "steve"), "memories": 2, "facts": 1, "traces": 2}
     assert "steve" not in str(entry.payload).lower()  # the log holds no end user's id in clear
 
 
 def test_a_single_memory_cannot_be_deleted_only_erased_with_the_end_users(bot):
     store(bot, "steve", "Steve keeps bees.")
-    entry = MemoryEntry.objects.get()
+    store(bot, "steve", "Steve keeps wasps.")
+    entry = MemoryEntry.objects.order_by("pk")[0]
 
     assert bot.delete(f"{MEMORY}/{entry.pk}").status_code == 404
-    assert bot.delete(f"{MEMORY}?user_id=steve&id={entry.pk}").json() == {"memories": 1, "facts": 0, "traces": 0}
+    narrowed = bot.delete(f"{MEMORY}?user_id=steve&id={entry.pk}")  # what looks like one memory erases none
+    assert narrowed.status_code == 400 and narrowed.json()["error"]["details"]["fields"] == {
+        "id": ["Not a parameter of the erasure."]}
+    assert MemoryEntry.objects.count() == 2
+    assert bot.delete(f"{MEMORY}?user_id=steve").json() == {"memories": 2, "facts": 0, "traces": 0}
 
 
 @pytest.mark.parametrize(("method", "path", "body"), [
@@ -203,6 +209,7 @@ def test_a_single_memory_cannot_be_deleted_only_erased_with_the_end_users(bot):
     ("post", MEMORY, {"user_id": "", "content": "Steve keeps bees."}),
     ("post", MEMORY, {"user_id": "u" * 201, "content": "Steve keeps bees."}),
     ("post", MEMORY, {"user_id": ["steve"], "content": "Steve keeps bees."}),
+    ("delete", f"{MEMORY}?user_id=steve&everything=no", {}),
     ("put", FACTS, {"user_id": "steve", "key": "has space", "value": "x"}),
     ("put", FACTS, {"user_id": "steve", "key": "name", "value": "v" * 1001}),
     ("put", FACTS, {"user_id": "steve", "key": "name"}),
@@ -218,7 +225,7 @@ def test_bad_input_is_a_json_400_and_changes_nothing(bot, method, path, body):
     if method in ("post", "put"):
         response = getattr(bot, method)(path, body, format="json")
     else:
-        response = getattr(bot, method)(path, body) if method == "get" else bot.delete(path)
+        response = getattr(bot, method)(path, body) if method == "get" else bot.delete(path)  # delete: in the path
 
     assert response.status_code == 400, response.content
     assert response.json()["error"]["code"] in ("invalid_input", "malformed_request")  # NUL: the JSON is refused
@@ -231,3 +238,23 @@ def test_a_person_is_refused_facts_and_memory_which_are_an_agents(client):
     response = client.get(MEMORY, {"user_id": "steve"})
 
     assert response.status_code == 403 and response.json()["error"]["code"] == "forbidden"
+
+
+def test_a_long_word_is_no_keyword_and_a_memory_stored_without_the_model_gets_its_vector_when_stored_again(
+        bot, monkeypatch):
+    url = "https://example.com/" + "a" * 120
+    monkeypatch.setattr("retrieval.conversation.memory.get_embedder", lambda: None)
+
+    first = store(bot, "steve", f"Steve's notes live at {url} now.")
+
+    assert first.status_code == 201 and MemoryEntry.objects.get().embedding is None
+    assert all(len(word) <= 100 for word in MemoryEntry.objects.get().keywords)
+    monkeypatch.undo()
+    again = store(bot, "steve", f"Steve's notes live at {url} now.")
+    assert again.status_code == 200 and MemoryEntry.objects.get().embedding is not None
+    assert search(bot, "steve", "where are my notes kept?")[0]["similarity"] is not None
+
+
+def test_the_same_person_is_another_hash_for_each_agent(bot, other_bot):
+    agents = list(Agent.objects.filter(name__in=["helper-bot", "other-bot"]))
+    assert end_user_digest(agents[0], "steve") != end_user_digest(agents[1], "steve")

@@ -67,7 +67,7 @@ def test_erasing_needs_the_id_typed_again_and_is_audited(client_for, cora, kept)
     assert MemoryEntry.objects.filter(user_id="ana").exists()
     entry = AuditEntry.objects.get(action="memory.erased")
     assert (entry.actor_name, entry.agent_id) == ("cora", kept.pk)
-    assert entry.payload["end_user"] == end_user_digest("steve@example.com")
+    assert entry.payload["end_user"] == end_user_digest(kept, "steve@example.com")
 
 
 def test_the_pages_take_a_constant_number_of_statements(client_for, cora, kept, django_assert_max_num_queries):
