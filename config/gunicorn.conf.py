@@ -20,6 +20,9 @@ timeout = env_int("LECTERN_WEB_TIMEOUT", 60, minimum=5)
 graceful_timeout = 30
 keepalive = 5
 accesslog = "-"
+# gunicorn's default line with the path alone (%(U)s), not the request line (%(r)s): a
+# query may carry an end user's id or what they searched for, which logs must not keep.
+access_log_format = '%(h)s %(l)s %(u)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 # The control socket defaults to one path per user ($HOME/.gunicorn/gunicorn.ctl): a
 # second server on the machine (another checkout, the test suite) would take it over.
 control_socket_disable = True

@@ -4,6 +4,7 @@ before the apps load: no Django models or DRF here)."""
 from __future__ import annotations
 
 import logging
+import re
 
 # The request attribute config.api_errors.note_uncaught() sets on a request whose
 # exception it has logged.
@@ -17,3 +18,19 @@ class SkipNotedRequests(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(getattr(record, "request", None), NOTED, None) is None
+
+
+class DropQueryStrings(logging.Filter):
+    """Request lines logged without their query string (runserver's django.server
+    records): a query may carry what must not sit in logs, an end user's id
+    (`/api/v1/memory?user_id=...`) or what they searched for. gunicorn's access log
+    leaves it out by its format (config/gunicorn.conf.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "?" in message:
+            record.msg, record.args = _QUERY.sub(r"\1", message), ()
+        return True
+
+
+_QUERY = re.compile(r'(\S)\?[^\s"]*')

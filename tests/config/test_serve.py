@@ -114,6 +114,12 @@ def test_the_production_server_searches_serves_static_files_and_stops_with_its_w
     assert "immutable" in headers["Cache-Control"]
     assert gzip.decompress(css) == (BASE_DIR / "static" / "css" / "lectern.css").read_bytes()
 
+    status, _, _ = request(server, "GET", "/api/v1/memory/export?user_id=steve%40example.com",
+                           headers={**HTTPS, "Authorization": f"Bearer {token}"})
+    assert status == 200
+    wait_until(lambda: "/api/v1/memory/export" in server.output(tail=None), 30, "the access log line", server)
+    assert "steve" not in server.output(tail=None)  # the path is logged, not the query with the end user's id
+
     wait_until(lambda: re.search(r"Q Cluster .+ running\.", server.output(tail=None)), 60, "the worker to run",
                server)  # started alongside
     assert server.stop() == 0
