@@ -91,81 +91,98 @@ def _total(count: Any, messages: list[Message]) -> int:
     return int(sum(count([m.content for m in messages if m.content])))
 
 
+@dataclass
+class _Recalled:
+    """What the newest user message recalled: the end user's facts and memories, the
+    catalogs' passages and what the gate withheld of them."""
+
+    facts: list[Fact] = field(default_factory=list)
+    memories: list[MemoryHit] = field(default_factory=list)
+    passages: list[ContextItem] = field(default_factory=list)
+    withheld: list[dict[str, Any]] = field(default_factory=list)
+    degraded: str | None = None
+
+    def context(self, threshold: float, limit: int) -> list[ContextItem]:
+        """Memories and passages at least `threshold` relevant, the best `limit`."""
+        items = [ContextItem("memory", hit.content, hit.score, memory_id=hit.entry_id) for hit in self.memories]
+        kept = [item for item in items + self.passages if item.score >= threshold]
+        return sorted(kept, key=lambda item: -item.score)[:limit]
+
+
 def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str = "", memory: bool = True,
                         threshold: float | None = None, max_results: int | None = None,
                         tokenizer: str = "model") -> ConversationResult:
+    """The conversation with its earlier injections removed and, when it ends with a user
+    message, facts and context postfixed onto that message; a trace stored."""
     started = time.perf_counter()
     threshold = caller.profile.rag_relevance_threshold if threshold is None else threshold
     max_results = caller.profile.rag_max_results if max_results is None else max_results
-    keys = injection_keys()
-    count = token_counter(tokenizer)
+    keys, count = injection_keys(), token_counter(tokenizer)
     steps: list[dict[str, Any]] = []
-
     restored = [Message(m.role, strip_injections(m.content, keys=keys)) for m in messages]
-    before, stripped_total = _total(count, messages), _total(count, restored)
+    before, restored_total = _total(count, messages), _total(count, restored)
     steps.append({"pass": "strip", "ms": _ms(started), "messages": len(messages),
-                  "restored": [i for i, (a, b) in enumerate(zip(messages, restored, strict=True))
-                               if a.content != b.content], "freed_tokens": before - stripped_total})
-
+                  "freed_tokens": before - restored_total,
+                  "restored": [i for i, (a, b) in enumerate(zip(messages, restored, strict=True)) if a != b]})
     # Seed 001's guard: only when the conversation ends with a user message (after a tool
     # result or an assistant turn, an injection would change what the model cached).
     index = len(restored) - 1 if restored and restored[-1].role == USER else None
     text = restored[index].content if index is not None else ""
-    use_memory = memory and caller.agent is not None and bool(user_id)
-    facts: list[Fact] = []
-    memories: list[MemoryHit] = []
-    passages: list[ContextItem] = []
-    withheld: list[dict[str, Any]] = []
-    degraded: str | None = None
-    if index is not None and text.strip():
-        embedded = None
-        try:
-            embedded = embed_query(text)
-        except SearchUnavailable as exc:
-            degraded = f"lexical-only: {exc}"
-        vector = embedded[0] if embedded else None
-        if use_memory and caller.agent is not None:
-            pass_started = time.perf_counter()
-            facts = facts_of(agent=caller.agent, user_id=user_id)
-            memories = memory_search(agent=caller.agent, user_id=user_id, text=text, limit=max(max_results, 1),
-                                     vector=vector)
-            steps.append({"pass": "memory", "ms": _ms(pass_started), "facts": [f.key for f in facts],
-                          "hits": [_memory_step(hit, threshold) for hit in memories]})
-        if max_results > 0 and vector is not None:
-            pass_started = time.perf_counter()
-            passages, withheld = _passages(caller, text, max_results, embedded)
-            steps.append({"pass": "passages", "ms": _ms(pass_started),
-                          "catalogs": [c.slug for c in caller.catalogs],
-                          "hits": [{**_traced(item), "kept": item.score >= threshold} for item in passages],
-                          "withheld": withheld})
-
-    items = [ContextItem("memory", hit.content, hit.score, memory_id=hit.entry_id) for hit in memories]
-    items += passages
-    context = sorted((item for item in items if item.score >= threshold), key=lambda item: -item.score)[:max_results]
-    blocks = [line for line in (facts_line(facts),
-                                "[context: " + " | ".join(item.line() for item in context) + "]" if context else "")
-              if line]
+    recalled = _recall(caller, text, user_id if memory else "", threshold, max_results, steps)
+    context = recalled.context(threshold, max_results)
+    block = "\n".join(line for line in (facts_line(recalled.facts), _context_line(context)) if line)
     result = list(restored)
-    if index is not None and blocks:
-        result[index] = Message(restored[index].role, append_blocks(text, ["\n".join(blocks)], key=keys[0]))
+    if index is not None and block:
+        result[index] = Message(USER, append_blocks(text, [block], key=keys[0]))
     after = _total(count, result)
-    tokens = {"before": before, "after": after, "freed": before - stripped_total,
-              "added": after - stripped_total}
-    steps.append({"pass": "conversation", "ms": _ms(started), "injected_into": index if blocks else None,
+    tokens = {"before": before, "after": after, "freed": before - restored_total, "added": after - restored_total}
+    steps.append({"pass": "conversation", "ms": _ms(started), "injected_into": index if block else None,
                   # how the end user's erasure finds this trace (their id is not kept in clear)
                   **({"end_user": end_user_digest(caller.agent, user_id)} if caller.agent and user_id else {}),
-                  "facts": len(facts), "context": [_traced(item) for item in context], "tokens": tokens})
-
-    took_ms = (time.perf_counter() - started) * 1000
+                  "facts": len(recalled.facts), "context": [_traced(item) for item in context], "tokens": tokens})
     trace = Trace(agent=caller.agent, caller=caller.name, surface=Trace.Surface.CONVERSATION,
                   text=text if settings.LECTERN_TRACE_STORE_TEXT else None, steps=steps,
-                  hints=[_hint(item) for item in context if item.kind == "passage"] + withheld,
-                  degraded=degraded or "", took_ms=round(took_ms, 3))
+                  hints=[_hint(item) for item in context if item.kind == "passage"] + recalled.withheld,
+                  degraded=recalled.degraded or "", took_ms=_ms(started))
     insert_trace(trace)
-    return ConversationResult(result, index if blocks else None,
-                              [{"key": f.key, "value": f.value} for f in facts], context, withheld, tokens,
-                              tokenizer if tokenizer != "model" or get_embedder() is not None else "characters",
-                              trace, degraded, steps)
+    return ConversationResult(result, index if block else None,
+                              [{"key": f.key, "value": f.value} for f in recalled.facts], context, recalled.withheld,
+                              tokens, tokenizer if tokenizer != "model" or get_embedder() is not None else "characters",
+                              trace, recalled.degraded, steps)
+
+
+def _recall(caller: Caller, text: str, user_id: str, threshold: float, max_results: int,
+            steps: list[dict[str, Any]]) -> _Recalled:
+    """Facts and memories (an agent's, with an end user), then the passages of the
+    caller's catalogs, for `text`; a step each."""
+    recalled = _Recalled()
+    if not text.strip():
+        return recalled
+    embedded = None
+    try:
+        embedded = embed_query(text)
+    except SearchUnavailable as exc:
+        recalled.degraded = f"lexical-only: {exc}"
+    vector = embedded[0] if embedded else None
+    if caller.agent is not None and user_id:
+        started = time.perf_counter()
+        recalled.facts = facts_of(agent=caller.agent, user_id=user_id)
+        recalled.memories = memory_search(agent=caller.agent, user_id=user_id, text=text,
+                                          limit=max(max_results, 1), vector=vector)
+        steps.append({"pass": "memory", "ms": _ms(started), "facts": [f.key for f in recalled.facts],
+                      "hits": [_memory_step(hit, threshold) for hit in recalled.memories]})
+    if max_results > 0 and embedded is not None:
+        started = time.perf_counter()
+        recalled.passages, recalled.withheld = _passages(caller, text, max_results, embedded)
+        steps.append({"pass": "passages", "ms": _ms(started), "catalogs": [c.slug for c in caller.catalogs],
+                      "hits": [{**_traced(item), "kept": item.score >= threshold} for item in recalled.passages],
+                      "withheld": recalled.withheld})
+    return recalled
+
+
+def _context_line(context: list[ContextItem]) -> str:
+    """Seed 001's `[context: a | b | c]` ('' when there is nothing)."""
+    return "[context: " + " | ".join(item.line() for item in context) + "]" if context else ""
 
 
 def _ms(started: float) -> float:
