@@ -66,11 +66,12 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             # What the agent may read: nothing (no search at all), or few enough rows
             # to sort exactly (the HNSW scan would walk far past the withheld rows to
             # find them: 60 ms for a catalog all but withheld, against 1 ms).
+            # counted only up to the limit: a catalog mostly readable costs no count of it all
             cursor.execute("""
-                SELECT coalesce(array_agg(id), '{}'), (SELECT count(*) FROM catalog_chunk
-                    WHERE source_id = ANY(array_agg(s.id)) AND embedding IS NOT NULL)
+                SELECT coalesce(array_agg(id), '{}'), (SELECT count(*) FROM (SELECT 1 FROM catalog_chunk
+                    WHERE source_id = ANY(array_agg(s.id)) AND embedding IS NOT NULL LIMIT %(cap)s) readable)
                 FROM catalog_referencesource s WHERE catalog_id = %(catalog)s AND id <> ALL(%(withheld)s)
-                """, params)
+                """, {**params, "cap": settings.LECTERN_VECTOR_EXACT_MAX + 1})
             allowed_sources, allowed_chunks = cursor.fetchone()
             if not allowed_sources:
                 return []

@@ -28,10 +28,9 @@ PROMPT = "Our redis cache keeps stale entries; see @caching and rotate the vault
 
 
 @pytest.fixture
-def cora(demo) -> Client:
-    client = Client()
-    client.force_login(person("cora", "curator"))
-    return client
+def cora(demo, cora, client_for) -> Client:
+    """The curator (tests/conftest.py) signed in, over the demo catalog."""
+    return client_for(cora)
 
 
 @pytest.fixture

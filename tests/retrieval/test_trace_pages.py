@@ -30,10 +30,9 @@ CACHE = "Our redis cache is stale, see @caching"
 
 
 @pytest.fixture
-def cora(demo) -> Client:
-    client = Client()
-    client.force_login(person("cora", "curator"))
-    return client
+def cora(demo, cora, client_for) -> Client:
+    """The curator (tests/conftest.py) signed in, over the demo catalog."""
+    return client_for(cora)
 
 
 def agent_enrich(demo, text: str, surface: str = "prompt") -> str:
