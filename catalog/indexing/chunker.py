@@ -1,11 +1,23 @@
-"""Sentence-aware chunking with byte offsets (seed 003), pure Python.
+"""Sentence- and block-aware chunking with byte offsets (seed 003), pure Python.
 
-Text is cut into segments at sentence ends (Latin and CJK) and line breaks; whole segments are packed
-into chunks of at most `size` characters, and each next chunk rewinds by up to `overlap`
-characters to a segment boundary. A segment longer than `size` is split raw, preferring
-whitespace. Every chunk is an exact slice of the input, so `byte_offset` locates it in
-the UTF-8 bytes of the file. `fit_to_model` then re-splits any chunk whose token count
-exceeds what the embedding model reads whole: no text is ever silently truncated.
+A chunk may start only at a boundary: after a sentence end (. ! ? and their closing
+quotes, brackets or emphasis, then whitespace, a line break included; a CJK end needs
+no space), after a blank line (a paragraph), at a line that opens a markdown block (a
+heading, a list item, a table row, a quote, a code fence) and after a heading line. A
+single line break inside a paragraph is no boundary: text wrapped at 80 columns reads
+on, so no chunk begins mid-sentence at a wrap.
+
+The text between two boundaries is a segment. Whole segments are packed into chunks of
+at most `size` characters, and each next chunk rewinds by up to `overlap` characters to
+a boundary, but never back to the end of the chunk before the previous one: overlap
+never leaves a chunk lying wholly inside its neighbours. A segment longer than `size`
+has no boundary inside it; it is split raw, preferring a line break, then a space. Every
+chunk is an exact slice of the input, so `byte_offset` locates it in the UTF-8 bytes of
+the file. `fit_to_model` then re-splits any chunk whose token count exceeds what the
+embedding model reads whole: no text is ever silently truncated.
+
+CHUNKER_VERSION names these rules: chunks record it (with the size, the overlap and the
+model) so that an index cut by other rules is rebuilt (catalog.indexing.chunks).
 """
 
 from __future__ import annotations
@@ -13,13 +25,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import cycle, islice
+from typing import TypeVar
 
-# A sentence ends at . ! ? followed by closing quotes or brackets and whitespace; or at
-# a CJK end (。！？, halfwidth ｡, fullwidth ．), where no space follows, after the last
-# of a run of them (！？) and its closing brackets (。」); or at line breaks.
+CHUNKER_VERSION = 2  # 1: every line break was a sentence end
+
+# A sentence ends at . ! ? followed by closing quotes, brackets or markdown emphasis and
+# whitespace; or at a CJK end (。！？, halfwidth ｡, fullwidth ．), where no space follows,
+# after the last of a run of them (！？) and its closing brackets (。」).
 _CJK_ENDS = "。！？｡．"
 _CJK_CLOSERS = "」』）］｝〕〗〙】〉》”’\"')\\]"
-_BOUNDARY = re.compile(rf"(?<=[.!?])[\"')\]]*\s+|(?<=[{_CJK_ENDS}])(?![{_CJK_ENDS}])[{_CJK_CLOSERS}]*\s*|\n+")
+_CLOSERS = "\"')\\]*_`’”"
+_SENTENCE_END = re.compile(rf"(?<=[.!?])[{_CLOSERS}]*\s+|(?<=[{_CJK_ENDS}])(?![{_CJK_ENDS}])[{_CJK_CLOSERS}]*\s*")
+_LIST_NUMBER = re.compile(r"^[ \t]*\d{1,9}[.)](?=[ \t])", re.MULTILINE)  # "1. ": no sentence ends there
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_HEADING_LINE = re.compile(r"^[ \t]{0,3}#{1,6}[ \t][^\n]*\n", re.MULTILINE)
+# A line opening a block: heading, list item (- * + or 1. 1)), table row, quote.
+_BLOCK_START = re.compile(r"^(?=[ \t]*(?:#{1,6}[ \t]|[-*+][ \t]|\d{1,9}[.)][ \t]|[|>]))", re.MULTILINE)
+# Code fences open (a boundary before the line) and close (a boundary after it) in turn.
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*\n?", re.MULTILINE)
+_NOT_SPACE = re.compile(r"\S")
 
 
 @dataclass(frozen=True)
@@ -31,31 +56,73 @@ class Chunk:
     content: str
 
 
+def boundaries(text: str) -> list[int]:
+    """Where a chunk may start, ascending: 0 and the first non-space character after
+    each sentence end, blank line, heading line or closing code fence, or of each line
+    opening a block or a code fence."""
+    found = {0}
+    found.update(m.end() if odd else m.start() for m, odd in zip(_FENCE.finditer(text), cycle((False, True))))
+    numbers = {m.end() for m in _LIST_NUMBER.finditer(text)}
+    found.update(m.end() for m in _SENTENCE_END.finditer(text) if m.start() not in numbers)
+    found.update(m.end() for m in _BLANK_LINE.finditer(text))
+    found.update(m.end() for m in _HEADING_LINE.finditer(text))
+    found.update(m.start() for m in _BLOCK_START.finditer(text))
+    starts = set()
+    for position in found:
+        first = _NOT_SPACE.search(text, position)
+        if first is not None:
+            starts.add(first.start())
+    return sorted(starts | {0})
+
+
 def _segments(text: str) -> list[tuple[int, int]]:
-    """Spans that tile `text`: each sentence or line with its trailing whitespace."""
+    """Spans that tile `text`, from each boundary to the next."""
+    cuts = [b for b in boundaries(text) if b > 0] + [len(text)]
     spans, start = [], 0
-    for match in _BOUNDARY.finditer(text):
-        if match.end() > start:
-            spans.append((start, match.end()))
-            start = match.end()
-    if start < len(text):
-        spans.append((start, len(text)))
+    for cut in cuts:
+        if cut > start:
+            spans.append((start, cut))
+            start = cut
     return spans
 
 
+def _raw_cut(text: str, start: int, stop: int, size: int) -> int:
+    """Where a raw window from `start` ends: after the last line break in its last half,
+    else after the last space there, else at `stop`."""
+    for blank in ("\n", " "):
+        cut = text.rfind(blank, start + size // 2, stop)
+        if cut > start:
+            return cut + 1
+    return stop
+
+
 def _raw_split(text: str, start: int, end: int, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Character windows over [start, end), cut at whitespace in the window's last half."""
+    """Character windows over [start, end), a segment with no boundary inside it, each
+    next one rewound by `overlap`. A window inside its neighbours (a long overlap) is
+    dropped by chunk_text."""
     windows = []
     while start < end:
         stop = min(start + size, end)
         if stop < end:
-            cut = text.rfind(" ", start + size // 2, stop)
-            stop = cut + 1 if cut > start else stop
+            stop = _raw_cut(text, start, stop, size)
         windows.append((start, stop))
         if stop >= end:
             break
         start = max(stop - overlap, start + 1)
     return windows
+
+
+def _rewind(segments: list[tuple[int, int]], ends: list[int], first: int, last: int, *, size: int,
+            overlap: int, floor: int) -> int:
+    """The segment the chunk after segments[first..last] starts at: the earliest after
+    `first` within `overlap` characters of the chunk's end, provided that the chunk it
+    starts can still reach past this one's end (else it would only repeat text) and that
+    it starts after `floor`, the end of the chunk before this one."""
+    following, reach = last + 1, ends[last + 1]
+    while (following - 1 > first and segments[last][1] - segments[following - 1][0] <= overlap
+           and reach - segments[following - 1][0] <= size and segments[following - 1][0] > floor):
+        following -= 1
+    return following
 
 
 def _spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -74,14 +141,8 @@ def _spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
         spans.append((seg_start, segments[j][1]))
         if j + 1 >= len(segments):
             break
-        # Rewind: the next chunk starts at the earliest segment after i that lies
-        # within `overlap` characters of this chunk's end, provided that chunk can
-        # still reach past this one's end (else it would only repeat text).
-        nxt, reach = j + 1, ends[j + 1]
-        while (nxt - 1 > i and segments[j][1] - segments[nxt - 1][0] <= overlap
-               and reach - segments[nxt - 1][0] <= size):
-            nxt -= 1
-        i = nxt
+        i = _rewind(segments, ends, i, j, size=size, overlap=overlap,
+                    floor=spans[-2][1] if len(spans) > 1 else -1)
     return spans
 
 
@@ -100,14 +161,12 @@ def chunk_text(text: str, *, size: int, overlap: int) -> list[Chunk]:
         end = start + len(stripped)
         byte_pos += len(text[char_pos:start].encode("utf-8"))
         char_pos = start
-        if chunks and chunks[-1].start == start:
-            # A window that began in whitespace stripped back to the previous chunk's
-            # start (same byte offset, same chunk key): keep whichever reaches further.
-            if end <= chunks[-1].end:
-                continue
-            chunks.pop()
-        chunks.append(Chunk(len(chunks), start, end, byte_pos, stripped))
-    return chunks
+        chunks.append(Chunk(0, start, end, byte_pos, stripped))
+    return [_numbered(c, i) for i, c in enumerate(_drop_redundant(text, chunks, lambda c: c))]
+
+
+def _numbered(chunk: Chunk, ordinal: int) -> Chunk:
+    return Chunk(ordinal, chunk.start, chunk.end, chunk.byte_offset, chunk.content)
 
 
 def fit_to_model(
@@ -137,17 +196,34 @@ def fit_to_model(
         ]
         fitted.extend(fit_to_model(text, relocated, count_tokens=count_tokens, max_tokens=max_tokens,
                                    overlap=overlap))
-    kept = _drop_contained(fitted)
-    return [(Chunk(i, c.start, c.end, c.byte_offset, c.content), n) for i, (c, n) in enumerate(kept)]
+    kept = _drop_redundant(text, fitted, lambda pair: pair[0])
+    return [(_numbered(c, i), n) for i, (c, n) in enumerate(kept)]
 
 
-def _drop_contained(chunks: list[tuple[Chunk, int]]) -> list[tuple[Chunk, int]]:
-    """Re-splitting one chunk can yield a piece lying wholly inside its overlapping
-    neighbour (same start offset, hence the same chunk id): such pieces add nothing."""
-    ordered = sorted(chunks, key=lambda pair: (pair[0].start, -pair[0].end))
-    kept: list[tuple[Chunk, int]] = []
-    for pair in ordered:
-        if kept and pair[0].end <= kept[-1][0].end:
+Item = TypeVar("Item")
+
+
+def _drop_redundant(text: str, items: list[Item], chunk_of: Callable[[Item], Chunk]) -> list[Item]:
+    """`items` by start, without those whose chunk adds nothing: one inside the chunk
+    before it (a window that began in whitespace strips back to the previous chunk's
+    start, or re-splitting one chunk yields a piece inside its overlapping neighbour),
+    or one whose every non-space character the kept chunk before it and the next chunk
+    reaching further already hold. Dropping one keeps every character covered."""
+    ordered = sorted(items, key=lambda item: (chunk_of(item).start, -chunk_of(item).end))
+    kept: list[Item] = []
+    for index, item in enumerate(ordered):
+        chunk = chunk_of(item)
+        before = chunk_of(kept[-1]) if kept else None
+        if before is not None and chunk.end <= before.end:
             continue
-        kept.append(pair)
+        after = next((chunk_of(o) for o in islice(ordered, index + 1, None) if chunk_of(o).end > chunk.end), None)
+        if before is not None and after is not None and _covered(text, chunk, before, after):
+            continue
+        kept.append(item)
     return kept
+
+
+def _covered(text: str, chunk: Chunk, before: Chunk, after: Chunk) -> bool:
+    """Whether `before` and `after` hold every non-space character of `chunk`."""
+    gap = text[max(before.end, chunk.start):min(after.start, chunk.end)]
+    return not gap.strip()
