@@ -11,7 +11,8 @@ from django.db import IntegrityError, transaction
 
 from catalog.models import Catalog
 
-# Chunking settings: a change re-chunks every document at its source's next full run.
+# Chunking settings: a change re-chunks every document at its source's next run (each
+# document records how it was cut: catalog.indexing.chunks.chunking_stamp).
 CHUNKING = ("chunk_size", "chunk_overlap")
 
 
@@ -38,8 +39,9 @@ def catalog_create(*, slug: str, settings: CatalogSettings) -> Catalog:
 
 def catalog_update(*, catalog: Catalog, settings: CatalogSettings) -> list[str]:
     """Change a catalog's name, description or chunking; the fields that changed. When
-    the chunking changed, the caller asks for full runs (catalog.indexing.runs): chunks
-    already written keep the old size until their documents are chunked again."""
+    the chunking changed, the caller asks for runs (catalog.indexing.runs); chunks
+    already written keep the old size until their source's next run (or the scan's) cuts
+    them again."""
     with transaction.atomic():
         current = Catalog.objects.select_for_update(no_key=True).get(pk=catalog.pk)
         wanted = {"name": settings.name, "description": settings.description,

@@ -167,6 +167,11 @@ class Document(models.Model):
     content_sha256 = models.CharField(max_length=64)
     size = models.BigIntegerField()
     mtime = models.FloatField(null=True, blank=True)
+    chunking = models.CharField(
+        max_length=200, blank=True,
+        help_text="How its chunks were cut (catalog.indexing.chunks.chunking_stamp): chunker version, size/overlap "
+                  "and model. A run rebuilds a document whose stamp is not its catalog's now; blank: cut before "
+                  "stamps were kept.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,5 +1,7 @@
 """A document's chunks as they are indexed: cut by the chunker to what the embedding model
-reads whole, each with its heading and its lexical postings."""
+reads whole, each with its heading and its lexical postings; and the stamp that says how
+they were cut, which every document keeps so that a later run rebuilds what was cut
+otherwise (catalog.indexing.diffing)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from dataclasses import dataclass
 
 from catalog import analysis
 from catalog.embedder import Embedder
+from catalog.indexing.chunker import CHUNKER_VERSION, chunk_text, fit_to_model
 from catalog.indexing.chunker import Chunk as TextChunk
-from catalog.indexing.chunker import chunk_text, fit_to_model
 from catalog.models import Catalog, indexed_text
 from catalog.sources.documents import DocumentInput
 
@@ -29,6 +31,14 @@ class PreparedChunk:
     @property
     def text(self) -> str:
         return indexed_text(self.heading, self.chunk.content)
+
+
+def chunking_stamp(catalog: Catalog, embedder: Embedder | None) -> str:
+    """What decides how prepare_chunks cuts the catalog's documents: the chunker's rules,
+    the catalog's size and overlap, and the model (its token limit re-splits chunks, its
+    vectors are stored; none: lexical only)."""
+    model = f"{embedder.model_id}@{embedder.max_tokens}" if embedder is not None else "lexical"
+    return f"chunker{CHUNKER_VERSION} {catalog.chunk_size}/{catalog.chunk_overlap} {model}"
 
 
 def _approximate_tokens(texts: list[str]) -> list[int]:

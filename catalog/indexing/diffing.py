@@ -3,6 +3,9 @@
 Documents are matched by path (or external id) and compared by content sha256. A file
 whose size and mtime match the stored document is taken as unchanged without reading
 it (as git's stat cache does), so a scan of a large unchanged source reads no content.
+A document whose chunks were cut under other chunking settings than now (its stamp
+differs) is re-indexed as if it had changed: a change of chunk size, overlap, model or
+chunker reaches every document at the next run, full or not.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ class StoredDocument:
     sha256: str
     size: int
     mtime: float | None
+    chunking: str  # how its chunks were cut (catalog.indexing.chunks.chunking_stamp)
 
 
 class FreshDocument(Protocol):
@@ -37,7 +41,7 @@ Fresh = TypeVar("Fresh", bound=FreshDocument)
 @dataclass
 class Diff(Generic[Fresh]):
     added: list[Fresh] = field(default_factory=list)
-    changed: list[Fresh] = field(default_factory=list)  # same path, new content
+    changed: list[Fresh] = field(default_factory=list)  # same path, new content (or cut otherwise)
     removed: list[int] = field(default_factory=list)  # stored pks
     replaced: list[int] = field(default_factory=list)  # stored pks of the changed documents' old versions
     unchanged: int = 0
@@ -57,9 +61,11 @@ def stat_unchanged(stored: StoredDocument, size: int, mtime: float | None) -> bo
     return stored.size == size and stored.mtime is not None and stored.mtime == mtime
 
 
-def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, full: bool = False) -> Diff[Fresh]:
+def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, chunking: str,
+                   full: bool = False) -> Diff[Fresh]:
     """Classify `fresh` documents against `stored`, setting `replaces` on the changed
-    ones. With `full`, every document is re-indexed."""
+    ones: new content, or chunks cut otherwise than `chunking` says they are now. With
+    `full`, every document is re-indexed."""
     by_path = {doc.path: doc for doc in stored}
     diff: Diff[Fresh] = Diff()
     seen: set[str] = set()
@@ -68,7 +74,7 @@ def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, 
         old = by_path.get(doc.path)
         if old is None:
             diff.added.append(doc)
-        elif full or old.sha256 != doc.sha256:
+        elif full or old.sha256 != doc.sha256 or old.chunking != chunking:
             doc.replaces = old.pk
             diff.changed.append(doc)
             diff.replaced.append(old.pk)

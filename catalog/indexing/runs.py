@@ -18,8 +18,14 @@ caller's edit. It gets the source's queued run, or a new one, which waits for th
 and reads the source as it is then.
 
 runs_recover() runs when a worker starts and at every scan: a run left running by a dead
-worker is failed as interrupted and its source queued again, and a queued run whose task
-is no longer in the queue is enqueued again.
+worker is failed as interrupted and its source queued again (a full run again if the
+interrupted one was full), and a queued run whose task is no longer in the queue is
+enqueued again. A run that fails an interrupted full run itself becomes full.
+
+sources_scan() also queues a run for every source with a document cut under other
+chunking settings than its catalog's now (catalog.indexing.chunks.chunking_stamp): a
+change of chunk size, overlap, model or chunker is rebuilt even where no full run was
+asked for, or where one was lost.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.utils import timezone
 
+from catalog.embedder import get_embedder
+from catalog.indexing.chunks import chunking_stamp
 from catalog.indexing.source_index import source_index
-from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.models import Catalog, Document, IndexRun, ReferenceSource
 from catalog.progress import Progress
 from catalog.sources.documents import DocumentInput, source_fingerprint
 from catalog.sources.editing import upload_source_ensure, uploads_replace
@@ -88,24 +96,25 @@ def locked_source_ids() -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def _fail_stale_runs(source_id: int, *, keep: int | None = None) -> int:
-    """Fail the source's runs marked running; call only while holding its lock, so none
-    of them can have a live worker (a worker holds the lock for as long as it runs)."""
+def _fail_stale_runs(source_id: int, *, keep: int | None = None) -> list[bool]:
+    """Fail the source's runs marked running; each failed run's `full`, which the run
+    taking over carries on. Call only while holding the source's lock, so none of them
+    can have a live worker (a worker holds the lock for as long as it runs)."""
     stale = IndexRun.objects.filter(source_id=source_id, status=IndexRun.Status.RUNNING)
     if keep is not None:
         stale = stale.exclude(pk=keep)
-    failed = stale.update(status=IndexRun.Status.FAILED, error="interrupted: its worker stopped",
-                          finished_at=timezone.now())
-    if failed:
+    interrupted = list(stale.values_list("full", flat=True))
+    stale.update(status=IndexRun.Status.FAILED, error="interrupted: its worker stopped", finished_at=timezone.now())
+    if interrupted:
         ReferenceSource.objects.filter(pk=source_id, status=ReferenceSource.Status.INDEXING).update(
             status=ReferenceSource.Status.ERROR, last_error="indexing interrupted: its worker stopped")
-    return failed
+    return interrupted
 
 
-def _recover_source(source_id: int) -> int:
-    """Fail the source's orphaned runs, if its lock is free; how many were failed."""
+def _recover_source(source_id: int) -> list[bool]:
+    """Fail the source's orphaned runs, if its lock is free; each failed run's `full`."""
     with source_lock_if_free(source_id) as free:
-        return _fail_stale_runs(source_id) if free else 0
+        return _fail_stale_runs(source_id) if free else []
 
 
 # --- requesting and executing ---------------------------------------------------------------
@@ -118,7 +127,8 @@ def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = Fal
     with transaction.atomic():
         ReferenceSource.objects.select_for_update().filter(pk=source.pk).first()
         if IndexRun.objects.filter(source=source, status=IndexRun.Status.RUNNING).exists():
-            _recover_source(source.pk)  # its worker may be dead: then nobody would finish it
+            # Its worker may be dead: then nobody would finish it, so this run takes over.
+            full = any(_recover_source(source.pk)) or full
         queued = IndexRun.objects.filter(source=source, status=IndexRun.Status.QUEUED).order_by("pk").first()
         if queued is not None and (queued.full or not full):
             return queued, False
@@ -168,13 +178,13 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
     if run is None:
         return None
     with source_lock(run.source_id):
-        _fail_stale_runs(run.source_id, keep=run_id)
+        full = any(_fail_stale_runs(run.source_id, keep=run_id)) or run.full
         claimed = IndexRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
-            status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="", counts={})
+            status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="", counts={}, full=full)
         if not claimed:
             return IndexRun.objects.get(pk=run_id)
         try:
-            report = source_index(source=run.source, full=run.full, progress=_RunProgress(run_id, progress))
+            report = source_index(source=run.source, full=full, progress=_RunProgress(run_id, progress))
         except Exception as exc:  # recorded on the run (see _record_failure)
             _record_failure(run, exc)
         else:
@@ -236,10 +246,11 @@ def runs_recover() -> list[IndexRun]:
     queued runs whose task is gone. Returns the runs queued or enqueued."""
     recovered = []
     for source_id in set(IndexRun.objects.filter(status=IndexRun.Status.RUNNING).values_list("source_id", flat=True)):
-        if _recover_source(source_id):
+        if interrupted := _recover_source(source_id):
             source = ReferenceSource.objects.get(pk=source_id)
             logger.warning("recovered %s: its run was interrupted; queued again", source)
-            recovered.append(index_run_request(source=source, trigger=IndexRun.Trigger.RECOVERY)[0])
+            recovered.append(index_run_request(source=source, trigger=IndexRun.Trigger.RECOVERY,
+                                               full=any(interrupted))[0])
     queued = IndexRun.objects.filter(status=IndexRun.Status.QUEUED).exclude(pk__in=[r.pk for r in recovered])
     pending = pending_task_names() if queued.exists() else None
     if pending is not None:
@@ -251,12 +262,25 @@ def runs_recover() -> list[IndexRun]:
     return recovered
 
 
+def sources_cut_otherwise() -> set[int]:
+    """Sources with a document whose chunks were cut under other chunking settings than
+    its catalog's now (a size, overlap, model or chunker since changed)."""
+    embedder = get_embedder()
+    found: set[int] = set()
+    for catalog in Catalog.objects.all():
+        found.update(Document.objects.filter(catalog=catalog).exclude(chunking=chunking_stamp(catalog, embedder))
+                     .order_by().values_list("source_id", flat=True).distinct())
+    return found
+
+
 def sources_scan(*, trigger: str = IndexRun.Trigger.SCHEDULE) -> list[IndexRun]:
     """Recover orphaned runs, then request a run for every source whose fingerprint
-    moved (or that never indexed), skipping sources a writer holds or a run waits for."""
+    moved (or that never indexed) or whose documents were cut otherwise than its catalog
+    now says, skipping sources a writer holds or a run waits for."""
     runs_recover()
     busy = locked_source_ids() | set(
         IndexRun.objects.filter(status__in=ACTIVE).values_list("source_id", flat=True))
+    cut_otherwise = sources_cut_otherwise()
     runs = []
     for source in ReferenceSource.objects.select_related("catalog").exclude(pk__in=busy):
         try:
@@ -266,7 +290,8 @@ def sources_scan(*, trigger: str = IndexRun.Trigger.SCHEDULE) -> list[IndexRun]:
             ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.ERROR,
                                                                  last_error=f"{type(exc).__name__}: {exc}")
             continue
-        if current != source.fingerprint or source.status == ReferenceSource.Status.NEW:
+        if (current != source.fingerprint or source.status == ReferenceSource.Status.NEW
+                or source.pk in cut_otherwise):
             run, created = index_run_request(source=source, trigger=trigger)
             if created:
                 runs.append(run)

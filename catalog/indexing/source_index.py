@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from catalog.embedder import get_embedder
-from catalog.indexing.chunks import prepare_chunks
+from catalog.indexing.chunks import chunking_stamp, prepare_chunks
 from catalog.indexing.diffing import diff_documents
 from catalog.indexing.embedding_cache import embed_texts
 from catalog.indexing.writes import source_apply_diff
@@ -50,21 +50,22 @@ class IndexReport:
 def source_index(*, source: ReferenceSource, progress: Progress | None = None, full: bool = False) -> IndexReport:
     """Bring a source's index up to date; see the module docstring for the steps.
 
-    Only added and changed documents are chunked and embedded (`full` re-does all). On
-    failure the source keeps its previous rows and records the error.
+    Only added and changed documents are chunked and embedded (`full` re-does all); a
+    document cut under other chunking settings than the catalog's now counts as changed.
+    On failure the source keeps its previous rows and records the error.
     """
     timings: dict[str, float] = {}
     started = time.perf_counter()
     ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
     try:
+        embedder = get_embedder()
+        chunking = chunking_stamp(source.catalog, embedder)
         stored = stored_documents(source)
         collected = source_collect(source=source, stored=stored)
-        diff = diff_documents(stored, collected.documents, full=full)
-        if full:
-            _read_unread(source, diff.changed)
+        diff = diff_documents(stored, collected.documents, chunking=chunking, full=full)
+        _read_unread(source, diff.changed)
         timings["collect"] = time.perf_counter() - started
         _report(progress, "collect")
-        embedder = get_embedder()
         prepared = prepare_chunks(source.catalog, diff.to_index, embedder)
         timings["chunk"] = time.perf_counter() - started - sum(timings.values())
         _report(progress, "chunk")
@@ -72,7 +73,7 @@ def source_index(*, source: ReferenceSource, progress: Progress | None = None, f
         if embedder is not None:
             vectors, reused = embed_texts(embedder, [p.text for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
-        source_apply_diff(source, collected, diff, prepared, vectors)
+        source_apply_diff(source, collected, diff, prepared, vectors, chunking=chunking)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
         _report(progress, "write")
     except Exception as exc:
@@ -91,7 +92,8 @@ def _report(progress: Progress | None, stage: str) -> None:
 
 
 def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> None:
-    """A full rebuild needs the text of files the stat cache skipped."""
+    """Re-indexing an unchanged document (a full run, or one cut otherwise) needs the
+    text of files the stat cache skipped."""
     unread = {doc.replaces: doc for doc in documents if doc.text is None and doc.replaces is not None}
     for old in Document.objects.filter(pk__in=list(unread)):
         unread[old.pk].text, unread[old.pk].title = old.text, old.title

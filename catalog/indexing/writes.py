@@ -11,8 +11,8 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from catalog.embedder import vector_literal
-from catalog.indexing.chunks import PreparedChunk
+from catalog.embedder import get_embedder, vector_literal
+from catalog.indexing.chunks import PreparedChunk, chunking_stamp
 from catalog.indexing.diffing import Diff
 from catalog.models import Catalog, Document, ReferenceSource
 from catalog.signals import content_switched
@@ -125,11 +125,12 @@ def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: lis
 
 
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
-                      prepared: list[PreparedChunk], vectors: np.ndarray | None) -> None:
+                      prepared: list[PreparedChunk], vectors: np.ndarray | None, *, chunking: str) -> None:
     """Switch the source to its new state in one transaction: readers see the old rows
-    or the new ones, never a mix; unchanged documents and their chunks are untouched.
-    When the fingerprint moves, `content_switched` is sent before the commit, so what
-    acts on it (approvals lapse) commits or fails with the switch."""
+    or the new ones, never a mix; unchanged documents and their chunks are untouched,
+    new ones record `chunking`, how `prepared` was cut. When the fingerprint moves,
+    `content_switched` is sent before the commit, so what acts on it (approvals lapse)
+    commits or fails with the switch."""
     with transaction.atomic():
         # One writer per catalog at a time: term frequencies and statistics stay exact.
         # no_key: rows that reference the catalog (runs, sources) can still be inserted.
@@ -139,7 +140,7 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             delete_document_rows(cursor, diff.stale_pks)
             documents = Document.objects.bulk_create([
                 Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.loaded_text,
-                         content_sha256=d.sha256, size=d.size, mtime=d.mtime)
+                         content_sha256=d.sha256, size=d.size, mtime=d.mtime, chunking=chunking)
                 for d in diff.to_index
             ])
             for pk, size, mtime in diff.restat:
@@ -159,9 +160,11 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
 
 def source_replace_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
                         vectors: np.ndarray | None) -> None:
-    """Replace all of a source's rows by `collected` (chunks prepared from all of it)."""
+    """Replace all of a source's rows by `collected` (chunks prepared from all of it, by
+    the catalog's settings and model now: so its documents are stamped)."""
     diff = Diff(added=list(collected.documents), removed=[doc.pk for doc in stored_documents(source)])
-    source_apply_diff(source, collected, diff, prepared, vectors)
+    source_apply_diff(source, collected, diff, prepared, vectors,
+                      chunking=chunking_stamp(source.catalog, get_embedder()))
 
 
 def _skipped_note(skipped: list[tuple[str, str]]) -> str:

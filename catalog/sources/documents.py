@@ -90,7 +90,8 @@ def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Co
 
 
 def stored_documents(source: ReferenceSource) -> list[StoredDocument]:
-    rows = Document.objects.filter(source=source).values_list("pk", "path", "content_sha256", "size", "mtime")
+    rows = Document.objects.filter(source=source).values_list("pk", "path", "content_sha256", "size", "mtime",
+                                                              "chunking")
     return [StoredDocument(*row) for row in rows]
 
 

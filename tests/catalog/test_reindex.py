@@ -14,6 +14,8 @@ from django.db import connections
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
+from catalog.catalogs import CatalogSettings, catalog_update
+from catalog.embedder import reset_embedder
 from catalog.indexing.runs import (
     LOCK_NAMESPACE,
     _RunProgress,
@@ -24,7 +26,7 @@ from catalog.indexing.runs import (
     sources_scan,
 )
 from catalog.indexing.source_index import source_index
-from catalog.models import Catalog, Chunk, IndexRun, ReferenceSource, Term
+from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term
 from catalog.tasks import SCAN_SCHEDULE
 from retrieval.search.lexical import bm25_search
 from tests.catalog.checks import term_postings_mismatches
@@ -68,7 +70,7 @@ def files(db, tmp_path, settings):
 
 
 def glob_source(slug: str, **catalog_fields) -> ReferenceSource:
-    catalog = Catalog.objects.create(slug=slug, name=slug, chunk_size=200, chunk_overlap=40, **catalog_fields)
+    catalog = Catalog.objects.create(slug=slug, name=slug, **{"chunk_size": 200, "chunk_overlap": 40, **catalog_fields})
     return ReferenceSource.objects.create(catalog=catalog, slug="notes", name="Notes", kind="glob", location="*.md")
 
 
@@ -142,6 +144,91 @@ def test_a_full_run_rechunks_everything_but_embeds_nothing_new(files):
     assert report.changed == 1
     assert report.counts["chunks_embedded"] == 0
     assert set(Chunk.objects.filter(source=source).values_list("pk", flat=True)).isdisjoint(old_pks)
+
+
+# --- chunking settings: what a run rebuilds -------------------------------------------------
+
+
+def rechunk(catalog: Catalog, size: int, overlap: int) -> None:
+    """The curator's edit of the catalog's chunking (the dashboard's service)."""
+    catalog_update(catalog=catalog, settings=CatalogSettings(name=catalog.name, chunk_size=size,
+                                                             chunk_overlap=overlap))
+
+
+def written_files(files: Files, count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    for i in range(count):
+        files.write(f"doc{i}.md", random_text(rng) + random_text(rng))
+
+
+def test_a_changed_chunk_size_is_rebuilt_by_the_next_run_even_one_not_full(files):
+    # given: a source indexed at 200/40, then its catalog changed to 120/20
+    written_files(files, 4, seed=30)
+    source = glob_source("resized")
+    source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    rechunk(source.catalog, 120, 20)
+
+    # when: a run that is not full (the scan's, an edit's)
+    run = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    again = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+
+    # then: every document is cut again, as a catalog built at 120/20 from scratch is
+    assert (run.full, run.counts["documents_changed"], run.counts["documents_unchanged"]) == (False, 4, 0)
+    assert max(len(c) for c in Chunk.objects.filter(source=source).values_list("content", flat=True)) <= 120
+    scratch = glob_source("scratch", chunk_size=120, chunk_overlap=20)
+    source_index(source=scratch)
+    assert snapshot(source.catalog) == snapshot(scratch.catalog)
+    assert again.counts["chunks_written"] == 0 and again.counts["documents_unchanged"] == 4
+
+
+@pytest.fixture
+def model_switch(settings):
+    """Turn the embedding model off and on again, as a deployment's setting would."""
+    chosen = settings.LECTERN_EMBEDDING_MODEL
+
+    def switch(on: bool) -> None:
+        settings.LECTERN_EMBEDDING_MODEL = chosen if on else "none"
+        reset_embedder()
+
+    yield switch
+    switch(True)
+
+
+@pytest.mark.parametrize("change", ["chunk_size", "chunk_overlap", "chunker", "model"])
+def test_the_scan_rebuilds_a_source_cut_under_other_settings_with_unchanged_files(
+        change, files, model_switch, django_capture_on_commit_callbacks):
+    # given: an indexed source whose files do not change afterwards
+    written_files(files, 3, seed=31)
+    if change == "model":
+        model_switch(False)  # indexed lexical-only: no vectors
+    source = glob_source("settings")
+    source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    assert sources_scan() == []  # nothing moved yet
+
+    # when: what cuts its chunks changes: the catalog's size or overlap, the chunker
+    # (rows written by the version before carry no stamp: the upgrade), or the model
+    if change == "chunk_size":
+        rechunk(source.catalog, 150, 40)
+    elif change == "chunk_overlap":
+        rechunk(source.catalog, 200, 10)
+    elif change == "chunker":
+        Document.objects.filter(source=source).update(chunking="")
+    else:
+        model_switch(True)
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = sources_scan()  # the sync queue executes each run on commit
+
+    # then: the scan queues a run (not a full one), which rebuilds every document as a
+    # from-scratch build under the new settings does; the next scan finds nothing to do
+    assert [(run.source_id, run.full) for run in runs] == [(source.pk, False)]
+    run = IndexRun.objects.get(pk=runs[0].pk)
+    assert run.status == IndexRun.Status.SUCCEEDED and run.counts["documents_changed"] == 3
+    scratch = glob_source("scratch", chunk_size=source.catalog.chunk_size, chunk_overlap=source.catalog.chunk_overlap)
+    source_index(source=scratch)
+    assert snapshot(source.catalog) == snapshot(scratch.catalog)
+    vectors = Chunk.objects.filter(source=source, embedding__isnull=False).count()
+    assert vectors == Chunk.objects.filter(source=source).count() > 0
+    assert sources_scan() == []
 
 
 def test_an_index_run_records_counts_progress_and_timings(files):
@@ -338,6 +425,34 @@ def test_recovery_fails_an_orphaned_run_and_queues_its_source_again(files, djang
     assert [(run.source_id, run.trigger) for run in recovered] == [(source.pk, IndexRun.Trigger.RECOVERY)]
     assert IndexRun.objects.get(pk=recovered[0].pk).status == IndexRun.Status.SUCCEEDED
     assert ReferenceSource.objects.get(pk=source.pk).status == ReferenceSource.Status.READY
+
+
+def test_recovery_carries_an_interrupted_full_run_on_as_a_full_run(files, django_capture_on_commit_callbacks):
+    # given: a full run left running by a dead worker, and a run that was not full
+    files.write("a.md", random_text(random.Random(11)))
+    source = glob_source("orphan-full")
+    other = ReferenceSource.objects.create(catalog=source.catalog, slug="other", name="Other", kind="glob",
+                                           location="*.md")
+    IndexRun.objects.create(catalog=source.catalog, source=source, trigger="ui", status="running", full=True)
+    IndexRun.objects.create(catalog=source.catalog, source=other, trigger="ui", status="running", full=False)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        recovered = runs_recover()
+
+    assert sorted((run.source_id, run.full) for run in recovered) == [(source.pk, True), (other.pk, False)]
+
+
+def test_a_run_that_fails_an_interrupted_full_run_becomes_full(files):
+    files.write("a.md", random_text(random.Random(12)))
+    source = glob_source("taken-over")
+    source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    dead = IndexRun.objects.create(catalog=source.catalog, source=source, trigger="ui", status="running", full=True)
+
+    run = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+
+    dead.refresh_from_db()
+    assert dead.status == IndexRun.Status.FAILED
+    assert run.full and run.counts["documents_changed"] == 1
 
 
 def test_recovery_leaves_a_run_whose_worker_holds_the_source_lock(files):

@@ -41,12 +41,20 @@ from django_q.conf import Conf
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
+from catalog.catalogs import CatalogSettings, catalog_update
 from catalog.embedder import get_embedder, vector_literal
 from catalog.indexing.chunks import prepare_chunks
 from catalog.indexing.embedding_cache import EMBED_GROUP
-from catalog.indexing.runs import LOCK_NAMESPACE, index_run_create, index_run_execute, source_import, sources_scan
+from catalog.indexing.runs import (
+    LOCK_NAMESPACE,
+    index_run_create,
+    index_run_execute,
+    runs_recover,
+    source_import,
+    sources_scan,
+)
 from catalog.indexing.source_index import source_index
-from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term
+from catalog.models import Catalog, Chunk, Document, EmbeddingCache, IndexRun, ReferenceSource, Term
 from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import DocumentInput, source_fingerprint
 from catalog.sources.editing import uploads_replace
@@ -113,8 +121,8 @@ def tree(tmp_path, settings) -> Tree:
     return Tree(root)
 
 
-def glob_source(slug: str) -> ReferenceSource:
-    catalog = Catalog.objects.create(slug=slug, name=slug, chunk_size=200, chunk_overlap=40)
+def glob_source(slug: str, chunk_size: int = 200, chunk_overlap: int = 40) -> ReferenceSource:
+    catalog = Catalog.objects.create(slug=slug, name=slug, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     return ReferenceSource.objects.create(catalog=catalog, slug="notes", name="Notes", kind="glob", location="*.md")
 
 
@@ -365,9 +373,9 @@ def snapshot(catalog: Catalog) -> dict:
     }
 
 
-def from_scratch(tree: Tree) -> dict:
+def from_scratch(tree: Tree, chunk_size: int = 200, chunk_overlap: int = 40) -> dict:
     """What a fresh catalog built from the files as they are now holds."""
-    reference = glob_source(f"scratch-{tree.tag}")
+    reference = glob_source(f"scratch-{tree.tag}", chunk_size, chunk_overlap)
     source_index(source=reference)
     return snapshot(reference.catalog)
 
@@ -564,6 +572,42 @@ def test_a_restarted_worker_at_once_requeues_the_run_a_killed_worker_left_runnin
     assert (recovered.counts["documents_added"], recovered.counts["documents_changed"],
             recovered.counts["documents_removed"]) == (2, 1, 1)
     assert_second_generation(source, tree)
+
+
+def test_a_full_run_killed_after_a_chunk_size_change_is_recovered_as_a_full_run_that_rechunks(
+        tree, children, barrier):
+    # given: documents of about 1,000 characters indexed at 1000/100, then the catalog
+    # changed to 600/60 and a full run started (as the dashboard's edit asks for one)
+    source = glob_source("resized", chunk_size=1000, chunk_overlap=100)
+    for seed, name in enumerate(("a.md", "b.md", "c.md")):
+        tree.write(name, FIRST, 14, seed)
+    first = run_in_process(source)
+    assert max(len(c) for c in Chunk.objects.filter(source=source).values_list("content", flat=True)) > 600
+    catalog_update(catalog=source.catalog, settings=CatalogSettings(name="resized", chunk_size=600,
+                                                                    chunk_overlap=60))
+    texts = barrier.hold(source.catalog, tree.documents())
+    held = max(texts, key=len)
+    assert not EmbeddingCache.objects.filter(text_sha256=text_sha256(held)).exists()  # so the run must stop there
+    child = children.command("index", "--catalog", "resized", "--source", "notes", "--full", "--no-progress")
+    backend = wait_for(lambda: at_barrier(children), 120, "the full run to reach the barrier", alive=(child,))
+    interrupted = latest_run(source, first.pk)
+    assert (interrupted.status, interrupted.full) == (IndexRun.Status.RUNNING, True)
+
+    # when: its worker is killed, and recovery (a worker's start, or the scan) takes over
+    children.kill(child, backend)
+    barrier.release()
+    recovered = runs_recover()  # the sync queue executes the recovery run in this process
+
+    # then: the recovery run is full and re-cuts every document at 600: the index is
+    # what a catalog built at 600/60 from scratch holds
+    assert [run.full for run in recovered] == [True]
+    run = IndexRun.objects.get(pk=recovered[0].pk)
+    assert (run.trigger, run.status) == (IndexRun.Trigger.RECOVERY, IndexRun.Status.SUCCEEDED)
+    assert run.counts["documents_changed"] == 3 and run.counts["chunks_written"] == len(texts)
+    assert_failed_as_interrupted(interrupted)
+    assert max(len(c) for c in Chunk.objects.filter(source=source).values_list("content", flat=True)) <= 600
+    assert_consistent(source.catalog)
+    assert snapshot(source.catalog) == from_scratch(tree, 600, 60)
 
 
 # --- writers at once ----------------------------------------------------------------------------
