@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
-from catalog.indexing.runs import index_run_request
+from catalog.indexing.runs import EditConflict, index_run_request, source_edit_queued
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.rest.errors import DomainError
 from catalog.rest.fields import QueryBooleanField, StrictCharField
@@ -125,11 +125,13 @@ def _curated_source(request: Request, slug: str, source_slug: str) -> ReferenceS
 
 
 @contextmanager
-def _source_errors_as_409() -> Iterator[None]:
+def _edit_errors_as_409() -> Iterator[None]:
     try:
         yield
     except SourceError as exc:
         raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
+    except EditConflict as exc:
+        raise DomainError(str(exc), code="busy", status_code=409) from None
 
 
 def _person(request: Request) -> User | None:
@@ -143,11 +145,6 @@ def _trigger(request: Request) -> str:
     return IndexRun.Trigger.API if isinstance(request_user(request), Agent) else IndexRun.Trigger.UI
 
 
-def _queued(request: Request, source: ReferenceSource) -> IndexRun:
-    run, _ = index_run_request(source=source, trigger=_trigger(request))
-    return run
-
-
 def _text_within_limit(value: str) -> str:
     """The rule the dashboard applies to uploads and inline text (catalog.sources.uploads)."""
     if problem := text_size_problem(len(value.encode("utf-8"))):
@@ -155,9 +152,13 @@ def _text_within_limit(value: str) -> str:
     return value
 
 
+BUSY = ("`busy`: concurrent writes to the source kept conflicting with this one (tried three times); nothing was "
+        "changed, try again.")
+
+
 def _editing_errors(kind: str) -> dict[int, OpenApiResponse]:
     return errors({400: "`invalid_input`: a field is missing or not valid; `details.fields` says which.",
-                   **CURATOR_ERRORS, 409: f"`wrong_source_kind`: the source is not an {kind} source."})
+                   **CURATOR_ERRORS, 409: f"`wrong_source_kind`: the source is not an {kind} source. {BUSY}"})
 
 
 class SourceContentApi(APIView):
@@ -180,9 +181,10 @@ class SourceContentApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
-        with _source_errors_as_409():
-            inline_set(source=target, content=data.validated_data["content"], by=_person(request))
-        return Response(self.OutputSerializer({"source": target.slug, "run": _queued(request, target)}).data,
+        with _edit_errors_as_409():
+            _, run = source_edit_queued(source=target, trigger=_trigger(request), edit=lambda: inline_set(
+                source=target, content=data.validated_data["content"], by=_person(request)))
+        return Response(self.OutputSerializer({"source": target.slug, "run": run}).data,
                         status=status.HTTP_202_ACCEPTED)
 
 
@@ -225,26 +227,28 @@ class SourceFilesApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         target = _curated_source(request, slug, source)
-        with _source_errors_as_409():
-            upload_put(source=target, by=_person(request), **data.validated_data)
-        return self._queued_response(request, target, data.validated_data["path"])
+        with _edit_errors_as_409():
+            _, run = source_edit_queued(source=target, trigger=_trigger(request), edit=lambda: upload_put(
+                source=target, by=_person(request), **data.validated_data))
+        return self._queued_response(target, data.validated_data["path"], run)
 
     @extend_schema(parameters=[PathSerializer], operation_id="delete_upload_file",
                    responses={202: OutputSerializer, **errors({
                        400: "`invalid_input`: `path` is missing or too long.", **CURATOR_ERRORS,
                        404: "`not_found`: no such catalog, source or file for this caller.",
-                       409: "`wrong_source_kind`: the source is not an upload source."})})
+                       409: f"`wrong_source_kind`: the source is not an upload source. {BUSY}"})})
     def delete(self, request: Request, slug: str, source: str) -> Response:
         query = self.PathSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         path = query.validated_data["path"]
         target = _curated_source(request, slug, source)
-        with _source_errors_as_409():
-            deleted = upload_delete(source=target, path=path, by=_person(request))
+        with _edit_errors_as_409():
+            deleted, run = source_edit_queued(source=target, trigger=_trigger(request), edit=lambda: upload_delete(
+                source=target, path=path, by=_person(request)))
         if not deleted:
             raise Http404(f"Source {source!r} has no file {path!r}.")
-        return self._queued_response(request, target, path)
+        return self._queued_response(target, path, run)
 
-    def _queued_response(self, request: Request, target: ReferenceSource, path: str) -> Response:
-        body = {"source": target.slug, "path": path, "run": _queued(request, target)}
+    def _queued_response(self, target: ReferenceSource, path: str, run: IndexRun | None) -> Response:
+        body = {"source": target.slug, "path": path, "run": run}
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)

@@ -47,7 +47,7 @@ from catalog.forms import (
     source_form_data,
 )
 from catalog.indexing.removal import SourceBusy, catalog_delete, source_delete
-from catalog.indexing.runs import index_run_request
+from catalog.indexing.runs import EditConflict, index_run_request, source_edit_queued
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.panels import deletion_notes, source_panels
 from catalog.sources.editing import upload_delete, uploads_add
@@ -425,18 +425,24 @@ def source_upload(request: HttpRequest, catalog: str, source: str) -> HttpRespon
     found = _source_or_404(request, catalog, source)
     form = UploadForm(request.POST, request.FILES)
     here = reverse("catalogs-source", args=[found.catalog.slug, found.slug])
+    status = 409  # the source refuses files, or other writers kept conflicting; 400: the files
     if found.kind != ReferenceSource.Kind.UPLOAD:
         form.add_error(None, f"Source {found.slug} is a {found.kind} source: only upload sources take files.")
-    elif form.is_valid():
+    elif not form.is_valid():
+        status = 400
+    else:
         documents = form.cleaned_data["uploads"]
-        uploads_add(source=found, documents=documents, by=_person(request))
-        index_run_request(source=found, trigger=IndexRun.Trigger.UI)
-        names = ", ".join(d.path for d in documents[:5]) + (" …" if len(documents) > 5 else "")
-        return _done(request, here, f"Uploaded {len(documents)} file{'s' if len(documents) != 1 else ''} "
-                                    f"({names}); the source is being reindexed.")
+        try:
+            source_edit_queued(source=found, trigger=IndexRun.Trigger.UI,
+                               edit=lambda: uploads_add(source=found, documents=documents, by=_person(request)))
+        except EditConflict as conflict:
+            form.add_error(None, f"Not uploaded: {conflict}.")
+        else:
+            names = ", ".join(d.path for d in documents[:5]) + (" …" if len(documents) > 5 else "")
+            return _done(request, here, f"Uploaded {len(documents)} file{'s' if len(documents) != 1 else ''} "
+                                        f"({names}); the source is being reindexed.")
     context = _base(request, catalog=found.catalog, source=found, upload_form=form,
                     upload_suffixes=",".join(UPLOAD_SUFFIXES), max_upload_bytes=max_upload_bytes())
-    status = 400 if found.kind == ReferenceSource.Kind.UPLOAD else 409
     return _form_response(request, "catalog/upload.html", "catalog/partials/upload_form.html", context, status)
 
 
@@ -451,13 +457,13 @@ def source_file_delete(request: HttpRequest, catalog: str, source: str) -> HttpR
         return redirect(here)
     path = form.cleaned_data["path"]
     try:
-        removed = upload_delete(source=found, path=path, by=_person(request))
-    except SourceError as error:
+        removed, _ = source_edit_queued(source=found, trigger=IndexRun.Trigger.UI,
+                                        edit=lambda: upload_delete(source=found, path=path, by=_person(request)))
+    except (SourceError, EditConflict) as error:
         messages.error(request, f"Not removed: {error}.")
         return redirect(here)
     if not removed:
         raise Http404(f"Source {source!r} has no file {path!r}.")
-    index_run_request(source=found, trigger=IndexRun.Trigger.UI)
     return _done(request, here, f"Removed {path}; the source is being reindexed.")
 
 

@@ -15,7 +15,14 @@ index_run_execute() is what a worker (or a command, in its own process) does:
 
 A request never hands back a running run: that run may have read the source before the
 caller's edit. It gets the source's queued run, or a new one, which waits for the lock
-and reads the source as it is then.
+and reads the source as it is then. An edit and the request for the run that indexes it
+are one transaction (source_edit_queued): both are stored or neither, and one that loses
+a deadlock or a serialization failure to another writer is tried again.
+
+Row locks are taken in one order, catalog -> source -> run: a run's switch locks the
+catalog row (catalog.indexing.writes) and then updates the source row; a request locks
+the source row alone (never the catalog's, which a join would lock too) and then inserts
+or reads runs; deleting takes the catalog, then the sources (catalog.indexing.removal).
 
 runs_recover() runs when a worker starts and at every scan: a run left running by a dead
 worker is failed as interrupted and its source queued again (a full run again if the
@@ -32,10 +39,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from catalog.embedder import get_embedder
@@ -125,7 +133,10 @@ def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = Fal
     (see the module docstring). The task is enqueued when the surrounding transaction
     commits."""
     with transaction.atomic():
-        ReferenceSource.objects.select_for_update().filter(pk=source.pk).first()
+        # The source row alone, and no key: inserts referencing it (runs, files) go on,
+        # and a switch holding the catalog row while it waits for this one cannot be
+        # waited for in turn (see the module docstring's lock order).
+        ReferenceSource.objects.select_for_update(no_key=True, of=("self",)).filter(pk=source.pk).first()
         if IndexRun.objects.filter(source=source, status=IndexRun.Status.RUNNING).exists():
             # Its worker may be dead: then nobody would finish it, so this run takes over.
             full = any(_recover_source(source.pk)) or full
@@ -135,6 +146,39 @@ def index_run_request(*, source: ReferenceSource, trigger: str, full: bool = Fal
         run = IndexRun.objects.create(catalog_id=source.catalog_id, source=source, trigger=trigger, full=full)
         transaction.on_commit(lambda: _enqueue(run.pk))
     return run, True
+
+
+Edited = TypeVar("Edited")
+EDIT_ATTEMPTS = 3
+_LOST_TO_ANOTHER_WRITER = {"40P01", "40001"}  # deadlock_detected, serialization_failure
+
+
+class EditConflict(Exception):
+    """An edit that lost to concurrent writers every time it was tried; nothing of it
+    was stored, so the caller may simply try again."""
+
+
+def source_edit_queued(*, source: ReferenceSource, trigger: str,
+                       edit: Callable[[], Edited]) -> tuple[Edited, IndexRun | None]:
+    """`edit()` (a catalog.sources.editing service changing `source`) and the run that
+    indexes it, in one transaction: the edit is never stored with an error answered.
+    An edit that changed nothing (a falsy result) requests no run. Losing a deadlock or
+    a serialization failure rolls both back; the edit is tried EDIT_ATTEMPTS times in
+    all, then EditConflict."""
+    for attempt in range(1, EDIT_ATTEMPTS + 1):
+        try:
+            with transaction.atomic():
+                result = edit()
+                run = index_run_request(source=source, trigger=trigger)[0] if result else None
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) not in _LOST_TO_ANOTHER_WRITER:
+                raise
+            logger.warning("edit of %s, attempt %d of %d, lost to another writer: %s", source, attempt,
+                           EDIT_ATTEMPTS, exc)
+            continue
+        return result, run
+    raise EditConflict(f"source {source.slug!r} is being changed by others at the same time: nothing was changed; "
+                       "try again")
 
 
 def _enqueue(run_id: int) -> None:

@@ -56,13 +56,15 @@ def uploads_replace(*, source: ReferenceSource, documents: list[DocumentInput], 
 
 
 @transaction.atomic
-def uploads_add(*, source: ReferenceSource, documents: list[DocumentInput], by: User | None = None) -> None:
+def uploads_add(*, source: ReferenceSource, documents: list[DocumentInput], by: User | None = None) -> int:
     """Add or replace several files of an upload source at once (the dashboard's upload):
-    one change, announced once. Each was read by catalog.sources.uploads.upload_text."""
+    one change, announced once; how many files. Each was read by
+    catalog.sources.uploads.upload_text."""
     if source.kind != ReferenceSource.Kind.UPLOAD:
         raise SourceError(f"source {source.slug!r} is a {source.kind} source; only upload sources take files")
     uploads_write(source=source, documents=documents)
     source_changed_by(source=source, by=by, fields=["files"])
+    return len(documents)
 
 
 @transaction.atomic

@@ -117,7 +117,9 @@ def source_update(*, source: ReferenceSource, settings: SourceSettings, location
     that changed, announced once when any did. The kind and the slug never change: the
     slug is the reference id agents, chunk keys and approvals know it by."""
     with transaction.atomic():
-        current = ReferenceSource.objects.select_for_update().select_related("catalog").get(pk=source.pk)
+        # The source row alone: the catalog row is locked first by whoever locks both
+        # (catalog.indexing.runs, lock order), so a join's lock of it could deadlock.
+        current = ReferenceSource.objects.select_for_update(of=("self",)).select_related("catalog").get(pk=source.pk)
         wanted = {name: getattr(settings, name) for name in SETTINGS}
         if location is not None and current.kind == ReferenceSource.Kind.GLOB:
             wanted["location"] = location

@@ -7,7 +7,9 @@ catalog statistics); its run stays "running" until the next run, or a restarted 
 fails it as interrupted and builds exactly what a from-scratch build holds. Two writers
 of one source serialise on the source's advisory lock: one does the work, the other
 waits and finds none; an import holds its source against the scan; an edit made while
-a run works is indexed by the run the API hands back.
+a run works is indexed by the run the API hands back, and is never answered with a 500
+(curators putting files at once while a worker indexes, a PUT arriving while a run
+holds the catalog row in its write, a PUT losing a deadlock).
 
 Every kill and every check happens at a point the test holds the child at (a barrier:
 a lock the child must wait for), never after a sleep or at a progress threshold, so the
@@ -27,6 +29,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +44,7 @@ from django_q.conf import Conf
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
+from catalog import analysis
 from catalog.catalogs import CatalogSettings, catalog_update
 from catalog.embedder import get_embedder, vector_literal
 from catalog.indexing.chunks import prepare_chunks
@@ -49,15 +53,16 @@ from catalog.indexing.runs import (
     LOCK_NAMESPACE,
     index_run_create,
     index_run_execute,
+    index_run_request,
     runs_recover,
     source_import,
     sources_scan,
 )
 from catalog.indexing.source_index import source_index
-from catalog.models import Catalog, Chunk, Document, EmbeddingCache, IndexRun, ReferenceSource, Term
+from catalog.models import Catalog, Chunk, Document, EmbeddingCache, IndexRun, ReferenceSource, Term, UploadedFile
 from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import DocumentInput, source_fingerprint
-from catalog.sources.editing import uploads_replace
+from catalog.sources.editing import upload_put, uploads_replace
 from catalog.sources.fingerprints import text_sha256
 from retrieval.search.lexical import bm25_search
 from retrieval.search.selectors import SearchOptions, chunk_search
@@ -742,6 +747,172 @@ def test_an_edit_during_a_run_is_indexed_by_the_run_the_api_hands_back(tree, chi
     assert sorted(Document.objects.filter(source=source).values_list("path", flat=True)) == [
         "doc1", "doc2", "doc3", "doc4", "doc5", "late.md"]
     assert_consistent(catalog)
+
+
+# --- edits while runs write -----------------------------------------------------------------
+
+
+FILES_URL = "/api/v1/catalogs/{}/sources/notes/files"
+
+
+class Put(threading.Thread):
+    """A curator's PUTs of upload files, in a thread of its own (so a database connection
+    of its own, whose backend pid it records): each answer is kept."""
+
+    def __init__(self, catalog: str, token: str, files: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.url, self.token, self.files = FILES_URL.format(catalog), token, files
+        self.pid: int | None = None
+        self.answers: list[tuple[int, dict]] = []
+
+    def run(self) -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self.pid = cursor.fetchone()[0]
+            client = APIClient(raise_request_exception=False)  # a 500 is an answer here, as a caller gets it
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.token}")
+            for path, text in self.files:
+                response = client.put(self.url, {"path": path, "text": text}, format="json")
+                self.answers.append((response.status_code, response.json()))
+        finally:
+            connection.close()
+
+
+def waiting_on_a_lock(pid: int | None) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'", [pid])
+        return cursor.fetchone() is not None
+
+
+def upload_catalog(slug: str) -> tuple[ReferenceSource, str]:
+    """An upload source with three files, indexed; a curator token for the API."""
+    catalog = Catalog.objects.create(slug=slug, name=slug, chunk_size=200, chunk_overlap=40)
+    source = source_import(catalog=catalog, slug="notes", documents=parse_beir_jsonl(beir_lines(3)),
+                           trigger=IndexRun.Trigger.COMMAND).source
+    token = f"lct_{slug}"
+    agent_with_token(name=f"curator-{slug}", catalogs=[catalog], token=token, is_curator=True)
+    return source, token
+
+
+def assert_every_upload_indexed(source: ReferenceSource) -> None:
+    assert not IndexRun.objects.filter(source=source, status__in=[IndexRun.Status.QUEUED, IndexRun.Status.RUNNING,
+                                                                  IndexRun.Status.FAILED]).exists()
+    uploads = set(UploadedFile.objects.filter(source=source).values_list("path", "sha256"))
+    assert set(Document.objects.filter(source=source).values_list("path", "content_sha256")) == uploads
+    assert_consistent(source.catalog)
+
+
+def blocked_on_a_term(children: Children) -> dict | None:
+    """The child backend whose insert of the catalog's terms waits on the holder's row:
+    inside source_apply_diff's transaction, the catalog row locked, the source row not."""
+    return next((b for b in children.backends() if b["state"] == "active" and b["wait_event_type"] == "Lock"
+                 and "INSERT INTO catalog_term " in b["query"]), None)
+
+
+def hold_the_next_write(holder: psycopg.Connection, source: ReferenceSource, word: str) -> None:
+    """Stop the source's next run inside its write transaction (the catalog row locked,
+    the source row not yet): a new file holds `word`, whose term row the holder inserts
+    uncommitted, so the run's insert of its terms waits for the holder."""
+    (term,) = analysis.term_frequencies(word)[0]
+    upload_put(source=source, path="new.md", title="New", text=f"A new note about the {word}.")
+    holder.execute("INSERT INTO catalog_term (catalog_id, text, df) VALUES (%s, %s, 0)", [source.catalog_id, term])
+
+
+def test_curators_putting_files_while_a_worker_indexes_get_no_500_and_every_file_is_indexed(
+        tree, children, holder, monkeypatch):
+    # given: a worker (qcluster) held inside the write of a run of the source, then
+    # executing the runs that three curators' PUTs queue
+    source, token = upload_catalog("crowded")
+    hold_the_next_write(holder, source, f"quokka{tree.tag}")
+    monkeypatch.setattr(Conf, "SYNC", False)  # the API enqueues for the real worker
+    Schedule.objects.all().delete()
+    index_run_request(source=source, trigger=IndexRun.Trigger.API)
+    worker = children.command("qcluster")
+    wait_for(lambda: blocked_on_a_term(children), 120, "the worker to wait inside its write", alive=(worker,))
+
+    # when: 3 x 25 PUTs at once; the worker goes on once they are done or one of them
+    # waits on a lock, and its runs then switch the source again and again
+    curators = [Put("crowded", token, [(f"c{n}/f{i:02d}.md", f"Curator {n} wrote note {i} about harbor lanterns.")
+                                       for i in range(25)]) for n in range(3)]
+    for put in curators:
+        put.start()
+    wait_for(lambda: all(not put.is_alive() for put in curators) or any(waiting_on_a_lock(put.pid)
+                                                                         for put in curators),
+             120, "the PUTs to be answered or wait on a lock")
+    holder.rollback()
+    for put in curators:
+        put.join(timeout=300)
+    wait_for(lambda: not IndexRun.objects.filter(source=source, status__in=[IndexRun.Status.QUEUED,
+                                                                            IndexRun.Status.RUNNING]).exists(),
+             300, "the worker to execute every run the PUTs queued", alive=(worker,))
+    worker.send_signal(signal.SIGTERM)
+    children.finish(worker)
+
+    # then: every PUT was accepted, and every stored file is indexed by a run
+    answers = [status for put in curators for status, _ in put.answers]
+    assert answers == [202] * 75, [body for put in curators for status, body in put.answers if status != 202][:3]
+    assert UploadedFile.objects.filter(source=source).count() == 79
+    assert_every_upload_indexed(source)
+
+
+def test_a_put_while_a_run_holds_the_catalog_row_in_its_write_is_answered_at_once(tree, children, holder,
+                                                                                  monkeypatch):
+    # given: a worker indexing a new file of an upload source, held inside its write
+    # transaction (the catalog row locked, the source row not yet) by an uncommitted row
+    # of a term that file holds, which the worker's insert of its terms waits for
+    source, token = upload_catalog("held")
+    hold_the_next_write(holder, source, f"quokka{tree.tag}")
+    child = children.start(source)
+    wait_for(lambda: blocked_on_a_term(children), 120, "the worker to wait inside its write", alive=(child,))
+    monkeypatch.setattr(Conf, "SYNC", False)  # the API enqueues; the run is executed below
+
+    # when: a curator PUTs another file meanwhile, and then the worker goes on
+    put = Put("held", token, [("late.md", "Written while a run held the catalog in its write.")])
+    put.start()
+    wait_for(lambda: not put.is_alive() or waiting_on_a_lock(put.pid), 60, "the PUT to answer or wait on a lock")
+    holder.rollback()
+    put.join(timeout=120)
+    children.finish(child)
+
+    # then: the PUT was accepted (it never waited for the catalog row, so no deadlock
+    # with the worker's update of the source row), the worker's run succeeded, and the
+    # run handed back indexes the late file
+    ((status, body),) = put.answers
+    assert status == 202, body
+    held = IndexRun.objects.filter(source=source, trigger=IndexRun.Trigger.COMMAND).latest("pk")
+    assert held.status == IndexRun.Status.SUCCEEDED and held.counts["documents_added"] == 1
+    handed = index_run_execute(run_id=body["run"]["id"])  # what the worker does with the run handed back
+    assert handed is not None and handed.status == IndexRun.Status.SUCCEEDED
+    assert_every_upload_indexed(source)
+    assert Document.objects.filter(source=source, path__in=["new.md", "late.md"]).count() == 2
+
+
+def test_a_put_that_loses_a_deadlock_is_retried_not_answered_with_a_500(tree, holder):
+    # given: another session holding the source row, so that a PUT replacing doc0 locks
+    # the file's row and then waits for the source row (to record who changed it)
+    source, token = upload_catalog("deadlocked")
+    holder.execute("SET deadlock_timeout = '10min'")  # the PUT, not the holder, finds the deadlock
+    holder.execute("SELECT 1 FROM catalog_referencesource WHERE id = %s FOR NO KEY UPDATE", [source.pk])
+    put = Put("deadlocked", token, [("doc0", "Doc zero, rewritten while another session held its source.")])
+    put.start()
+    wait_for(lambda: not put.is_alive() or waiting_on_a_lock(put.pid), 60, "the PUT to wait for the source row")
+    assert put.is_alive(), put.answers
+
+    # when: the holder then asks for the file's row: a deadlock, which the PUT loses;
+    # the holder's lock is granted once the PUT's transaction has rolled back
+    doc0 = UploadedFile.objects.get(source=source, path="doc0")
+    holder.execute("SELECT 1 FROM catalog_uploadedfile WHERE id = %s FOR UPDATE", [doc0.pk])
+    holder.rollback()
+    put.join(timeout=120)
+
+    # then: the PUT tried again and was accepted; the file was written once and indexed
+    ((status, body),) = put.answers
+    assert status == 202, body
+    doc0.refresh_from_db()
+    assert doc0.text.startswith("Doc zero, rewritten")
+    assert IndexRun.objects.get(pk=body["run"]["id"]).status == IndexRun.Status.SUCCEEDED  # sync queue in tests
+    assert_every_upload_indexed(source)
 
 
 def test_a_failing_run_ends_a_command_with_one_line(tree, children):
