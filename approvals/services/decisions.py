@@ -29,26 +29,28 @@ from catalog.models import ReferenceSource
 
 
 def request_decide(*, request_id: int, reviewer: User, verdict: str, comment: str = "",
-                   channel: str = Decision.Channel.WEB) -> ApprovalRequest:
+                   channel: str = Decision.Channel.WEB, fingerprint: str | None = None) -> ApprovalRequest:
     """Record `reviewer`'s `verdict` (Decision.Verdict) on a pending request:
 
-    1. check_decide: a reviewer; the source, then the request locked; still pending, not
-       decided by this reviewer yet, for the content the source holds now; four eyes;
+    1. check_decide: a reviewer; the source, then the request locked; for the content
+       the decision names (`fingerprint`, when the channel carries one: a signed webhook,
+       a decision file); still pending, not decided by this reviewer yet, for the content
+       the source holds now; four eyes;
     2. do_decide: the decision; a rejection rejects; an approval counts, and once the
        rule's required distinct approvals are in, the request is approved (its expiry
        set from the lifetime, the text it covers kept for later diffs); audited.
 
     Raises DomainError: 403 not_reviewer / four_eyes, 404 not_found, 400 invalid_input,
-    409 request_decided / already_decided / content_changed."""
+    409 fingerprint_mismatch / request_decided / already_decided / content_changed."""
     with transaction.atomic():
         request, rule = check_decide(request_id=request_id, reviewer=reviewer, verdict=verdict, comment=comment,
-                                     channel=channel)
+                                     channel=channel, fingerprint=fingerprint)
         return do_decide(request=request, rule=rule, reviewer=reviewer, verdict=verdict, comment=comment,
                          channel=channel)
 
 
-def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str,
-                 channel: str) -> tuple[ApprovalRequest, Rule]:
+def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str, channel: str,
+                 fingerprint: str | None = None) -> tuple[ApprovalRequest, Rule]:
     if not is_reviewer(reviewer):
         raise forbidden("only a member of the reviewer group decides approval requests", code="not_reviewer")
     if verdict not in Decision.Verdict.values:
@@ -63,6 +65,10 @@ def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str,
     source = ReferenceSource.objects.select_for_update(no_key=True).get(pk=source_id)
     request = ApprovalRequest.objects.select_for_update().select_related("agent").get(pk=request_id)
     request.source = source
+    if fingerprint is not None and fingerprint != request.fingerprint:
+        raise conflict(f"the decision is for content {fingerprint[:12]}, request {request.pk} for content "
+                       f"{request.fingerprint[:12]}; it was not recorded", code="fingerprint_mismatch",
+                       fingerprint=request.fingerprint)
     if request.state != ApprovalRequest.State.PENDING:
         raise conflict(f"request {request.pk} is already {request.state}; this decision was not recorded",
                        code="request_decided", state=request.state)
