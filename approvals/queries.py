@@ -41,7 +41,7 @@ class AgentRequest:
 
 
 def _with_decisions(requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
-    return requests.select_related("source__catalog", "agent", "previous").prefetch_related(
+    return requests.select_related("source__catalog", "agent", "previous", "caused_by").prefetch_related(
         Prefetch("decisions", queryset=Decision.objects.select_related("reviewer").order_by("pk")))
 
 

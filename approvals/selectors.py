@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from django.db import connection
 from django.utils import timezone
 
+from approvals.models import ApprovalPolicy
 from approvals.rules import NOT_REQUIRED, Judgement, RequestState, Rule, judge
 from catalog.models import Agent
 
@@ -227,3 +228,12 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
         if request_id is not None:
             entry.requests.append(RequestState(request_id, state, approvals, live, timed_out, raised_via))
     return found
+
+
+def self_approval_allowed(rule: Rule) -> bool:
+    """Whether the person whose change raised a request may decide it under `rule`: only
+    while policies cover the source and every one of them allows it (strictest wins, as
+    for the other settings; a source its own flag alone governs never allows it)."""
+    if not rule.policy_ids:
+        return False
+    return not ApprovalPolicy.objects.filter(pk__in=rule.policy_ids, allow_self_approval=False).exists()
