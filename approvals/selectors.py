@@ -237,3 +237,20 @@ def self_approval_allowed(rule: Rule) -> bool:
     if not rule.policy_ids:
         return False
     return not ApprovalPolicy.objects.filter(pk__in=rule.policy_ids, allow_self_approval=False).exists()
+
+
+# --- when an approval ends ------------------------------------------------------------------
+
+# When an approved request's approval ends, from the facts the gate's _TIMED_OUT reads:
+# its own `expires_at`, or its decision plus the shortest lifetime the policies covering
+# its source for its agent set now (the gate aggregates the same policies per source).
+# NULL: never. `{r}` is the request table's name or alias in the enclosing statement.
+# Listings (approvals.queries.with_state_now), the expiry task and a reindex's lapse read
+# it, so what they show and record is what the gate concludes, whenever they run.
+APPROVAL_ENDS_SQL = """least({r}.expires_at, {r}.decided_at + (
+    SELECT min(p.lifetime) FROM approvals_approvalpolicy p, catalog_referencesource s
+    WHERE s.id = {r}.source_id AND p.lifetime IS NOT NULL
+      AND (p.all_agents OR EXISTS (SELECT FROM approvals_approvalpolicy_agents a
+                                   WHERE a.approvalpolicy_id = p.id AND a.agent_id = {r}.agent_id))
+      AND (p.catalog_id = s.catalog_id OR p.source_id = s.id
+           OR p.tag_id IN (SELECT t.tag_id FROM catalog_referencesource_tags t WHERE t.referencesource_id = s.id))))"""

@@ -105,7 +105,7 @@ def _panel_context(request: HttpRequest, detail: RequestReview, **extra: Any) ->
     """What the decision panel shows this person: the forms they may use, their own
     decision so far, whether their own change raised it (then another reviewer decides,
     unless the policies allow self-approval), whether four eyes keeps them from approving."""
-    user, state = _person(request), detail.request.state
+    user, state = _person(request), detail.request.state_now
     mine = next((d for d in detail.decisions if d.reviewer_id == user.pk), None)
     reviewer = is_reviewer(user)
     own = detail.request.caused_by_id == user.pk and not detail.self_approval
