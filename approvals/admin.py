@@ -39,8 +39,8 @@ class ReadOnly(admin.ModelAdmin[Any]):
 @admin.register(ApprovalPolicy)
 class ApprovalPolicyAdmin(admin.ModelAdmin[ApprovalPolicy]):
     list_display = ["pk", "scope", "target_label", "all_agents", "required_approvals", "lifetime", "four_eyes",
-                    "changed_by", "updated_at"]
-    list_filter = ["scope", "four_eyes", "all_agents"]
+                    "allow_self_approval", "changed_by", "updated_at"]
+    list_filter = ["scope", "four_eyes", "allow_self_approval", "all_agents"]
     filter_horizontal = ["agents"]
     readonly_fields = ["changed_by", "created_at", "updated_at"]
     actions = ["delete_through_the_service"]
@@ -94,11 +94,11 @@ class DecisionInline(admin.TabularInline[Decision, ApprovalRequest]):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnly):
-    list_display = ["pk", "source", "agent", "state", "approvals", "raised_via", "created_at", "decided_at",
-                    "expires_at"]
+    list_display = ["pk", "source", "agent", "state", "approvals", "raised_via", "caused_by", "created_at",
+                    "decided_at", "expires_at"]
     list_filter = ["state", "raised_via", "source__catalog"]
     search_fields = ["source__slug", "agent__name", "context"]
-    list_select_related = ["source__catalog", "agent"]
+    list_select_related = ["source__catalog", "agent", "caused_by"]
     inlines = [DecisionInline]
     actions = ["approve", "reject", "revoke"]
 

@@ -40,7 +40,9 @@ class ApprovalRequestSerializer(serializers.Serializer[AgentRequest]):
     catalog = serializers.CharField()
     source_id = serializers.CharField(help_text="The reference id (the source's slug).")
     fingerprint = serializers.CharField(help_text="The content it was raised for.")
-    state = serializers.ChoiceField(choices=ApprovalRequest.State.choices)
+    state = serializers.ChoiceField(
+        choices=ApprovalRequest.State.choices,
+        help_text="As the approval gate sees it now: an approval whose time is up is expired at once.")
     current = serializers.BooleanField(help_text="Raised for the content the reference holds now.")
     raised_via = serializers.ChoiceField(choices=ApprovalRequest.Via.choices)
     # named like Field.context, which the stubs declare (DRF's metaclass takes declared
@@ -54,7 +56,8 @@ class ApprovalRequestSerializer(serializers.Serializer[AgentRequest]):
     created_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True, help_text="When the approval ends; null: never.")
-    ended_at = serializers.DateTimeField(allow_null=True, help_text="When it expired, was revoked or lapsed.")
+    ended_at = serializers.DateTimeField(allow_null=True, help_text="When it expired (its time was up), was "
+                                                                    "revoked or lapsed.")
 
 
 class ApprovalListApi(APIView):
@@ -66,7 +69,8 @@ class ApprovalListApi(APIView):
     class QuerySerializer(serializers.Serializer[None]):
         # Given empty, a query parameter is read as absent: the schema admits "".
         state = serializers.ChoiceField(choices=ApprovalRequest.State.choices, required=False, default="",
-                                        allow_blank=True, help_text="Only requests in this state.")
+                                        allow_blank=True, help_text="Only requests in this state (as `state` "
+                                                                    "says: the gate's, now).")
         limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
         offset = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False, default=0)
 

@@ -31,7 +31,8 @@ class ApprovalPolicy(models.Model):
     """Sources that need approval: a whole catalog, one source, or every source with a
     tag (in any catalog), for every agent or the agents named. When several policies
     cover a source for an agent, the strictest of each setting applies: the most
-    approvals, the shortest lifetime, four eyes if any asks for it."""
+    approvals, the shortest lifetime, four eyes if any asks for it, self-approval only
+    if every one allows it."""
 
     class Scope(models.TextChoices):
         CATALOG = "catalog"
@@ -50,6 +51,9 @@ class ApprovalPolicy(models.Model):
     lifetime = models.DurationField(null=True, blank=True, help_text="How long an approval lives; empty: forever.")
     four_eyes = models.BooleanField(
         default=False, help_text="Whoever last changed the source's content or a policy covering it may not approve.")
+    allow_self_approval = models.BooleanField(
+        default=False, help_text="The person whose change raised a request may decide it (only if every policy "
+                                 "covering the source allows it; otherwise another reviewer decides).")
     description = models.CharField(max_length=500, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+", help_text="Who last created or changed this policy.")
@@ -128,6 +132,10 @@ class ApprovalRequest(models.Model):
                                  help_text="The request this one follows (lapsed by a content change).")
     diff = models.TextField(blank=True, help_text="Unified diff of the last approved text against this content.")
     diff_base = models.CharField(max_length=64, blank=True, help_text="The approved fingerprint the diff is against.")
+    caused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The person whose change of the source it asks to approve (who last changed it when it was "
+                  "raised); they never decide it unless the policies allow self-approval. Empty: no person.")
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True, help_text="When it was approved or rejected.")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="When its approval ends; empty: never.")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from django.db.models import Count, Q
 from django.http import HttpRequest
+from django.utils import timezone
 
 from approvals.channels.models import WebhookEndpoint
 from approvals.models import ApprovalPolicy, ApprovalRequest
+from approvals.queries import with_state_now
 from approvals.queue import requests_filtered
 from catalog.models import Catalog, ReferenceSource
 from catalog.panels import Panel
@@ -27,9 +29,23 @@ def _policies(source: ReferenceSource) -> list[ApprovalPolicy]:
                 .annotate(agent_count=Count("agents")).order_by("pk"))
 
 
+def _states_now(source: ReferenceSource) -> dict[str, int]:
+    """How many of the source's requests are in each state, as the gate sees them now:
+    approvals whose time is up count as expired (counted apart: a GROUP BY over the
+    computed state would repeat its subquery per group)."""
+    now = timezone.now()
+    requests = ApprovalRequest.objects.filter(source=source)
+    states = dict(requests.values_list("state").annotate(n=Count("pk")).values_list("state", "n"))
+    over = with_state_now(requests.filter(state=ApprovalRequest.State.APPROVED), now) \
+        .filter(state_now=ApprovalRequest.State.EXPIRED).count()
+    if over:
+        states[ApprovalRequest.State.APPROVED] -= over
+        states[ApprovalRequest.State.EXPIRED] = states.get(ApprovalRequest.State.EXPIRED, 0) + over
+    return states
+
+
 def source_approvals(request: HttpRequest, source: ReferenceSource) -> Panel:
-    states = dict(ApprovalRequest.objects.filter(source=source).values_list("state").annotate(n=Count("pk"))
-                  .values_list("state", "n"))
+    states = _states_now(source)
     policies = _policies(source)
     return Panel("approvals/partials/source_panel.html", {
         "source": source, "policies": policies, "governed": source.requires_approval or bool(policies),

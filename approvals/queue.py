@@ -10,15 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
 from approvals.audit.log import Action
 from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry, Decision
-from approvals.queries import request_detail, requests_queue
+from approvals.queries import request_detail, requests_queue, with_state_now
 from approvals.rules import Rule
+from approvals.selectors import self_approval_allowed
 from catalog.models import Agent, Catalog, ReferenceSource
+
+if TYPE_CHECKING:
+    from approvals.queries import RequestNow
 
 # What the request page shows of a source's text; past it, documents are named only.
 SHOWN_TEXT_MAX_CHARS = 400_000
@@ -79,19 +83,23 @@ class ShownDocument:
 class RequestReview:
     """approvals.queries.request_detail as the page shows it: the documents bounded for
     a browser, the policies behind the rule, who last changed the source or a policy
-    covering it (four eyes keeps them from approving), the revocation if any, and the
+    covering it (four eyes keeps them from approving), whose change raised it and
+    whether they may decide it (self-approval), the revocation if any, and the
     request raised after it (content changed, an approval expired), for a reviewer who
     lands on this one from an old e-mail or the history."""
 
-    request: ApprovalRequest
+    request: RequestNow
     rule: Rule
     current: bool  # the request is for the content the source holds now
     documents: list[ShownDocument] | None
     decisions: list[Decision]
     policies: list[ApprovalPolicy]
     changed_by: list[str]
+    caused_by: str | None
+    self_approval: bool  # the policies let caused_by decide it
     revocation: Revocation | None
     followed_by: int | None
+    previous_state: str | None  # the state of the request it follows, as the gate sees it now
 
 
 def request_review(*, request_id: int) -> RequestReview | None:
@@ -110,9 +118,13 @@ def request_review(*, request_id: int) -> RequestReview | None:
     return RequestReview(request=request, rule=detail.rule, current=request.fingerprint == request.source.fingerprint,
                        documents=None if detail.documents is None else _shown(detail.documents),
                        decisions=detail.decisions, policies=policies, changed_by=sorted(changed_by),
+                       caused_by=request.caused_by.get_username() if request.caused_by is not None else None,
+                       self_approval=self_approval_allowed(detail.rule),
                        revocation=revocations([request.pk]).get(request.pk) if revoked else None,
                        followed_by=ApprovalRequest.objects.filter(previous_id=request.pk).order_by("-pk")
-                       .values_list("pk", flat=True).first())
+                       .values_list("pk", flat=True).first(),
+                       previous_state=with_state_now(ApprovalRequest.objects.filter(pk=request.previous_id))
+                       .values_list("state_now", flat=True).first() if request.previous_id else None)
 
 
 def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from django.db import connection
 from django.utils import timezone
 
+from approvals.models import ApprovalPolicy
 from approvals.rules import NOT_REQUIRED, Judgement, RequestState, Rule, judge
 from catalog.models import Agent
 
@@ -227,3 +228,29 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
         if request_id is not None:
             entry.requests.append(RequestState(request_id, state, approvals, live, timed_out, raised_via))
     return found
+
+
+def self_approval_allowed(rule: Rule) -> bool:
+    """Whether the person whose change raised a request may decide it under `rule`: only
+    while policies cover the source and every one of them allows it (strictest wins, as
+    for the other settings; a source its own flag alone governs never allows it)."""
+    if not rule.policy_ids:
+        return False
+    return not ApprovalPolicy.objects.filter(pk__in=rule.policy_ids, allow_self_approval=False).exists()
+
+
+# --- when an approval ends ------------------------------------------------------------------
+
+# When an approved request's approval ends, from the facts the gate's _TIMED_OUT reads:
+# its own `expires_at`, or its decision plus the shortest lifetime the policies covering
+# its source for its agent set now (the gate aggregates the same policies per source).
+# NULL: never. `{r}` is the request table's name or alias in the enclosing statement.
+# Listings (approvals.queries.with_state_now), the expiry task and a reindex's lapse read
+# it, so what they show and record is what the gate concludes, whenever they run.
+APPROVAL_ENDS_SQL = """least({r}.expires_at, {r}.decided_at + (
+    SELECT min(p.lifetime) FROM approvals_approvalpolicy p, catalog_referencesource s
+    WHERE s.id = {r}.source_id AND p.lifetime IS NOT NULL
+      AND (p.all_agents OR EXISTS (SELECT FROM approvals_approvalpolicy_agents a
+                                   WHERE a.approvalpolicy_id = p.id AND a.agent_id = {r}.agent_id))
+      AND (p.catalog_id = s.catalog_id OR p.source_id = s.id
+           OR p.tag_id IN (SELECT t.tag_id FROM catalog_referencesource_tags t WHERE t.referencesource_id = s.id))))"""

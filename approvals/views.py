@@ -103,12 +103,15 @@ def _detail_or_404(request_id: int) -> RequestReview:
 
 def _panel_context(request: HttpRequest, detail: RequestReview, **extra: Any) -> dict[str, Any]:
     """What the decision panel shows this person: the forms they may use, their own
-    decision so far, whether four eyes keeps them from approving."""
-    user, state = _person(request), detail.request.state
+    decision so far, whether their own change raised it (then another reviewer decides,
+    unless the policies allow self-approval), whether four eyes keeps them from approving."""
+    user, state = _person(request), detail.request.state_now
     mine = next((d for d in detail.decisions if d.reviewer_id == user.pk), None)
     reviewer = is_reviewer(user)
-    return {"detail": detail, "req": detail.request, "my_decision": mine, "is_reviewer": reviewer,
-            "can_decide": reviewer and state == ApprovalRequest.State.PENDING and mine is None and detail.current,
+    own = detail.request.caused_by_id == user.pk and not detail.self_approval
+    return {"detail": detail, "req": detail.request, "my_decision": mine, "is_reviewer": reviewer, "own_change": own,
+            "can_decide": reviewer and state == ApprovalRequest.State.PENDING and mine is None and detail.current
+            and not own,
             "can_revoke": reviewer and state == ApprovalRequest.State.APPROVED,
             "approvals_missing": max(detail.rule.required - detail.request.approvals, 0),
             "four_eyes_me": detail.rule.four_eyes and user.get_username() in detail.changed_by,

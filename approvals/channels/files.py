@@ -1,10 +1,13 @@
 """The decision-file channel (seed 000): a JSON file of decisions dropped into
 LECTERN_DECISION_DIR is applied once, all or nothing, then moved aside.
 
-A file is `{"request_id": 17, "verdict": "approve", "reviewer": "rita", "comment": "..."}`
-or a list of such objects. Only `*.json` files at the top of the directory are read
-(write under another name, e.g. `x.json.tmp`, and rename when done), and only once
-unmodified for SETTLE (a file still being written is left for the next run).
+A file is `{"request_id": 17, "fingerprint": "9f2c...", "verdict": "approve", "reviewer":
+"rita", "comment": "..."}` or a list of such objects: each names the request it decides
+and the content (the request's fingerprint) the reviewer looked at, and a decision for
+other content than the request's is refused (`fingerprint_mismatch`). Only `*.json`
+files at the top of the directory are read (write under another name, e.g.
+`x.json.tmp`, and rename when done), and only once unmodified for SETTLE (a file still
+being written is left for the next run).
 
 1. Claim: rename the file into processing/ under a name of its own. A rename is atomic,
    so of two workers (the schedule and `manage.py apply_decisions`, or two clusters)
@@ -51,13 +54,15 @@ SETTLE = timedelta(seconds=5)
 CLAIM_LEASE = timedelta(minutes=10)
 MAX_FILE_BYTES = 1_048_576
 MAX_ITEMS = 1000
-FIELDS = {"request_id", "verdict", "reviewer", "comment"}
-REQUIRED = ("request_id", "verdict", "reviewer")
+FIELDS = {"request_id", "fingerprint", "verdict", "reviewer", "comment"}
+REQUIRED = ("request_id", "fingerprint", "verdict", "reviewer")
+FINGERPRINT_MAX_CHARS = 64
 
 
 @dataclass(frozen=True)
 class Item:
     request_id: int
+    fingerprint: str
     verdict: str
     reviewer: str
     comment: str = ""
@@ -114,6 +119,9 @@ def _problem(entry: Any) -> str | None:
                                                                                  "comment"))
     if not isinstance(request_id, int) or isinstance(request_id, bool) or request_id < 1:
         return "request_id is a positive integer"
+    fingerprint = entry["fingerprint"]
+    if not isinstance(fingerprint, str) or not fingerprint or len(fingerprint) > FINGERPRINT_MAX_CHARS:
+        return "fingerprint is the content fingerprint of the request (its approval.requested event's)"
     if verdict not in Decision.Verdict.values:
         return f"verdict is approve or reject, not {verdict!r}"
     if not isinstance(reviewer, str) or not reviewer.strip() or len(reviewer) > 150:
@@ -141,7 +149,7 @@ def decisions_apply(*, items: list[Item], name: str, digest: str) -> int:
             try:
                 decided.append(request_decide(request_id=item.request_id, reviewer=people[item.reviewer],
                                               verdict=item.verdict, comment=item.comment,
-                                              channel=Decision.Channel.FILE))
+                                              channel=Decision.Channel.FILE, fingerprint=item.fingerprint))
             except DomainError as exc:
                 raise FileRefused(f"item {n} (request {item.request_id}): {exc.detail} [{exc.error_code}]") from None
         audit_append_many([AuditEvent(

@@ -109,8 +109,9 @@ class WebhookDelivery(models.Model):
 
 
 class InboundWebhookMessage(models.Model):
-    """A signed decision message accepted: its `webhook-id` may not be accepted again
-    (kept well past the timestamp tolerance, after which a replay is refused as stale)."""
+    """A signed decision message received (its signature verified), whatever its outcome:
+    its `webhook-id` is never taken again (kept well past the timestamp tolerance, after
+    which a replay is refused as stale)."""
 
     webhook_id = models.CharField(max_length=255, unique=True)
     endpoint = models.ForeignKey(WebhookEndpoint, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -8,6 +8,11 @@ the other, and a decision that comes second finds the request lapsed (409). Two
 reviewers deciding one request at once: the second waits on the request's row lock,
 then finds it decided and gets a 409 `request_decided`, unless more approvals were
 still needed, when both approvals count.
+
+Self-approval: the person whose change raised a request (`caused_by`) never decides it,
+approve or reject, on any channel, unless every policy covering the source allows it
+(`allow_self_approval`). Four eyes goes further, for approvals: whoever last changed the
+source or a covering policy, whatever raised the request.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from django.utils import timezone
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from approvals.models import COMMENT_MAX_CHARS, ApprovalPolicy, ApprovalRequest, Decision
 from approvals.rules import Rule
-from approvals.selectors import source_rules
+from approvals.selectors import self_approval_allowed, source_rules
 from approvals.services.contents import approved_content_keep
 from approvals.services.errors import conflict, forbidden, invalid, not_found
 from catalog.auth import is_reviewer
@@ -29,26 +34,28 @@ from catalog.models import ReferenceSource
 
 
 def request_decide(*, request_id: int, reviewer: User, verdict: str, comment: str = "",
-                   channel: str = Decision.Channel.WEB) -> ApprovalRequest:
+                   channel: str = Decision.Channel.WEB, fingerprint: str | None = None) -> ApprovalRequest:
     """Record `reviewer`'s `verdict` (Decision.Verdict) on a pending request:
 
-    1. check_decide: a reviewer; the source, then the request locked; still pending, not
-       decided by this reviewer yet, for the content the source holds now; four eyes;
+    1. check_decide: a reviewer; the source, then the request locked; for the content
+       the decision names (`fingerprint`, when the channel carries one: a signed webhook,
+       a decision file); still pending, not decided by this reviewer yet, for the content
+       the source holds now; not the reviewer's own change (self-approval); four eyes;
     2. do_decide: the decision; a rejection rejects; an approval counts, and once the
        rule's required distinct approvals are in, the request is approved (its expiry
        set from the lifetime, the text it covers kept for later diffs); audited.
 
-    Raises DomainError: 403 not_reviewer / four_eyes, 404 not_found, 400 invalid_input,
-    409 request_decided / already_decided / content_changed."""
+    Raises DomainError: 403 not_reviewer / self_approval / four_eyes, 404 not_found, 400 invalid_input,
+    409 fingerprint_mismatch / request_decided / already_decided / content_changed."""
     with transaction.atomic():
         request, rule = check_decide(request_id=request_id, reviewer=reviewer, verdict=verdict, comment=comment,
-                                     channel=channel)
+                                     channel=channel, fingerprint=fingerprint)
         return do_decide(request=request, rule=rule, reviewer=reviewer, verdict=verdict, comment=comment,
                          channel=channel)
 
 
-def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str,
-                 channel: str) -> tuple[ApprovalRequest, Rule]:
+def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str, channel: str,
+                 fingerprint: str | None = None) -> tuple[ApprovalRequest, Rule]:
     if not is_reviewer(reviewer):
         raise forbidden("only a member of the reviewer group decides approval requests", code="not_reviewer")
     if verdict not in Decision.Verdict.values:
@@ -63,6 +70,10 @@ def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str,
     source = ReferenceSource.objects.select_for_update(no_key=True).get(pk=source_id)
     request = ApprovalRequest.objects.select_for_update().select_related("agent").get(pk=request_id)
     request.source = source
+    if fingerprint is not None and fingerprint != request.fingerprint:
+        raise conflict(f"the decision is for content {fingerprint[:12]}, request {request.pk} for content "
+                       f"{request.fingerprint[:12]}; it was not recorded", code="fingerprint_mismatch",
+                       fingerprint=request.fingerprint)
     if request.state != ApprovalRequest.State.PENDING:
         raise conflict(f"request {request.pk} is already {request.state}; this decision was not recorded",
                        code="request_decided", state=request.state)
@@ -76,6 +87,9 @@ def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str,
     if rule_now.four_eyes and reviewer.pk in _last_changed_by(source, rule_now):
         raise forbidden(f"four eyes: {reviewer.get_username()} last changed {source} or a policy covering it, "
                         "so another reviewer decides", code="four_eyes")
+    if request.caused_by_id == reviewer.pk and not self_approval_allowed(rule_now):
+        raise forbidden(f"self-approval: request {request.pk} asks to approve a change {reviewer.get_username()} "
+                        "made, so another reviewer decides it", code="self_approval")
     return request, rule_now
 
 

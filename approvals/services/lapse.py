@@ -3,9 +3,16 @@ and pending requests for the old content lapse, inside the switch's own transact
 (catalog.signals.content_switched, sent before it commits): no reader ever sees the new
 text under an old approval. Each agent that had one gets a new pending request for the
 new content (raised_via reindex), carrying the unified diff of the text it last had
-approved against the new text, so the reviewer reads only what changed."""
+approved against the new text, so the reviewer reads only what changed.
+
+An approval whose time was up before the content changed (the gate refused it already;
+the expiry task had not marked it yet) is marked expired, as of when it ended, not
+lapsed: it ended by time, and shows so for good (its agent still gets the new request,
+with the diff against what it had approved)."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -13,6 +20,7 @@ from django.utils import timezone
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
 from approvals.diffs import ContentDiff
 from approvals.models import ApprovalRequest, ApprovedContent
+from approvals.selectors import APPROVAL_ENDS_SQL
 from approvals.services.contents import diff_against, documents_now
 from approvals.services.requests import RaiseItem, requests_raise
 from catalog.models import Agent
@@ -22,11 +30,17 @@ WITH old AS (
     SELECT id, state FROM approvals_approvalrequest
     WHERE source_id = %(source)s AND state IN ('approved', 'pending') AND fingerprint <> %(new)s
     ORDER BY id FOR UPDATE
+), ended AS (
+    SELECT old.id, old.state, CASE WHEN old.state = 'approved' THEN {ends} END AS ends
+    FROM old JOIN approvals_approvalrequest r ON r.id = old.id
 )
-UPDATE approvals_approvalrequest r SET state = 'lapsed', ended_at = %(now)s
-FROM old WHERE r.id = old.id
-RETURNING r.id, r.agent_id, r.fingerprint, old.state
-"""
+UPDATE approvals_approvalrequest r
+SET state = CASE WHEN e.ends <= %(now)s THEN 'expired' ELSE 'lapsed' END,
+    ended_at = CASE WHEN e.ends <= %(now)s THEN e.ends ELSE %(now)s END
+FROM ended e WHERE r.id = e.id
+RETURNING r.id, r.agent_id, r.fingerprint, e.state, r.state, r.ended_at
+""".format(ends=APPROVAL_ENDS_SQL.format(r="r"))
+EXPIRY = Actor.of(None, system="expiry")
 
 REINDEX = Actor.of(None, system="reindex")
 
@@ -38,15 +52,13 @@ def approvals_lapse(*, source_id: int, new_fingerprint: str) -> list[int]:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(_LAPSE, {"source": source_id, "new": new_fingerprint, "now": timezone.now()})
-            lapsed = cursor.fetchall()
-        if not lapsed:
+            ended = sorted(cursor.fetchall())
+        if not ended:
             return []
         # Audited first, for the log to read in order; the only locks taken after this
         # are the new requests' rows, for content no other transaction can see yet.
-        audit_append_many([AuditEvent(Action.REQUEST_LAPSED, REINDEX, request_id=pk, source_id=source_id,
-                                      agent_id=agent_id, fingerprint=fingerprint,
-                                      payload={"was": state, "new_fingerprint": new_fingerprint})
-                           for pk, agent_id, fingerprint, state in lapsed])
+        audit_append_many([_ended_event(row, source_id, new_fingerprint) for row in ended])
+        lapsed = [(pk, agent_id, fingerprint, was) for pk, agent_id, fingerprint, was, _, _ in ended]
         follows = _follows(source_id, lapsed)
         diffs = _diffs(source_id, {base for _, base in follows.values()})
         raised: list[int] = []
@@ -60,6 +72,15 @@ def approvals_lapse(*, source_id: int, new_fingerprint: str) -> list[int]:
             raised += requests_raise(agent=agent, items=[item], via=ApprovalRequest.Via.REINDEX, context=context,
                                      actor=REINDEX).values()
     return raised
+
+
+def _ended_event(row: tuple[int, int, str, str, str, datetime], source_id: int, new_fingerprint: str) -> AuditEvent:
+    pk, agent_id, fingerprint, was, now, ended_at = row
+    if now == ApprovalRequest.State.EXPIRED:
+        return AuditEvent(Action.REQUEST_EXPIRED, EXPIRY, request_id=pk, source_id=source_id, agent_id=agent_id,
+                          fingerprint=fingerprint, payload={"expires_at": ended_at.isoformat()})
+    return AuditEvent(Action.REQUEST_LAPSED, REINDEX, request_id=pk, source_id=source_id, agent_id=agent_id,
+                      fingerprint=fingerprint, payload={"was": was, "new_fingerprint": new_fingerprint})
 
 
 def _follows(source_id: int, lapsed: list[tuple[int, int, str, str]]) -> dict[int, tuple[int, str | None]]:

@@ -4,6 +4,12 @@ agent, by a reindex when approved or requested content changes, or by hand.
 Never two pending for the same (source, agent, fingerprint): a unique partial index
 (`one_pending_request_per_content`) says so, and the insert is ON CONFLICT DO NOTHING,
 so read paths racing each other raise one request and all get its id.
+
+Each request records who caused it (`caused_by`): the person who last changed the
+source when it is raised, read in the insert itself. A reindex raises inside the
+switch to the new content, so that is whoever's edit the new content came from; a read
+path raises for the content indexed now, whose last editor it is. request_decide keeps
+them from deciding it (self-approval) unless the policies allow it.
 """
 
 from __future__ import annotations
@@ -53,15 +59,15 @@ def request_context(what: str, text: str = "") -> str:
 
 _INSERT = """
 INSERT INTO approvals_approvalrequest (source_id, agent_id, fingerprint, raised_via, context, state, approvals,
-                                       previous_id, diff, diff_base, created_at)
+                                       previous_id, diff, diff_base, caused_by_id, created_at)
 SELECT x.source_id, %(agent)s, x.fingerprint, %(via)s, %(context)s, 'pending', 0, x.previous_id, x.diff,
-       x.diff_base, %(now)s
+       x.diff_base, s.changed_by_id, %(now)s
 FROM unnest(%(sources)s::bigint[], %(fingerprints)s::text[], %(previous)s::bigint[], %(diffs)s::text[],
             %(bases)s::text[]) AS x(source_id, fingerprint, previous_id, diff, diff_base)
 JOIN catalog_referencesource s ON s.id = x.source_id
 ORDER BY x.source_id
 ON CONFLICT (source_id, agent_id, fingerprint) WHERE state = 'pending' DO NOTHING
-RETURNING id, source_id, fingerprint
+RETURNING id, source_id, fingerprint, caused_by_id
 """
 
 
@@ -82,7 +88,7 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
                 "previous": [i.previous_id for i in items], "diffs": [i.diff for i in items],
                 "bases": [i.diff_base for i in items]})
             inserted = cursor.fetchall()
-        found = {source_id: request_id for request_id, source_id, _ in inserted}
+        found = {source_id: request_id for request_id, source_id, _, _ in inserted}
         waiting = [i for i in items if i.source_id not in found]
         if waiting:  # pending already (raised by a read path before this one, or beside it)
             pending = ApprovalRequest.objects.filter(
@@ -90,13 +96,21 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
                 fingerprint__in=[i.fingerprint for i in waiting]).values_list("source_id", "fingerprint", "id")
             wanted = {(i.source_id, i.fingerprint) for i in waiting}
             found.update({source: pk for source, fingerprint, pk in pending if (source, fingerprint) in wanted})
+        causes = _usernames({caused_by for *_, caused_by in inserted if caused_by is not None})
         audit_append_many([
             AuditEvent(Action.REQUEST_RAISED, actor or Actor.of(agent), request_id=request_id, source_id=source_id,
-                       agent_id=agent.pk, fingerprint=fingerprint, payload={"raised_via": via,
-                                                                            "context": excerpt(context, 200)})
-            for request_id, source_id, fingerprint in inserted])
-        reviewers_notify_on_commit([request_id for request_id, _, _ in inserted])
+                       agent_id=agent.pk, fingerprint=fingerprint,
+                       payload={"raised_via": via, "context": excerpt(context, 200),
+                                "caused_by": causes.get(caused_by) if caused_by is not None else None})
+            for request_id, source_id, fingerprint, caused_by in inserted])
+        reviewers_notify_on_commit([request_id for request_id, *_ in inserted])
     return found
+
+
+def _usernames(user_ids: set[int]) -> dict[int, str]:
+    if not user_ids:
+        return {}
+    return dict(User.objects.filter(pk__in=user_ids).values_list("pk", "username"))
 
 
 def request_raise(*, source: ReferenceSource, agent: Agent, by: User | Agent, context: str = "") -> ApprovalRequest:

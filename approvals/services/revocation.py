@@ -10,13 +10,15 @@ from django.utils import timezone
 
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest
+from approvals.queries import with_state_now
 from approvals.services.errors import conflict, forbidden, invalid, not_found
 from catalog.auth import is_reviewer
 
 
 def approval_revoke(*, request_id: int, by: User, reason: str = "") -> ApprovalRequest:
     """Revoke an approved request. Raises DomainError: 403 not_reviewer, 404, 400,
-    409 not_approved (pending, rejected or already ended)."""
+    409 not_approved (pending, rejected or already ended: its time up counts, as the
+    gate and the listings see it, whether or not the expiry task has marked it)."""
     if not is_reviewer(by):
         raise forbidden("only a member of the reviewer group revokes approvals", code="not_reviewer")
     if len(reason) > COMMENT_MAX_CHARS:
@@ -25,9 +27,9 @@ def approval_revoke(*, request_id: int, by: User, reason: str = "") -> ApprovalR
         request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
         if request is None:
             raise not_found(f"approval request {request_id}")
-        if request.state != ApprovalRequest.State.APPROVED:
-            raise conflict(f"request {request.pk} is {request.state}, not approved", code="not_approved",
-                           state=request.state)
+        state = with_state_now(ApprovalRequest.objects.filter(pk=request.pk)).values_list("state_now", flat=True)[0]
+        if state != ApprovalRequest.State.APPROVED:
+            raise conflict(f"request {request.pk} is {state}, not approved", code="not_approved", state=state)
         request.state, request.ended_at = ApprovalRequest.State.REVOKED, timezone.now()
         request.save(update_fields=["state", "ended_at"])
         audit_append(AuditEvent(Action.REQUEST_REVOKED, Actor.of(by), request_id=request.pk,

@@ -1,14 +1,19 @@
 """A real HTTP receiver on 127.0.0.1 (an ephemeral port), in a thread: it records every
 request and answers each with the next status it was given (then 200). With a secret,
 it verifies each request as a consumer would, with the standardwebhooks package, and
-answers 401 to one that fails."""
+answers 401 to one that fails; and, as an external review system would, it answers an
+`approval.requested` event with a decision signed for that request and its content
+(`decision_for`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -70,6 +75,21 @@ class Receiver:
         handler.send_header("Content-Length", str(len(reply)))
         handler.end_headers()
         handler.wfile.write(reply.encode())
+
+    def decision_for(self, event: Received, *, verdict: str, reviewer: str, message_id: str, comment: str = "",
+                     at: datetime | None = None) -> tuple[str, str, dict[str, str]]:
+        """(path, body, headers) of the decision on the request `event` announced, signed
+        with the receiver's secret: the body names the request and the content (its
+        fingerprint) the reviewer decided, as Lectern requires."""
+        assert self.secret is not None, "a decision is signed with the endpoint's secret"
+        data: dict[str, Any] = Webhook(self.secret).verify(event.body, event.headers)["data"]
+        body = json.dumps({"request_id": data["request_id"], "fingerprint": data["fingerprint"], "verdict": verdict,
+                           "reviewer": reviewer, "comment": comment})
+        webhook = Webhook(self.secret)
+        sent_at = at or datetime.now(tz=UTC)
+        headers = {"webhook-id": message_id, "webhook-timestamp": str(int(sent_at.timestamp())),
+                   "webhook-signature": webhook.sign(message_id, sent_at, body)}
+        return data["decision_path"], body, headers
 
     def wait_for(self, count: int, timeout: float = 10) -> list[Received]:
         """The first `count` requests, once that many arrived (never a fixed sleep)."""

@@ -49,10 +49,16 @@ def _states(*request_ids):
     return [ApprovalRequest.objects.get(pk=pk).state for pk in request_ids]
 
 
+def item(request_id, verdict="approve", reviewer="rita", **extra):
+    """A decision naming its request and the content that request is for."""
+    fingerprint = ApprovalRequest.objects.values_list("fingerprint", flat=True).get(pk=request_id)
+    return {"request_id": request_id, "fingerprint": fingerprint, "verdict": verdict, "reviewer": reviewer, **extra}
+
+
 def test_a_decision_file_is_applied_once_and_moved_to_processed(kb, agent, other_agent, rita, inbox):
     first, second = raised(agent, kb.vault), raised(other_agent, kb.vault)
-    drop(inbox, "batch.json", [{"request_id": first, "verdict": "approve", "reviewer": "rita", "comment": "ok"},
-                               {"request_id": second, "verdict": "reject", "reviewer": "rita"}])
+    drop(inbox, "batch.json", [item(first, comment="ok"),
+                               item(second, "reject")])
 
     (outcome,) = decision_files_apply(now=later())
     assert decision_files_apply(now=later()) == []  # nothing left to read
@@ -78,10 +84,16 @@ def test_a_decision_file_is_applied_once_and_moved_to_processed(kb, agent, other
     ({"request_id": 1, "verdict": "yes", "reviewer": "rita"}, "verdict is approve or reject"),
     ({"request_id": 1, "verdict": "approve", "reviewer": "nobody"}, "no active user 'nobody'"),
     ({"request_id": 1, "verdict": "approve", "reviewer": "rita", "comment": "x" * 1_100_000}, "over 1048576 bytes"),
+    ({"request_id": 1, "verdict": "approve", "reviewer": "rita", "fingerprint": None}, "missing ['fingerprint']"),
+    ({"request_id": 1, "verdict": "approve", "reviewer": "rita", "fingerprint": 7}, "fingerprint is the content"),
+    ({"request_id": 1, "verdict": "approve", "reviewer": "rita", "fingerprint": "f" * 64}, "[fingerprint_mismatch]"),
 ])
 def test_a_bad_file_is_moved_to_failed_with_its_reason_and_decides_nothing(kb, agent, rita, inbox, content,
                                                                            reason):
     request_id = raised(agent, kb.vault)
+    if isinstance(content, dict):  # the file names the request's content, unless the case says otherwise
+        content = {"fingerprint": kb.vault.fingerprint, **content}
+        content = {name: value for name, value in content.items() if value is not None}
     if isinstance(content, dict) and content.get("request_id") == 1:
         content = {**content, "request_id": request_id}
     drop(inbox, "bad.json", content)
@@ -97,10 +109,10 @@ def test_a_bad_file_is_moved_to_failed_with_its_reason_and_decides_nothing(kb, a
 
 def test_a_file_with_one_refused_decision_applies_none_of_them(kb, agent, other_agent, rita, inbox):
     good, decided = raised(agent, kb.vault), raised(other_agent, kb.vault)
-    drop(inbox, "first.json", {"request_id": decided, "verdict": "reject", "reviewer": "rita"})
+    drop(inbox, "first.json", item(decided, "reject"))
     decision_files_apply(now=later())
-    drop(inbox, "mixed.json", [{"request_id": good, "verdict": "approve", "reviewer": "rita"},
-                               {"request_id": decided, "verdict": "approve", "reviewer": "rita"}])
+    drop(inbox, "mixed.json", [item(good),
+                               item(decided)])
 
     (outcome,) = decision_files_apply(now=later())
 
@@ -113,7 +125,7 @@ def test_a_file_with_one_refused_decision_applies_none_of_them(kb, agent, other_
 
 def test_files_still_being_written_or_not_json_are_left_alone(kb, agent, rita, inbox):
     request_id = raised(agent, kb.vault)
-    decision = {"request_id": request_id, "verdict": "approve", "reviewer": "rita"}
+    decision = item(request_id)
     drop(inbox, "half.json.tmp", decision)
     drop(inbox, ".hidden.json", decision)
     fresh = drop(inbox, "fresh.json", decision)
@@ -128,7 +140,7 @@ def test_files_still_being_written_or_not_json_are_left_alone(kb, agent, rita, i
 
 def test_a_file_left_claimed_by_a_dead_worker_is_taken_up_again_but_never_applied_twice(kb, agent, rita, inbox):
     request_id = raised(agent, kb.vault)
-    drop(inbox, "crash.json", {"request_id": request_id, "verdict": "approve", "reviewer": "rita"})
+    drop(inbox, "crash.json", item(request_id))
     (applied,) = decision_files_apply(now=later())
     # as if the worker died after its commit, before moving the file on: back in processing/
     claimed = inbox / "processing" / f"{int(timezone.now().timestamp())}.dead.crash.json"
@@ -144,7 +156,7 @@ def test_a_file_left_claimed_by_a_dead_worker_is_taken_up_again_but_never_applie
 @pytest.mark.django_db(transaction=True)
 def test_two_appliers_at_once_apply_a_file_once(kb, agent, other_agent, rita, inbox):
     ids = [raised(agent, kb.vault), raised(other_agent, kb.vault)]
-    drop(inbox, "race.json", [{"request_id": pk, "verdict": "approve", "reviewer": "rita"} for pk in ids])
+    drop(inbox, "race.json", [item(pk) for pk in ids])
     start, outcomes, errors = threading.Barrier(2), [], []
     now = later()
 
@@ -171,7 +183,7 @@ def test_two_appliers_at_once_apply_a_file_once(kb, agent, other_agent, rita, in
 
 def test_the_command_applies_now_and_fails_naming_a_refused_file(kb, agent, rita, inbox, capsys):
     request_id = raised(agent, kb.vault)
-    path = drop(inbox, "cmd.json", {"request_id": request_id, "verdict": "approve", "reviewer": "rita"})
+    path = drop(inbox, "cmd.json", item(request_id))
     drop(inbox, "junk.json", "[")
     past = (timezone.now() - SETTLE * 2).timestamp()
     for settled in (path, inbox / "junk.json"):

@@ -1,5 +1,6 @@
 """Approvals live as long as their policy says: the gate refuses them by timestamp the
-moment they end, and the periodic task marks them expired, audited."""
+moment they end, and the periodic task marks them expired (as of when they ended),
+audited."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_an_approval_lives_for_the_policys_lifetime(kb, agent, cora, rita):
     assert (decision.allowed, decision.state) == (False, "expired")
     assert approvals_expire(now=later) == 1
     approval.refresh_from_db()
-    assert (approval.state, approval.ended_at) == ("expired", later)
+    assert (approval.state, approval.ended_at) == ("expired", later - timedelta(seconds=1))  # when it ended
     entry = AuditEntry.objects.get(action="request.expired")
     assert (entry.actor_kind, entry.actor_name, entry.request_id) == ("system", "expiry", approval.pk)
     assert approvals_expire(now=later) == 0

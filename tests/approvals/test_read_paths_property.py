@@ -252,6 +252,14 @@ class Model:
     def lifetime(self, agent: str, source: str) -> int | None:
         return min([p.lifetime for p in self.covering(agent, source) if p.lifetime is not None], default=None)
 
+    def over(self, r: RequestModel) -> bool:
+        """An approval whose time is up: its own expiry, or the shortest lifetime the
+        policies covering it for its agent give now, counted from its decision."""
+        lifetime = self.lifetime(r.agent, r.source)
+        return r.state == "approved" and (
+            (r.expires_at is not None and r.expires_at <= self.hour)
+            or (lifetime is not None and r.decided_at is not None and r.decided_at + lifetime <= self.hour))
+
     def allowed(self, agent: str, source: str) -> bool:
         """The rule: a source nothing governs for this agent reaches it; a governed one only
         while one of the agent's requests for its content as it is now is approved by as
@@ -409,10 +417,10 @@ class Run:
             m.requests[pk].state = "revoked"
         elif isinstance(step, Advance):
             w.clock.hours = m.hour = m.hour + step.hours
-        elif isinstance(step, Expire):
+        elif isinstance(step, Expire):  # what the gate refuses by time, marked
             approvals_expire()
             for r in m.requests.values():
-                if r.state == "approved" and r.expires_at is not None and r.expires_at <= m.hour:
+                if m.over(r):
                     r.state = "expired"
         self.sync_requests()
 
@@ -447,9 +455,9 @@ class Run:
         if version not in had:
             had.append(version)
         if fingerprint != m.fingerprint(source):  # the switch lapses what was approved or pending for the old one
-            for r in m.requests.values():
+            for r in m.requests.values():  # (an approval whose time was up already is marked expired)
                 if r.source == source and r.state in ("approved", "pending") and r.fingerprint != fingerprint:
-                    r.state = "lapsed"
+                    r.state = "expired" if m.over(r) else "lapsed"
         m.current[source] = version
 
     def sync_requests(self) -> None:
@@ -513,6 +521,11 @@ class Run:
             self.clean(agent, allowed, "approvals", [{k: v for k, v in r.items()
                                                       if k != "context" or r["raised_via"] != "search"}
                                                      for r in approvals.json()["results"]])
+            # each state as the gate sees it now (an approval whose time is up: expired, marked or not)
+            for listed in approvals.json()["results"]:
+                r = self.model.requests.get(listed["id"])  # None: raised by this sweep's reads (pending)
+                expected = "pending" if r is None else "expired" if self.model.over(r) else r.state
+                assert listed["state"] == expected, (listed, r)
         self.sweeping = False
         self.sync_requests()
 

@@ -19,10 +19,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from django.utils import timezone
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 from rest_framework.test import APIClient
@@ -519,6 +521,21 @@ def test_approval_requests_lists_this_agents_requests_and_no_one_elses_as_rest_d
         "reviewer's comment: \"not for bots\"",
     ]
     assert not any(f"request {other_id}:" in text_of(result) for other_id in theirs)
+
+
+def test_approval_requests_shows_an_approval_past_its_expiry_as_expired_at_once(mcp, agent, rest, vault):
+    approval = raised(agent, vault)
+    request_decide(request_id=approval, reviewer=person("rita", "reviewer"), verdict="approve")
+    ended = timezone.now() - timedelta(seconds=86)
+    ApprovalRequest.objects.filter(pk=approval).update(expires_at=ended)  # the expiry task has not run
+
+    expired = mcp.call("approval_requests", state="expired")
+    approved = mcp.call("approval_requests", state="approved")
+
+    assert ok(expired) == rest.get("/api/v1/approvals", {"state": "expired"}).json()
+    assert [(r["id"], r["state"]) for r in ok(expired)["results"]] == [(approval, "expired")]
+    assert f"- request {approval}: @ops/vault expired since " in text_of(expired)
+    assert ok(approved) == {"count": 0, "results": []}
 
 
 @pytest.mark.parametrize("arguments", [{"state": "rejected"}, {"state": "pending"}, {"state": ""},

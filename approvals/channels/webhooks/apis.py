@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from approvals.channels.models import EventType, WebhookDelivery, WebhookEndpoint
 from approvals.channels.webhooks.endpoints import endpoint_create
-from approvals.channels.webhooks.inbound import decision_receive, decision_verify
+from approvals.channels.webhooks.inbound import decision_admit, decision_receive
 from approvals.models import COMMENT_MAX_CHARS, Decision
 from catalog.auth import get_catalog_for_caller, is_curator, request_user
 from catalog.models import Catalog
@@ -35,7 +35,8 @@ class SignedSchema(LecternAutoSchema):
 
 SIGNATURE_HEADERS = [
     OpenApiParameter("webhook-id", str, OpenApiParameter.HEADER, required=True,
-                     description="The message's unique id; a second message with the same id is refused (409)."),
+                     description="The message's unique id, taken once: once a message signed under it has "
+                                 "arrived, accepted or refused, another with the same id is refused (409)."),
     OpenApiParameter("webhook-timestamp", str, OpenApiParameter.HEADER, required=True,
                      description="Seconds since the epoch; refused when more than 5 minutes from the server's clock."),
     OpenApiParameter("webhook-signature", str, OpenApiParameter.HEADER, required=True,
@@ -51,9 +52,10 @@ def _client(request: Request) -> str:
 
 class SignedDecisionApi(APIView):
     """Decide an approval request from an external system, signed as Standard Webhooks
-    sign (docs/api.md, "Signed decisions"). The decision goes through the same service as
-    the web queue's: the reviewer named must be a Lectern user in the reviewer group, and
-    four eyes, required approvals and conflicts apply."""
+    sign (docs/api.md, "Signed decisions"). The signed body names the request and the
+    content it decides (the URL is not signed). The decision goes through the same
+    service as the web queue's: the reviewer named must be a Lectern user in the
+    reviewer group, and four eyes, self-approval, required approvals and conflicts apply."""
 
     authentication_classes = []
     permission_classes = []
@@ -61,6 +63,10 @@ class SignedDecisionApi(APIView):
 
     @extend_schema_serializer(component_name="SignedDecision")
     class InputSerializer(serializers.Serializer[None]):
+        request_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1,
+                                              help_text="The request decided: the id in the URL.")
+        fingerprint = StrictCharField(max_length=64, help_text="The content decided: the request's `fingerprint` "
+                                                               "(from its approval.requested event).")
         verdict = serializers.ChoiceField(choices=Decision.Verdict.values)
         reviewer = StrictCharField(max_length=150, help_text="The username of a Lectern user in the reviewer group.")
         comment = StrictCharField(max_length=COMMENT_MAX_CHARS, required=False, default="", allow_blank=True,
@@ -75,20 +81,24 @@ class SignedDecisionApi(APIView):
     @extend_schema(
         operation_id="decide_approval_signed", auth=[], request=InputSerializer, parameters=SIGNATURE_HEADERS,
         responses={200: OutputSerializer, **errors({
-            400: "`invalid_input`: a field is missing or not valid, or no active user has the reviewer's name.",
+            400: "`invalid_input`: a field is missing or not valid, or no active user has the reviewer's name; "
+                 "`request_mismatch`: the body names another request than the URL.",
             401: "`missing_signature`, `stale_timestamp` (more than 5 minutes off) or `bad_signature`.",
             403: "`not_reviewer`: the user named is not in the reviewer group; `four_eyes`: they last changed the "
-                 "source or a policy covering it.",
+                 "source or a policy covering it; `self_approval`: their change raised the request.",
             404: "`not_found`: no such approval request.",
-            409: "`replayed`: this webhook-id was received already; `request_decided`, `already_decided`, "
+            409: "`replayed`: a message with this webhook-id arrived already; `fingerprint_mismatch`: the body "
+                 "decides other content than the request's; `request_decided`, `already_decided`, "
                  "`content_changed`: see docs/api.md.",
         })})
     def post(self, request: Request, pk: int) -> Response:
         body = request.body  # read first: the signature covers these bytes, parsed only once verified
-        verified = decision_verify(request_id=pk, headers=request.headers, body=body, client=_client(request))
+        verified = decision_admit(request_id=pk, headers=request.headers, body=body, client=_client(request))
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        decided = decision_receive(request_id=pk, verified=verified, **data.validated_data)
+        fields = dict(data.validated_data)
+        decided = decision_receive(request_id=pk, verified=verified, names_request=fields.pop("request_id"),
+                                   **fields)
         return Response(self.OutputSerializer({"request_id": decided.pk, "state": decided.state,
                                                "approvals": decided.approvals}).data)
 

@@ -1,15 +1,22 @@
 """Decisions sent back by webhook: `POST /api/v1/approvals/{id}/decision`, signed with
 the secret of an active endpoint of the request's catalog that accepts decisions.
 
-decision_verify checks the Standard Webhooks headers before anything of the body is
-read: present, a timestamp within 5 minutes of now, a signature made with one of those
-secrets. For a request that does not exist, every accepting endpoint's secret is tried,
-so that only a signed caller learns it is missing (404); anyone else gets 401 either
-way. decision_receive then records the message id (unique: a replay is refused, and
-the record rolls back with a decision that fails, so a message refused for a transient
-reason may come again) and decides through request_decide, in one transaction: four
-eyes, required approvals and conflicts hold as on any channel. Every refusal is logged
-as a warning, without secret, signature or body.
+decision_admit takes a message in before anything of the body is read:
+
+1. decision_verify checks the Standard Webhooks headers: present, a timestamp within 5
+   minutes of now, a signature made with one of those secrets. For a request that does
+   not exist, every accepting endpoint's secret is tried, so that only a signed caller
+   learns it is missing (404); anyone else gets 401 either way.
+2. message_spend records the message id, committed on its own: a signed message is
+   taken once, whatever becomes of it (accepted, refused by the service, its body
+   invalid, its request missing). A message refused for a transient reason is sent
+   again under a new id, signed anew; a captured one can never be played again, on
+   this request or another.
+
+decision_receive then checks that the signed body names this request and the content
+it is for (its fingerprint: the URL is not signed, the body is), and decides through
+request_decide: four eyes, self-approval, required approvals and conflicts hold as on
+any channel. Every refusal is logged as a warning, without secret, signature or body.
 """
 
 from __future__ import annotations
@@ -46,11 +53,24 @@ def _shown(value: str) -> str:
     return repr(value[:80])
 
 
-def decision_verify(*, request_id: int, headers: Mapping[str, str], body: bytes, client: str = "",
-                    now: datetime | None = None) -> Verified:
-    """The endpoint whose secret signed this message. Raises DomainError 401
-    missing_signature / stale_timestamp / bad_signature, 404 not_found."""
+def decision_admit(*, request_id: int, headers: Mapping[str, str], body: bytes, client: str = "",
+                   now: datetime | None = None) -> Verified:
+    """The verified message, its id spent. Raises DomainError 401 missing_signature /
+    stale_timestamp / bad_signature, 409 replayed, 404 not_found."""
     now = now or timezone.now()
+    verified, found = decision_verify(request_id=request_id, headers=headers, body=body, client=client, now=now)
+    message_spend(request_id=request_id, verified=verified, client=client, now=now)
+    if not found:
+        logger.warning("webhook decision for request %s refused: no such request; webhook-id %s, from %s",
+                       request_id, _shown(verified.message_id), client or "?")
+        raise not_found(f"approval request {request_id}")
+    return verified
+
+
+def decision_verify(*, request_id: int, headers: Mapping[str, str], body: bytes, client: str = "",
+                    now: datetime) -> tuple[Verified, bool]:
+    """The endpoint whose secret signed this message, and whether the request exists.
+    Raises DomainError 401 missing_signature / stale_timestamp / bad_signature."""
     catalog_id = ApprovalRequest.objects.filter(pk=request_id).values_list("source__catalog_id", flat=True).first()
     try:
         signed = signed_parts(headers, now=now)
@@ -61,11 +81,22 @@ def decision_verify(*, request_id: int, headers: Mapping[str, str], body: bytes,
         logger.warning("webhook decision for request %s refused (%s): %s; webhook-id %s, from %s", request_id,
                        refusal.code, refusal.message, _shown(headers.get("webhook-id", "")), client or "?")
         raise DomainError(refusal.message, code=refusal.code, status_code=401) from None
-    if catalog_id is None:
-        logger.warning("webhook decision for request %s refused: no such request; webhook-id %s, from %s",
-                       request_id, _shown(signed.message_id), client or "?")
-        raise not_found(f"approval request {request_id}")
-    return Verified(endpoints[index][0], signed.message_id)
+    return Verified(endpoints[index][0], signed.message_id), catalog_id is not None
+
+
+def message_spend(*, request_id: int, verified: Verified, client: str = "", now: datetime) -> None:
+    """Record the message's id in a transaction of its own (the caller holds none: the
+    record must outlast whatever refuses the message next). Raises DomainError 409
+    replayed when it was recorded before."""
+    try:
+        with transaction.atomic():
+            InboundWebhookMessage.objects.create(webhook_id=verified.message_id, endpoint=verified.endpoint,
+                                                 request_id=request_id, received_at=now)
+    except IntegrityError:
+        logger.warning("webhook decision for request %s refused (replayed); webhook-id %s, endpoint %s, from %s",
+                       request_id, _shown(verified.message_id), verified.endpoint.pk, client or "?")
+        raise conflict(f"webhook-id {verified.message_id!r} was received already; a message is taken once",
+                       code="replayed") from None
 
 
 def _accepting(catalog_id: int | None) -> list[tuple[WebhookEndpoint, str]]:
@@ -83,34 +114,33 @@ def _accepting(catalog_id: int | None) -> list[tuple[WebhookEndpoint, str]]:
     return found
 
 
-def decision_receive(*, request_id: int, verified: Verified, verdict: str, reviewer: str, comment: str = "",
-                     now: datetime | None = None) -> ApprovalRequest:
-    """Decide the request as `reviewer` (a Lectern username) said, once per message.
-    Raises DomainError 400 invalid_input, 409 replayed, and request_decide's own."""
+def decision_receive(*, request_id: int, verified: Verified, names_request: int, fingerprint: str, verdict: str,
+                     reviewer: str, comment: str = "") -> ApprovalRequest:
+    """Decide the request as `reviewer` (a Lectern username) said, when the signed body
+    names this request (`names_request`) and the content it is for (`fingerprint`).
+    Raises DomainError 400 invalid_input / request_mismatch, 409 fingerprint_mismatch,
+    and request_decide's own."""
     try:
-        return _receive(request_id=request_id, verified=verified, verdict=verdict, reviewer=reviewer,
-                        comment=comment, now=now or timezone.now())
+        return _receive(request_id=request_id, verified=verified, names_request=names_request,
+                        fingerprint=fingerprint, verdict=verdict, reviewer=reviewer, comment=comment)
     except DomainError as exc:
         logger.warning("webhook decision for request %s refused (%s): %s; webhook-id %s, endpoint %s", request_id,
                        exc.error_code, exc.detail, _shown(verified.message_id), verified.endpoint.pk)
         raise
 
 
-def _receive(*, request_id: int, verified: Verified, verdict: str, reviewer: str, comment: str,
-             now: datetime) -> ApprovalRequest:
+def _receive(*, request_id: int, verified: Verified, names_request: int, fingerprint: str, verdict: str,
+             reviewer: str, comment: str) -> ApprovalRequest:
+    if names_request != request_id:
+        raise DomainError(f"the signed body decides request {names_request}, not request {request_id}",
+                          code="request_mismatch", status_code=400,
+                          details={"fields": {"request_id": [f"this message is for request {names_request}"]}})
     person = User.objects.filter(username=reviewer, is_active=True).first()
     if person is None:
         raise invalid(f"no active user {reviewer!r}", fields={"reviewer": [f"no active user {reviewer!r}"]})
     with transaction.atomic():
-        try:
-            with transaction.atomic():
-                InboundWebhookMessage.objects.create(webhook_id=verified.message_id, endpoint=verified.endpoint,
-                                                     request_id=request_id, received_at=now)
-        except IntegrityError:
-            raise conflict(f"webhook-id {verified.message_id!r} was received already; a replay is not applied",
-                           code="replayed") from None
         request = request_decide(request_id=request_id, reviewer=person, verdict=verdict, comment=comment,
-                                 channel=Decision.Channel.WEBHOOK)
+                                 channel=Decision.Channel.WEBHOOK, fingerprint=fingerprint)
         audit_append(AuditEvent(
             Action.DECISION_RECEIVED, Actor.channel(f"webhook:{verified.endpoint.pk}"), request_id=request.pk,
             source_id=request.source_id, agent_id=request.agent_id, fingerprint=request.fingerprint,
