@@ -46,7 +46,9 @@ logger = logging.getLogger(__name__)
 
 APPROXIMATE, EXACT = "approximate", "exact"
 SEARCH_MODES = (APPROXIMATE, EXACT)
-DEDUP_DEPTH = 3  # chunks searched per chunk kept, roughly: what per-document dedup drops
+# Chunks each query chunk fetches per chunk kept: seed 002's `chunks_per_query` (5 per
+# chunk query, for its top 5), with room for what per-document dedup drops.
+CHUNK_QUERY_DEPTH = 5
 MMR_POOL = 5  # MMR picks top_k among the top_k x this most similar
 
 
@@ -103,8 +105,8 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     vectors = [vector_literal(v) for v in embedder.embed(chunks)] if chunks else []
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     # Each query chunk could fill the answer alone: top_k documents of per_document
-    # chunks, with room for the chunks dedup drops (as chunk_search's dedup allows).
-    depth = options.top_k * options.per_document * DEDUP_DEPTH
+    # chunks, five times over (seed 002), for the chunks dedup drops.
+    depth = options.top_k * options.per_document * CHUNK_QUERY_DEPTH
     found = [Candidate(chunk, document, similarity, index)
              for index, vector in enumerate(vectors)
              for chunk, document, similarity in vector_search(catalog=catalog, vector=vector, limit=depth,
