@@ -22,12 +22,15 @@ def source_roots() -> list[Path]:
 def root_and_pattern(pattern: str) -> tuple[Path, str]:
     """The source root a glob reads from and the pattern relative to it.
 
-    Refuses `..` anywhere and absolute patterns outside every configured root.
+    Refuses `..` anywhere, NUL characters (no file name holds one: the OS would refuse
+    the path) and absolute patterns outside every configured root.
     """
     roots = source_roots()
     if not pattern.strip():
         raise SourceError("empty glob pattern")
-    if ".." in PurePosixPath(pattern).parts or "\x00" in pattern:
+    if "\x00" in pattern:
+        raise SourceError(f"glob {pattern!r} may not contain NUL characters")
+    if ".." in PurePosixPath(pattern).parts:
         raise SourceError(f"glob {pattern!r} may not contain '..'")
     if not os.path.isabs(pattern):
         if not roots:
