@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 
 import pytest
@@ -410,16 +411,52 @@ def test_a_folder_reference_lists_and_serves_every_file_inside_its_root_and_no_o
         assert response.status_code == 404 and error_code(response) == "not_found", path
 
 
+def assert_changed(response) -> None:
+    assert response.status_code == 409 and error_code(response) == "reference_changed", response.content
+    assert "text" not in response.json()
+
+
 def test_a_file_changed_on_disk_is_not_served_until_the_reference_is_reindexed(agent, kit):
     agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
     (kit / "kit" / "scripts" / "run.sh").write_text("#!/bin/sh\necho changed since indexing\n")
 
-    changed = read_kit(agent, "kit/scripts/run.sh")
-
-    assert changed.status_code == 409 and error_code(changed) == "reference_changed"
-    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds.\n"  # as indexed
+    assert_changed(read_kit(agent, "kit/scripts/run.sh"))
+    assert_changed(read_kit(agent, "kit/README.md"))  # indexed, unchanged: the reference's files changed
     source_index_now(source=ReferenceSource.objects.get(slug="kit"), trigger=IndexRun.Trigger.COMMAND)
     assert read_kit(agent, "kit/scripts/run.sh").json()["text"] == "#!/bin/sh\necho changed since indexing\n"
+    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds.\n"
+
+
+def test_an_indexed_document_changed_on_disk_is_not_served_as_it_was_indexed(agent, kit):
+    """The indexed text is the database's, but it stands for the file: once the file is
+    another, the reference is no longer what was indexed (and approved)."""
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    (kit / "kit" / "README.md").write_text("# Kit\n\nWhat the kit holds now: something else.\n")
+
+    assert_changed(read_kit(agent, "kit/README.md"))
+    source_index_now(source=ReferenceSource.objects.get(slug="kit"), trigger=IndexRun.Trigger.COMMAND)
+    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds now: something else.\n"
+
+
+def test_an_indexed_document_rewritten_in_place_with_its_size_and_mtime_is_not_served(agent, kit):
+    """Size and mtime say nothing changed (a copy that keeps times, a coarse clock); the
+    content says otherwise."""
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    readme = kit / "kit" / "README.md"
+    before = readme.stat()
+    readme.write_text("# Kit\n\nWhat the kit holds?\n".replace("?", "!"))
+    os.utime(readme, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert readme.stat().st_size == before.st_size and readme.stat().st_mtime_ns == before.st_mtime_ns
+
+    assert_changed(read_kit(agent, "kit/README.md"))
+    assert read_kit(agent, "kit/scripts/run.sh").status_code == 200  # the source's stat fingerprint did not move
+
+
+def test_an_indexed_document_deleted_on_disk_is_not_served(agent, kit):
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    (kit / "kit" / "README.md").unlink()
+
+    assert_changed(read_kit(agent, "kit/README.md"))
 
 
 # --- startup instructions -----------------------------------------------------------------
