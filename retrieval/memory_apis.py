@@ -86,7 +86,9 @@ class FactsApi(APIView):
         user_id = user_id_field()
         key = StrictRegexField(r"^[A-Za-z0-9_.-]+$", max_length=100,
                                help_text="Letters, digits, '_', '.' and '-' (it is written `key=value`).")
-        value = StrictCharField(max_length=1000)
+        value = StrictCharField(max_length=1000, help_text="Any text but NUL, stored as given (trimmed); escaped "
+                                                          "where `[facts: ...]` injects it (`\\,` `\\]` `\\n` ...: "
+                                                          "docs/api.md).")
 
     class DeleteSerializer(serializers.Serializer[None]):
         user_id = user_id_field()
