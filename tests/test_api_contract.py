@@ -325,7 +325,8 @@ def _request_schemas(node: object, where: str, seen: set[str]) -> list[tuple[str
             return []
         seen.add(name)
         return _request_schemas(_resolve(node), name, seen)
-    types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    declared = node.get("type")
+    types: list = declared if isinstance(declared, list) else [declared]
     found = [(where, node)] if ("string" in types and "enum" not in node) or "object" in types else []
     for key, child in node.items():
         if key not in ("description", "default", "example", "examples", "enum"):

@@ -385,4 +385,7 @@ def test_what_enrich_conversation_added_and_a_client_sent_back_is_not_searched(o
     def untimed(body: dict) -> dict:
         return {key: value for key, value in body.items() if key != "took_ms"}
 
-    assert untimed(ask(ops, messages=sent_back, top_k=4)) == untimed(ask(ops, messages=talk, top_k=4))
+    assert untimed(ask(ops, messages=sent_back, top_k=4, user_id="steve")) == untimed(ask(ops, messages=talk, top_k=4))
+    # another end user's conversation, or no end user named: the block is the conversation's text
+    for other in ({"user_id": "ana"}, {}):
+        assert untimed(ask(ops, messages=sent_back, top_k=4, **other)) != untimed(ask(ops, messages=talk, top_k=4))

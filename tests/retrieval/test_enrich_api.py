@@ -589,17 +589,15 @@ def test_the_users_own_text_that_looks_like_a_block_is_kept(agent):
     assert body["text"].startswith(LOOKALIKE)
 
 
-def test_a_client_echoing_the_conversation_loses_only_lectern_s_injections(agent):
-    # given a client that sends back everything it got, with each new turn appended
+def test_a_client_echoing_each_text_loses_only_lectern_s_injection_at_its_end(agent):
+    # given a client that sends back each text it got, then the same with a turn pasted after it
     turns = ["we use redis for sessions\n", LOOKALIKE, "and see @caching", "what about retries?"]
-    user_text = conversation = ""
     for turn in turns:
-        user_text = f"{user_text}\n\n{turn}" if user_text else turn
-        conversation = f"{conversation}\n\n{turn}" if conversation else turn
-        conversation = agent.post("/api/v1/enrich", {"text": conversation, "surface": "prompt"},
-                                  format="json").json()["text"]
+        enriched = agent.post("/api/v1/enrich", {"text": turn, "surface": "prompt"}, format="json").json()["text"]
+        again = agent.post("/api/v1/enrich", {"text": enriched, "surface": "prompt"}, format="json").json()["text"]
+        pasted = agent.post("/api/v1/enrich", {"text": f"{enriched}\n\nmore", "surface": "prompt"},
+                            format="json").json()["text"]
 
-        # each answer is exactly what the user wrote so far, then one new injection
-        assert conversation.startswith(user_text)
-        assert conversation.count("<!-- lectern ") == 1
-    assert conversation.count("**Reference @caching: Caching**") == 1
+        # the injection at the end of the text it was appended to is Lectern's; mid-text it is the user's
+        assert again == enriched and enriched.startswith(turn)
+        assert pasted.startswith(f"{enriched}\n\nmore")
