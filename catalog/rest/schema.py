@@ -9,6 +9,7 @@ so an operation's documented statuses are the ones it can return.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
@@ -145,7 +146,7 @@ def nul_free_requests_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, A
         for operation in item.values():
             for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
                 _nul_free(parameter.get("schema", {}))
-    schemas[NUL_FREE_JSON] = _NUL_FREE_JSON_SCHEMA
+    schemas[NUL_FREE_JSON] = copy.deepcopy(_NUL_FREE_JSON_SCHEMA)
     return result
 
 
@@ -195,7 +196,7 @@ def _nul_free(node: object) -> None:
             node.setdefault("allOf", []).append({"pattern": NUL_FREE})
     if "object" in types:
         node.setdefault("propertyNames", {"pattern": NUL_FREE})
-        node.setdefault("additionalProperties", _NUL_FREE_REF)
+        node.setdefault("additionalProperties", dict(_NUL_FREE_REF))
     for child in node.get("properties", {}).values():
         _nul_free(child)
     for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "prefixItems"):
