@@ -37,7 +37,7 @@ from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import DocumentInput
 from retrieval.conversation.messages import Message, conversation_markdown
 from retrieval.conversation.ranking import Candidate, best_per_document
-from retrieval.conversation.search import DEDUP_DEPTH, ConversationOptions, conversation_search
+from retrieval.conversation.search import CHUNK_QUERY_DEPTH, ConversationOptions, conversation_search
 from retrieval.evaluation.metrics import percentile, recall_at
 from retrieval.search.vector import embed_query, vector_search
 
@@ -186,7 +186,7 @@ def _single(catalog: Catalog, agent: Agent, conversation: Conversation) -> tuple
     and governance, one chunk per document."""
     vector, _ = embed_query(conversation_markdown(conversation.messages))
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
-    rows = vector_search(catalog=catalog, vector=vector, limit=TOP_K * DEDUP_DEPTH, withheld=withheld)
+    rows = vector_search(catalog=catalog, vector=vector, limit=TOP_K * CHUNK_QUERY_DEPTH, withheld=withheld)
     kept = best_per_document([Candidate(chunk, document, similarity, 0) for chunk, document, similarity in rows], 1)
     paths = dict(Document.objects.filter(pk__in=[c.document for c in kept]).values_list("pk", "path"))
     return [paths[c.document] for c in kept[:TOP_K]], 1

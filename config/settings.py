@@ -155,6 +155,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Governed reference catalog and context enrichment for LLM agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # 3.1 (JSON Schema 2020-12): 3.0 cannot say that no key of a body may hold a NUL
+    # (catalog.rest.schema.nul_free_requests_hook); docs/architecture.md, "NUL".
+    "OAS_VERSION": "3.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     # Several choice sets share a field name ("mode"): each gets its own enum component.
     "ENUM_NAME_OVERRIDES": {
@@ -168,6 +171,7 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)
     },
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "catalog.rest.schema.nul_free_requests_hook",
                              "catalog.rest.schema.empty_query_values_hook"],
     # Swagger UI and Redoc served from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",

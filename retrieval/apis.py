@@ -32,7 +32,8 @@ from retrieval.conversation.search import (
     ConversationTooLong,
     conversation_search,
 )
-from retrieval.conversation.serializers import messages_field
+from retrieval.conversation.serializers import messages_field, user_id_field
+from retrieval.enrichment.signing import injection_signer
 from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, WithheldHits, chunk_search
 from retrieval.search.vector import SearchUnavailable
 
@@ -235,6 +236,9 @@ class ConversationSearchApi(APIView):
                                           help_text="Hits less similar (cosine) to their query chunk are dropped.")
         mode = serializers.ChoiceField(choices=SEARCH_MODES, default="approximate",
                                        help_text="approximate (the HNSW index) or exact (every chunk compared).")
+        user_id = user_id_field(required=False, help_text=(
+            "The end user whose conversation it is (enrich/conversation's `user_id`): what Lectern added to "
+            "their messages is removed before searching. Absent: what enrich added for the caller."))
 
     class OutputSerializer(serializers.Serializer[dict[str, Any]]):
         results = ConversationHitSerializer(many=True)
@@ -272,9 +276,11 @@ def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[s
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     messages = messages_of(params.pop("messages"))
     agent = caller if isinstance(caller, Agent) else None
+    person = "" if isinstance(caller, Agent) else caller.get_username()
+    signer = injection_signer(agent=agent, person=person, end_user=params.pop("user_id", ""))
     try:
         result = conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
-                                     agent=agent)
+                                     agent=agent, signer=signer)
     except ConversationTooLong as exc:
         raise serializers.ValidationError({"messages": [str(exc)]}) from None
     except SearchUnavailable as exc:

@@ -37,13 +37,12 @@ from catalog.rest.fields import (
 from catalog.rest.schema import errors
 from retrieval.conversation.injection import TOKENIZERS, enrich_conversation
 from retrieval.conversation.messages import messages_of
-from retrieval.conversation.serializers import MessageSerializer, messages_field
+from retrieval.conversation.serializers import MessageSerializer, messages_field, user_id_field
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import CONTENT_KINDS
 from retrieval.enrichment.instructions import agent_instructions
 from retrieval.enrichment.pipeline import SURFACES, enrich
 from retrieval.enrichment.references import list_references, read_reference_file, select_references
-from retrieval.memory_apis import user_id_field
 from retrieval.models import Trace
 
 VIAS = ["mention", "tag", "semantic", "path", "link"]

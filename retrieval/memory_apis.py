@@ -29,7 +29,7 @@ from retrieval.conversation.memory import (
     memory_search,
     memory_store,
 )
-from retrieval.models import END_USER_MAX
+from retrieval.conversation.serializers import user_id_field
 
 INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
 AGENTS_ONLY = "`forbidden`: facts and memory are an agent's; call with the agent's token."
@@ -42,10 +42,6 @@ def _agent(request: Request) -> Agent:
         raise DomainError("Facts and memory belong to an agent: call with the agent's token "
                           "(curators see them on the agent's page).", code="forbidden", status_code=403)
     return user
-
-
-def user_id_field(**kwargs: Any) -> StrictCharField:
-    return StrictCharField(max_length=END_USER_MAX, help_text="The end user, as the agent names them.", **kwargs)
 
 
 class FactSerializer(serializers.Serializer[Any]):  # a Fact, or an export's dict
@@ -86,7 +82,9 @@ class FactsApi(APIView):
         user_id = user_id_field()
         key = StrictRegexField(r"^[A-Za-z0-9_.-]+$", max_length=100,
                                help_text="Letters, digits, '_', '.' and '-' (it is written `key=value`).")
-        value = StrictCharField(max_length=1000)
+        value = StrictCharField(max_length=1000, help_text="Any text but NUL, stored as given (trimmed); escaped "
+                                                          "where `[facts: ...]` injects it (`\\,` `\\]` `\\n` ...: "
+                                                          "docs/api.md).")
 
     class DeleteSerializer(serializers.Serializer[None]):
         user_id = user_id_field()

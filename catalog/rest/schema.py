@@ -9,6 +9,7 @@ so an operation's documented statuses are the ones it can return.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
@@ -115,3 +116,88 @@ def _admits_empty(schema: dict[str, Any]) -> bool:
     return any(arm.get("type") == "string" and not arm.get("minLength") and "enum" not in arm
                and (not arm.get("pattern") or arm["pattern"].endswith("*$")) or arm == EMPTY
                or "" in arm.get("enum", []) for arm in alternatives)
+
+
+# --- no NUL anywhere in a request -----------------------------------------------------------
+
+# config/parsers.py refuses a NUL in any string or key of a body, config/middleware.py one
+# in the path or the query string (Postgres cannot store it). The schema says so, for
+# every string and object a request carries: ECMA-262, as JSON Schema reads patterns.
+NUL_FREE = r"^[^\u0000]*$"
+NUL_FREE_JSON = "NulFreeJson"
+_NUL_FREE_REF = {"$ref": f"#/components/schemas/{NUL_FREE_JSON}"}
+_NUL_FREE_JSON_SCHEMA = {
+    "description": "Any JSON value without a NUL (\\u0000) in a string or a key: a member a body may carry beyond "
+                   "the documented ones (it is ignored, but read).",
+    "pattern": NUL_FREE, "propertyNames": {"pattern": NUL_FREE},
+    "items": _NUL_FREE_REF, "additionalProperties": _NUL_FREE_REF,
+}
+
+
+def nul_free_requests_hook(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Every string of a request body, query or path gets a pattern excluding NUL (beside
+    its own pattern, when it has one), and every object of a body names its keys
+    (`propertyNames`) and its undocumented members (`additionalProperties`) likewise:
+    OpenAPI 3.1, since 3.0 has no way to constrain a key."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in _request_components(result):
+        _nul_free(schemas[name])
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                _nul_free(parameter.get("schema", {}))
+    schemas[NUL_FREE_JSON] = copy.deepcopy(_NUL_FREE_JSON_SCHEMA)
+    return result
+
+
+def _request_components(result: dict[str, Any]) -> set[str]:
+    """The components a request body refers to, directly or through other components."""
+    schemas = result.get("components", {}).get("schemas", {})
+    bodies = [media["schema"] for item in result.get("paths", {}).values() for operation in item.values()
+              if isinstance(operation, dict) for media in operation.get("requestBody", {}).get("content", {}).values()]
+    found: set[str] = set()
+    pending = [ref for body in bodies for ref in _refs(body)]
+    while pending:
+        name = pending.pop()
+        if name not in found and name in schemas:
+            found.add(name)
+            pending += _refs(schemas[name])
+    return found
+
+
+def _refs(node: object) -> list[str]:
+    if isinstance(node, list):
+        return [ref for item in node for ref in _refs(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["$ref"].rsplit("/", 1)[1]] if isinstance(node.get("$ref"), str) else []
+    return own + [ref for value in node.values() for ref in _refs(value)]
+
+
+def _types(node: dict[str, Any]) -> set[str]:
+    declared = node.get("type")
+    return set(declared) if isinstance(declared, list) else {declared} if declared else set()
+
+
+def _nul_free(node: object) -> None:
+    """Adds the NUL rule to a schema and the schemas inside it (not through $ref: each
+    request component is visited on its own)."""
+    if isinstance(node, list):
+        for item in node:
+            _nul_free(item)
+        return
+    if not isinstance(node, dict) or "$ref" in node:
+        return
+    types = _types(node)
+    if "string" in types and "enum" not in node and "const" not in node:
+        if "pattern" not in node:
+            node["pattern"] = NUL_FREE
+        elif node["pattern"] != NUL_FREE and {"pattern": NUL_FREE} not in node.get("allOf", []):
+            node.setdefault("allOf", []).append({"pattern": NUL_FREE})
+    if "object" in types:
+        node.setdefault("propertyNames", {"pattern": NUL_FREE})
+        node.setdefault("additionalProperties", dict(_NUL_FREE_REF))
+    for child in node.get("properties", {}).values():
+        _nul_free(child)
+    for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "prefixItems"):
+        _nul_free(node.get(key))

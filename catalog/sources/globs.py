@@ -22,12 +22,15 @@ def source_roots() -> list[Path]:
 def root_and_pattern(pattern: str) -> tuple[Path, str]:
     """The source root a glob reads from and the pattern relative to it.
 
-    Refuses `..` anywhere and absolute patterns outside every configured root.
+    Refuses `..` anywhere, NUL characters (no file name holds one: the OS would refuse
+    the path) and absolute patterns outside every configured root.
     """
     roots = source_roots()
     if not pattern.strip():
         raise SourceError("empty glob pattern")
-    if ".." in PurePosixPath(pattern).parts or "\x00" in pattern:
+    if "\x00" in pattern:
+        raise SourceError(f"glob {pattern!r} may not contain NUL characters")
+    if ".." in PurePosixPath(pattern).parts:
         raise SourceError(f"glob {pattern!r} may not contain '..'")
     if not os.path.isabs(pattern):
         if not roots:
@@ -88,8 +91,9 @@ def glob_listing(pattern: str, *, max_bytes: int) -> list[str]:
     return [relative for relative, _, info in files if info.st_size <= max_bytes]
 
 
-def glob_file_read(*, pattern: str, path: str, fingerprint_indexed: str, max_bytes: int) -> bytes | None:
-    """The bytes of `path` when glob_listing(pattern) lists it, else None.
+def glob_file_read(*, pattern: str, path: str, fingerprint_indexed: str, max_bytes: int | None) -> bytes | None:
+    """The bytes of `path` when glob_listing(pattern) lists it (any size with `max_bytes`
+    None: an indexed document), else None.
 
     Paths are looked up among the files the glob resolves, never joined to a root, so
     the root confinement is glob_resolve's alone. A file is served only while the
@@ -99,7 +103,7 @@ def glob_file_read(*, pattern: str, path: str, fingerprint_indexed: str, max_byt
     """
     files, _ = glob_entries(pattern)
     found = next(((real, info) for relative, real, info in files if relative == path), None)
-    if found is None or found[1].st_size > max_bytes:
+    if found is None or (max_bytes is not None and found[1].st_size > max_bytes):
         return None
     if fingerprint((relative, info.st_size, info.st_mtime) for relative, _, info in files) != fingerprint_indexed:
         raise SourceChanged(f"the files of {pattern!r} changed since they were indexed")

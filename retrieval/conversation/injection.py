@@ -5,7 +5,9 @@ out with `[facts: ...]` and `[context: ...]` postfixed onto its newest user mess
   model keeps everything before the newest user message.
 - What Lectern added to earlier turns is stripped first, exactly (the signed markers of
   retrieval.enrichment.formatting): a client may send back what it received, and each
-  message gets its pre-injection text again. The tokens that frees are reported.
+  message gets its pre-injection text again. The tokens that frees are reported. Only
+  what was placed for this agent and end user, at the end of the message it was
+  appended to: a block pasted elsewhere, or from another conversation, is the user's.
 - Context is the end user's memories (with `memory`) and passages of the caller's
   catalogs, each at least `threshold` relevant (a memory's score, a passage's cosine
   similarity to the message), the best `max_results` of both. Passages come through
@@ -29,8 +31,8 @@ from retrieval.conversation.chunking import SPECIAL_TOKENS
 from retrieval.conversation.memory import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.conversation.messages import USER, Message
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.formatting import append_blocks, one_line, strip_injections
-from retrieval.enrichment.pipeline import injection_keys
+from retrieval.enrichment.formatting import append_blocks, one_line, strip_injection
+from retrieval.enrichment.signing import caller_signer
 from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Fact, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search
@@ -117,9 +119,9 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     started = time.perf_counter()
     threshold = caller.profile.rag_relevance_threshold if threshold is None else threshold
     max_results = caller.profile.rag_max_results if max_results is None else max_results
-    keys, count = injection_keys(), token_counter(tokenizer)
+    signer, count = caller_signer(caller, user_id), token_counter(tokenizer)  # this agent's, for this end user
     steps: list[dict[str, Any]] = []
-    restored = [Message(m.role, strip_injections(m.content, keys=keys)) for m in messages]
+    restored = [Message(m.role, strip_injection(m.content, signer=signer)) for m in messages]
     before, restored_total = _total(count, messages), _total(count, restored)
     steps.append({"pass": "strip", "ms": _ms(started), "messages": len(messages),
                   "freed_tokens": before - restored_total,
@@ -133,7 +135,7 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     block = "\n".join(line for line in (facts_line(recalled.facts), _context_line(context)) if line)
     result = list(restored)
     if index is not None and block:
-        result[index] = Message(USER, append_blocks(text, [block], key=keys[0]))
+        result[index] = Message(USER, append_blocks(text, [block], signer=signer))
     after = _total(count, result)
     tokens = {"before": before, "after": after, "freed": before - restored_total, "added": after - restored_total}
     steps.append({"pass": "conversation", "ms": _ms(started), "injected_into": index if block else None,

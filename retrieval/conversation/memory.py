@@ -28,6 +28,7 @@ from django.utils.crypto import salted_hmac
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.embedder import get_embedder, vector_literal
 from catalog.models import Agent
+from retrieval.conversation.facts_text import facts_text
 from retrieval.conversation.keywords import keywords
 from retrieval.models import Fact, MemoryEntry, Trace
 
@@ -58,10 +59,9 @@ def fact_delete(*, agent: Agent, user_id: str, key: str) -> Fact | None:
 
 
 def facts_line(facts: list[Fact]) -> str:
-    """Seed 001's `[facts: key=value, ...]` ('' when there are none)."""
-    if not facts:
-        return ""
-    return "[facts: " + ", ".join(f"{fact.key}={' '.join(fact.value.split())}" for fact in facts) + "]"
+    """Seed 001's `[facts: key=value, ...]`, escaped (retrieval.conversation.facts_text;
+    '' when there are none)."""
+    return facts_text((fact.key, fact.value) for fact in facts)
 
 
 # --- storing --------------------------------------------------------------------------------

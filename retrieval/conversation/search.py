@@ -2,7 +2,8 @@
 conversation, not only the one a single query of it would average towards.
 
 conversation_search() runs:
-  1. the messages as markdown (conversation_markdown), cut into query chunks at
+  1. the messages as markdown (conversation_markdown), without what Lectern injected
+     for the caller (and the end user, `user_id`), cut into query chunks at
      paragraph boundaries, each what the embedding model reads whole
      (retrieval.conversation.chunking, the catalog's chunker settings for a paragraph
      too long for one chunk)
@@ -37,8 +38,8 @@ from catalog.models import Agent, Catalog, Chunk
 from retrieval.conversation.chunking import conversation_chunks
 from retrieval.conversation.messages import Message, conversation_markdown
 from retrieval.conversation.ranking import Candidate, best_per_document, mmr
-from retrieval.enrichment.formatting import strip_injections
-from retrieval.enrichment.pipeline import injection_keys
+from retrieval.enrichment.formatting import InjectionSigner, strip_injection
+from retrieval.enrichment.signing import injection_signer
 from retrieval.search.selectors import WithheldHits, chunk_rows, withheld_hits, withheld_requests
 from retrieval.search.vector import SearchUnavailable, vector_search
 
@@ -46,7 +47,9 @@ logger = logging.getLogger(__name__)
 
 APPROXIMATE, EXACT = "approximate", "exact"
 SEARCH_MODES = (APPROXIMATE, EXACT)
-DEDUP_DEPTH = 3  # chunks searched per chunk kept, roughly: what per-document dedup drops
+# Chunks each query chunk fetches per chunk kept: seed 002's `chunks_per_query` (5 per
+# chunk query, for its top 5), with room for what per-document dedup drops.
+CHUNK_QUERY_DEPTH = 5
 MMR_POOL = 5  # MMR picks top_k among the top_k x this most similar
 
 
@@ -89,22 +92,23 @@ class ConversationResult:
 
 
 def conversation_search(*, catalog: Catalog, messages: Sequence[Message], options: ConversationOptions,
-                        agent: Agent | None = None) -> ConversationResult:
+                        agent: Agent | None = None, signer: InjectionSigner | None = None) -> ConversationResult:
     """`catalog`'s passages for the conversation `messages`, as `agent` may read them
-    (None: a signed-in person); see the module docstring for the steps."""
+    (None: a signed-in person); what Lectern injected for `signer` (default: the agent,
+    without an end user) is removed first. See the module docstring for the steps."""
     started = time.perf_counter()
     embedder = get_embedder()
     if embedder is None:
         raise SearchUnavailable(embedder_status()["reason"] or "no embedding model")
-    keys = injection_keys()  # what enrich/conversation added, sent back by the client, is not the conversation
-    markdown = conversation_markdown([Message(m.role, strip_injections(m.content, keys=keys)) for m in messages])
+    signer = signer or injection_signer(agent=agent)  # what Lectern added, sent back by the client, is not the talk
+    markdown = conversation_markdown([Message(m.role, strip_injection(m.content, signer=signer)) for m in messages])
     chunks = query_chunks(catalog, markdown, embedder)
     logger.info("Chunked conversation into %d chunks for retrieval from catalog %s", len(chunks), catalog.slug)
     vectors = [vector_literal(v) for v in embedder.embed(chunks)] if chunks else []
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     # Each query chunk could fill the answer alone: top_k documents of per_document
-    # chunks, with room for the chunks dedup drops (as chunk_search's dedup allows).
-    depth = options.top_k * options.per_document * DEDUP_DEPTH
+    # chunks, five times over (seed 002), for the chunks dedup drops.
+    depth = options.top_k * options.per_document * CHUNK_QUERY_DEPTH
     found = [Candidate(chunk, document, similarity, index)
              for index, vector in enumerate(vectors)
              for chunk, document, similarity in vector_search(catalog=catalog, vector=vector, limit=depth,

@@ -16,8 +16,8 @@ from django.http import Http404
 from catalog.models import Agent
 from retrieval.dashboard.trace_forms import PEOPLE
 from retrieval.dashboard.trace_story import Story, trace_story
-from retrieval.enrichment.formatting import strip_injections
-from retrieval.enrichment.pipeline import injection_keys
+from retrieval.enrichment.formatting import strip_injection
+from retrieval.enrichment.signing import injection_signer
 from retrieval.models import Trace
 
 EXCERPT_CHARS = 160
@@ -88,7 +88,9 @@ def trace_get(trace_id: UUID) -> Trace:
 
 
 def story_of(trace: Trace) -> Story:
-    """A trace's story, with the text as detection read it (earlier injections removed,
-    as the pipeline removed them) when the trace kept its text."""
-    read = strip_injections(trace.text, keys=injection_keys()) if trace.text is not None else None
+    """A trace's story, with the text as detection read it (an earlier injection removed,
+    as the pipeline removed it) when the trace kept its text."""
+    read = trace.text
+    if read is not None and trace.surface != Trace.Surface.CONVERSATION:  # a conversation's is kept stripped
+        read = strip_injection(read, signer=injection_signer(agent=trace.agent, person=trace.caller))
     return trace_story(steps=trace.steps, hints=trace.hints, text_read=read, text_received=trace.text)

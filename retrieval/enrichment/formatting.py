@@ -1,13 +1,16 @@
 """The text Lectern injects: hint blocks (seed 000's format), reference expansions,
 reading context, startup instructions. Pure.
 
-What enrichment appends to a text (an injection: its blocks) ends with a signed marker,
-`<!-- lectern S N MAC -->`: S newlines before the blocks, N characters of blocks, and an
-HMAC-SHA256 (128 bits) over both under a server key. Stripping removes exactly the
-injections whose marker verifies, byte for byte, so enriching an enriched text does not
-stack them; anything else, however much it looks like a block, is the user's and stays.
-Nobody without the key can make a marker that verifies, and a changed injection no
-longer verifies (it is then kept whole, as the user's)."""
+What enrichment appends to a text (an injection: its blocks) ends the text with a signed
+marker, `<!-- lectern S N MAC -->`: S newlines before the blocks, N characters of blocks,
+and an HMAC-SHA256 (128 bits) under a server key over whom it was placed for (the
+signer's scope: the agent, or person, and the end user), the text it was appended to,
+the newlines and the blocks. Stripping removes an injection only where Lectern placed
+it: at the end of the text it was appended to, for that agent and end user, byte for
+byte. Anything else is the user's and stays, however much it looks like a block: a
+block pasted mid-text or at the end of another text, one placed for another agent or
+end user, a changed one, a forged one (nobody without the key can make a marker that
+verifies)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 HINT_HEADER = "**Reference sources available** — use `selectReferences` with IDs or tags to select:"
-_MARKER = re.compile(r"\n<!-- lectern ([0-2]) ([0-9]{1,9}) ([0-9a-f]{32}) -->")
+_MARKER = re.compile(r"<!-- lectern ([0-2]) ([0-9]{1,9}) ([0-9a-f]{32}) -->")  # a text's last line
 
 # What each conventional sub-folder of a reference holds, and what to do with it
 # (seed 000's `contents` annotations: directives, not just file lists).
@@ -131,36 +134,49 @@ def reading_block(reference: ReferenceText, path: str) -> str:
     return "\n".join(lines) + "\n---"
 
 
-def _mac(key: bytes, separator: str, body: str) -> str:
-    message = f"lectern injection {len(separator)} {len(body)}\n{separator}{body}"
+@dataclass(frozen=True)
+class InjectionSigner:
+    """Whom injections are placed for, `scope` (the agent, or person, and the end user:
+    retrieval.enrichment.signing), and the keys that sign them (the first) and recognise
+    them (all: the current key, then earlier ones)."""
+
+    keys: Sequence[bytes]
+    scope: str
+
+
+def _mac(key: bytes, scope: str, text: str, separator: str, body: str) -> str:
+    lengths = " ".join(str(len(part)) for part in (scope, text, separator, body))
+    message = f"lectern injection 2 {lengths}\n{scope}{text}{separator}{body}"
     return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def append_blocks(text: str, blocks: list[str], *, key: bytes) -> str:
+def append_blocks(text: str, blocks: list[str], *, signer: InjectionSigner) -> str:
     """`text` as it is, then the blocks (a blank line apart from it) and their marker,
-    signed with `key`. The text's own ending is kept, so stripping gives it back whole."""
+    signed for `signer.scope` and this very text. The text's own ending is kept, so
+    stripping gives it back whole."""
     body = "\n\n".join(block for block in blocks if block)
     if not body:
         return text
     separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-    marker = f"<!-- lectern {len(separator)} {len(body)} {_mac(key, separator, body)} -->"
+    mac = _mac(signer.keys[0], signer.scope, text, separator, body)
+    marker = f"<!-- lectern {len(separator)} {len(body)} {mac} -->"
     return f"{text}{separator}{body}\n{marker}"
 
 
-def strip_injections(text: str, *, keys: Sequence[bytes]) -> str:
-    """The text without the injections `append_blocks` made under any of `keys` (the
-    current key, then earlier ones), and with everything else exactly as it was."""
-    kept, cursor = [], 0
-    for match in _MARKER.finditer(text):
-        body_start = match.start() - int(match[2])
-        start = body_start - int(match[1])
-        if start < cursor:  # runs into an injection already removed, or past the start
-            continue
-        separator, body = text[start:body_start], text[body_start:match.start()]
-        if separator.strip("\n") or not any(hmac.compare_digest(_mac(key, separator, body), match[3])
-                                            for key in keys):
-            continue
-        kept.append(text[cursor:start])
-        cursor = match.end()
-    kept.append(text[cursor:])
-    return "".join(kept)
+def strip_injection(text: str, *, signer: InjectionSigner) -> str:
+    """The text without the injection `append_blocks` placed at its end for
+    `signer.scope`, or the text as it is: an injection anywhere else, or for anyone else,
+    is the user's text."""
+    head, newline, last = text.rpartition("\n")
+    found = _MARKER.fullmatch(last) if newline else None
+    if found is None:
+        return text
+    body_start = len(head) - int(found[2])
+    start = body_start - int(found[1])
+    if start < 0:
+        return text
+    before, separator, body = text[:start], text[start:body_start], head[body_start:]
+    if separator.strip("\n") or not any(hmac.compare_digest(_mac(key, signer.scope, before, separator, body), found[3])
+                                        for key in signer.keys):
+        return text
+    return before

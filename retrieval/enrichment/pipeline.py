@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.utils.crypto import salted_hmac
 
 from approvals.selectors import InjectionDecision, injection_decisions
 from approvals.services.requests import request_context
@@ -26,6 +25,7 @@ from retrieval.enrichment.mentions import at_mentions, path_candidates
 from retrieval.enrichment.reference_files import containing_source, documents_paths
 from retrieval.enrichment.references import cards_named, reference_text
 from retrieval.enrichment.selections import selected_source_pks, selections_grant
+from retrieval.enrichment.signing import caller_signer
 from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Selection, Trace
 
@@ -314,8 +314,8 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     says which would be, `request_due`), no reading is granted, and the trace is
     returned unsaved, so the agent's history holds only what the agent did."""
     started = time.perf_counter()
-    keys = injection_keys()
-    clean = formatting.strip_injections(text, keys=keys)
+    signer = caller_signer(caller)  # an agent's (or person's) own injections, with no end user
+    clean = formatting.strip_injection(text, signer=signer)
     indexes = caller_indexes(caller)
     preselected = preselected_cards(caller, indexes)
     run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, selected_source_pks(caller)))
@@ -373,7 +373,7 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
         formatting.HintLine(source_id=c.ref, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
                             withheld_reason="" if c.decided.allowed else c.decided.reason, note=c.note)
         for c in expanded + ambiguous + hints if c.action != "expand"))
-    enriched = formatting.append_blocks(clean, blocks, key=keys[0])
+    enriched = formatting.append_blocks(clean, blocks, signer=signer)
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
 
     took_ms = (time.perf_counter() - started) * 1000
@@ -394,14 +394,6 @@ def _record(caller: Caller, trace: Trace, expanded: list[SourceCard]) -> None:
     with transaction.atomic():
         insert_trace(trace)
         selections_grant(caller, expanded, Selection.Via.MENTION, trace)
-
-
-def injection_keys() -> list[bytes]:
-    """The keys injections are signed with (the first) and recognised by: derived from
-    SECRET_KEY, then from each of SECRET_KEY_FALLBACKS, so that rotating the secret does
-    not turn the injections in conversations under way into the user's text."""
-    secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
-    return [salted_hmac("lectern.injection", "key", secret=secret, algorithm="sha256").digest() for secret in secrets]
 
 
 def _is_root_markdown(card: SourceCard, path: str) -> bool:

@@ -138,8 +138,8 @@ class ReferenceFile:
 def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: str) -> ReferenceFile:
     """A file of a reference the caller may read (selected or expanded by this agent,
     auto, or preselected for it, and allowed by the gate), as source_files lists it: an
-    indexed document as indexed, any other file of a glob source from disk while the
-    source's files are still those it was indexed from."""
+    indexed document as indexed, any other file of a glob source from disk; of a glob
+    source, either only while its files on disk are those it was indexed from."""
     indexes = [index for index in caller_indexes(caller) if index.slug == catalog]
     cards, _, _ = resolve_ids(indexes, [source_id])
     if not cards:
@@ -157,20 +157,41 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
         granted = card in preselected or card.slug in discover(indexes[0], preselected, agent=caller.agent)
     if not granted:
         raise DomainError("select this reference first (selectReferences)", code="not_selected", status_code=403)
-    indexed = Document.objects.filter(source_id=card.pk, path=path).values_list("title", "content_sha256", "text")
-    if (document := indexed.first()) is not None:
-        title, sha256, text = document
-        return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8")
-    data = None
+    document = Document.objects.filter(source_id=card.pk, path=path).values_list("title", "content_sha256", "text")
     if card.kind == ReferenceSource.Kind.GLOB:
-        try:
-            data = glob_file_read(pattern=card.location, path=path, fingerprint_indexed=card.fingerprint,
-                                  max_bytes=settings.LECTERN_MAX_FILE_BYTES)
-        except SourceChanged:
-            raise DomainError(f"the files of reference {card.slug!r} changed since it was indexed; it can be read "
-                              "again once it is reindexed", code="reference_changed", status_code=409) from None
-        except SourceError:  # the glob no longer resolves (its root was removed from the settings)
-            data = None
-    if data is None:
+        return _glob_file(card, path, document.first())
+    return _indexed_file(card, path, document.first())
+
+
+IndexedDocument = tuple[str, str, str]  # title, content sha256, text
+
+
+def _indexed_file(card: SourceCard, path: str, document: IndexedDocument | None) -> ReferenceFile:
+    if document is None:
         raise DomainError(f"no file {path!r} in reference {card.slug!r}", code="not_found", status_code=404)
-    return ReferenceFile.of_bytes(path, data)
+    title, sha256, text = document
+    return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8")
+
+
+def _glob_file(card: SourceCard, path: str, document: IndexedDocument | None) -> ReferenceFile:
+    """A glob source's file, only while the files on disk are those it was indexed from
+    (the fingerprint: paths, sizes, mtimes); an indexed document, as indexed, only while
+    its file still holds the indexed text (a rewrite that keeps size and mtime moves no
+    fingerprint). Any other file is read from disk."""
+    try:
+        data = glob_file_read(pattern=card.location, path=path, fingerprint_indexed=card.fingerprint,
+                              max_bytes=None if document else settings.LECTERN_MAX_FILE_BYTES)
+    except SourceChanged:
+        raise _changed(card) from None
+    except SourceError:  # the glob no longer resolves (its root left the settings): no disk to compare with
+        return _indexed_file(card, path, document)
+    if document is None:
+        return ReferenceFile.of_bytes(path, data) if data is not None else _indexed_file(card, path, None)
+    if data is None or hashlib.sha256(data).hexdigest() != document[1]:  # gone, or rewritten in place
+        raise _changed(card)
+    return _indexed_file(card, path, document)
+
+
+def _changed(card: SourceCard) -> DomainError:
+    return DomainError(f"the files of reference {card.slug!r} changed on disk since it was indexed; it can be read "
+                       "again once it is reindexed", code="reference_changed", status_code=409)

@@ -269,6 +269,13 @@ async def search_conversation(
         Literal["approximate", "exact"],
         Field(description="approximate (the HNSW index) or exact (every passage compared)."), SkipValidation,
     ] = "approximate",
+    user_id: Annotated[
+        str | None,
+        Field(max_length=END_USER_MAX, pattern=NOT_BLANK_PATTERN,
+              description="The end user whose conversation it is (enrich_conversation's user_id): what Lectern "
+                          "added to their messages is removed before searching."),
+        SkipValidation,
+    ] = None,
 ) -> CallToolResult:
     """Search a reference catalog for passages relevant to every topic of a conversation: it is cut
     into chunks, each searched as a query, the best passages of each document kept. Returns up to

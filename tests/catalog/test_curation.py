@@ -73,6 +73,7 @@ def test_a_source_of_each_kind_is_created_with_its_tags_and_who_made_it(make_cat
 
 @pytest.mark.parametrize(("kind", "fields", "field", "message"), [
     ("glob", {"location": "../etc/*.md"}, "location", "may not contain '..'"),
+    ("glob", {"location": "notes/\x00*.md"}, "location", "may not contain NUL characters"),
     ("glob", {"location": "/etc/*.conf"}, "location", "outside the configured source roots"),
     ("glob", {"location": ""}, "location", "needs a glob pattern"),
     ("inline", {"content": "   "}, "content", "needs its text"),

@@ -208,6 +208,31 @@ def test_min_similarity_drops_weaker_hits_before_dedup(ops):
                                                               "final": 0}
 
 
+@pytest.fixture
+def many(make_catalog, agent_token) -> APIClient:
+    """Thirty one-chunk documents: more than any chunk query below fetches."""
+    catalog = make_catalog("many")
+    texts = {f"note-{n:02}.md": f"Note {n}: retry the call after {n} seconds of backoff." for n in range(30)}
+    import_documents(catalog=catalog, slug="notes", documents=[
+        DocumentInput(path, path, text, len(text)) for path, text in texts.items()])
+    return client_with(agent_token("many-agent", [catalog]))
+
+
+@pytest.mark.parametrize(("top_k", "per_document"), [(1, 1), (2, 1), (2, 2), (5, 1)])
+def test_each_query_chunk_fetches_five_times_what_it_keeps_as_seed_002_does(many, top_k, per_document):
+    """Seed 002 fetches `chunks_per_query` (5) per chunk query for each final hit; here a
+    chunk query fetches 5 x top_k x per_document, every one counted in `results` (no
+    threshold, every chunk compared)."""
+    talk = messages(("user", "How long should we back off before we retry the call?"))
+
+    body = ask(many, catalog="many", messages=talk, top_k=top_k, per_document=per_document, min_similarity=-1,
+               mode="exact")
+
+    assert body["counts"]["chunks"] == 1
+    assert body["counts"]["results"] == 5 * top_k * per_document
+    assert len(body["results"]) == top_k
+
+
 def test_without_top_k_an_agent_gets_its_default_top_k(ops):
     Agent.objects.filter(name="ops-agent").update(default_top_k=1)
 
@@ -360,4 +385,7 @@ def test_what_enrich_conversation_added_and_a_client_sent_back_is_not_searched(o
     def untimed(body: dict) -> dict:
         return {key: value for key, value in body.items() if key != "took_ms"}
 
-    assert untimed(ask(ops, messages=sent_back, top_k=4)) == untimed(ask(ops, messages=talk, top_k=4))
+    assert untimed(ask(ops, messages=sent_back, top_k=4, user_id="steve")) == untimed(ask(ops, messages=talk, top_k=4))
+    # another end user's conversation, or no end user named: the block is the conversation's text
+    for other in ({"user_id": "ana"}, {}):
+        assert untimed(ask(ops, messages=sent_back, top_k=4, **other)) != untimed(ask(ops, messages=talk, top_k=4))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 
 import pytest
@@ -410,16 +411,52 @@ def test_a_folder_reference_lists_and_serves_every_file_inside_its_root_and_no_o
         assert response.status_code == 404 and error_code(response) == "not_found", path
 
 
+def assert_changed(response) -> None:
+    assert response.status_code == 409 and error_code(response) == "reference_changed", response.content
+    assert "text" not in response.json()
+
+
 def test_a_file_changed_on_disk_is_not_served_until_the_reference_is_reindexed(agent, kit):
     agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
     (kit / "kit" / "scripts" / "run.sh").write_text("#!/bin/sh\necho changed since indexing\n")
 
-    changed = read_kit(agent, "kit/scripts/run.sh")
-
-    assert changed.status_code == 409 and error_code(changed) == "reference_changed"
-    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds.\n"  # as indexed
+    assert_changed(read_kit(agent, "kit/scripts/run.sh"))
+    assert_changed(read_kit(agent, "kit/README.md"))  # indexed, unchanged: the reference's files changed
     source_index_now(source=ReferenceSource.objects.get(slug="kit"), trigger=IndexRun.Trigger.COMMAND)
     assert read_kit(agent, "kit/scripts/run.sh").json()["text"] == "#!/bin/sh\necho changed since indexing\n"
+    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds.\n"
+
+
+def test_an_indexed_document_changed_on_disk_is_not_served_as_it_was_indexed(agent, kit):
+    """The indexed text is the database's, but it stands for the file: once the file is
+    another, the reference is no longer what was indexed (and approved)."""
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    (kit / "kit" / "README.md").write_text("# Kit\n\nWhat the kit holds now: something else.\n")
+
+    assert_changed(read_kit(agent, "kit/README.md"))
+    source_index_now(source=ReferenceSource.objects.get(slug="kit"), trigger=IndexRun.Trigger.COMMAND)
+    assert read_kit(agent, "kit/README.md").json()["text"] == "# Kit\n\nWhat the kit holds now: something else.\n"
+
+
+def test_an_indexed_document_rewritten_in_place_with_its_size_and_mtime_is_not_served(agent, kit):
+    """Size and mtime say nothing changed (a copy that keeps times, a coarse clock); the
+    content says otherwise."""
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    readme = kit / "kit" / "README.md"
+    before = readme.stat()
+    readme.write_text("# Kit\n\nWhat the kit holds?\n".replace("?", "!"))
+    os.utime(readme, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert readme.stat().st_size == before.st_size and readme.stat().st_mtime_ns == before.st_mtime_ns
+
+    assert_changed(read_kit(agent, "kit/README.md"))
+    assert read_kit(agent, "kit/scripts/run.sh").status_code == 200  # the source's stat fingerprint did not move
+
+
+def test_an_indexed_document_deleted_on_disk_is_not_served(agent, kit):
+    agent.post("/api/v1/references/select", {"ids": ["kit"]}, format="json")
+    (kit / "kit" / "README.md").unlink()
+
+    assert_changed(read_kit(agent, "kit/README.md"))
 
 
 # --- startup instructions -----------------------------------------------------------------
@@ -552,17 +589,15 @@ def test_the_users_own_text_that_looks_like_a_block_is_kept(agent):
     assert body["text"].startswith(LOOKALIKE)
 
 
-def test_a_client_echoing_the_conversation_loses_only_lectern_s_injections(agent):
-    # given a client that sends back everything it got, with each new turn appended
+def test_a_client_echoing_each_text_loses_only_lectern_s_injection_at_its_end(agent):
+    # given a client that sends back each text it got, then the same with a turn pasted after it
     turns = ["we use redis for sessions\n", LOOKALIKE, "and see @caching", "what about retries?"]
-    user_text = conversation = ""
     for turn in turns:
-        user_text = f"{user_text}\n\n{turn}" if user_text else turn
-        conversation = f"{conversation}\n\n{turn}" if conversation else turn
-        conversation = agent.post("/api/v1/enrich", {"text": conversation, "surface": "prompt"},
-                                  format="json").json()["text"]
+        enriched = agent.post("/api/v1/enrich", {"text": turn, "surface": "prompt"}, format="json").json()["text"]
+        again = agent.post("/api/v1/enrich", {"text": enriched, "surface": "prompt"}, format="json").json()["text"]
+        pasted = agent.post("/api/v1/enrich", {"text": f"{enriched}\n\nmore", "surface": "prompt"},
+                            format="json").json()["text"]
 
-        # each answer is exactly what the user wrote so far, then one new injection
-        assert conversation.startswith(user_text)
-        assert conversation.count("<!-- lectern ") == 1
-    assert conversation.count("**Reference @caching: Caching**") == 1
+        # the injection at the end of the text it was appended to is Lectern's; mid-text it is the user's
+        assert again == enriched and enriched.startswith(turn)
+        assert pasted.startswith(f"{enriched}\n\nmore")

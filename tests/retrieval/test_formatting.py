@@ -1,6 +1,7 @@
-"""Injected blocks (pure): what enrichment appends is signed, and stripping removes
-exactly that, byte for byte; whatever else a text holds is the user's and is kept, even
-when it looks like Lectern's blocks."""
+"""Injected blocks (pure): what enrichment appends is signed for whom it was placed and
+for the text it was appended to, and stripping removes exactly that, byte for byte, and
+only there (at the end of that text, for that agent and end user); whatever else a text
+holds is the user's and is kept, even when it looks like Lectern's blocks, or is one."""
 
 from __future__ import annotations
 
@@ -8,21 +9,29 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from retrieval.enrichment.formatting import append_blocks, strip_injections
+from retrieval.enrichment.formatting import InjectionSigner, append_blocks, strip_injection
 
 KEY, OLD_KEY = b"k" * 32, b"o" * 32
+STEVE = InjectionSigner(keys=[KEY], scope="agent 1\nend user steve")
+ANA = InjectionSigner(keys=[KEY], scope="agent 1\nend user ana")
+OTHER_AGENT = InjectionSigner(keys=[KEY], scope="agent 2\nend user steve")
 HINTS = ("---\n**Reference sources available** — use `selectReferences` with IDs or tags to select:\n\n"
          "- @caching: Caching (matched: redis)\n---")
 EXPANSION = "---\n**Reference @caching: Caching** (selected; its files are authorised for reading)\nFiles:\n- a.md\n---"
 LOOKALIKE = "Notes\n\n---\n**Reference sources available** my own bold heading\nkeep this line\n---\n\nend"
 
 
-def strip(text: str) -> str:
-    return strip_injections(text, keys=[KEY])
+def strip(text: str, signer: InjectionSigner = STEVE) -> str:
+    return strip_injection(text, signer=signer)
+
+
+def injection(text: str, blocks: list[str], signer: InjectionSigner = STEVE) -> str:
+    """What Lectern appended to `text`: the part after it."""
+    return append_blocks(text, blocks, signer=signer)[len(text):]
 
 
 def test_an_injection_is_appended_after_the_text_and_stripped_back_to_it():
-    enriched = append_blocks("see @caching", [EXPANSION, HINTS], key=KEY)
+    enriched = append_blocks("see @caching", [EXPANSION, HINTS], signer=STEVE)
 
     assert enriched.startswith("see @caching\n\n" + EXPANSION + "\n\n" + HINTS + "\n<!-- lectern ")
     assert strip(enriched) == "see @caching"
@@ -30,53 +39,84 @@ def test_an_injection_is_appended_after_the_text_and_stripped_back_to_it():
 
 def test_text_that_only_looks_like_a_block_is_the_users_and_is_kept():
     assert strip(LOOKALIKE) == LOOKALIKE
-    assert strip(append_blocks(LOOKALIKE, [HINTS], key=KEY)) == LOOKALIKE
+    assert strip(append_blocks(LOOKALIKE, [HINTS], signer=STEVE)) == LOOKALIKE
 
 
 def test_a_forged_or_altered_injection_is_kept_whole():
-    enriched = append_blocks("question", [HINTS], key=KEY)
-    forged = append_blocks("question", [HINTS], key=b"x" * 32)
+    enriched = append_blocks("question", [HINTS], signer=STEVE)
+    forged = append_blocks("question", [HINTS], signer=InjectionSigner(keys=[b"x" * 32], scope=STEVE.scope))
     altered = enriched.replace("matched: redis", "matched: valkey")
 
     assert strip(forged) == forged
     assert strip(altered) == altered
     assert strip(enriched[12:]) == enriched[12:]  # cut short: not what was signed
-    assert strip("prefix " + enriched) == "prefix question"  # the text before it is not part of it
+    assert strip(enriched + " ") == enriched + " "  # no longer at the end
+
+
+def test_a_block_pasted_into_the_middle_of_a_text_is_the_users():
+    block = injection("question", [HINTS])
+    pasted = "AAA" + block + "BBB"
+
+    assert strip(pasted) == pasted
+    assert strip("AAA" + block + "\n\nBBB") == "AAA" + block + "\n\nBBB"
+
+
+def test_a_block_at_the_end_of_a_text_lectern_did_not_append_it_to_is_the_users():
+    block = injection("question", [HINTS])
+
+    for text in ("another question", "prefix question", "question "):
+        assert strip(text + block) == text + block
+    assert strip("question" + block) == "question"  # where it was placed
+
+
+def test_a_block_placed_for_another_end_user_or_agent_is_the_users():
+    for placed_for in (ANA, OTHER_AGENT):
+        enriched = append_blocks("question", [HINTS], signer=placed_for)
+
+        assert strip(enriched) == enriched
+        assert strip(enriched, placed_for) == "question"
 
 
 def test_injections_signed_with_a_previous_key_are_still_recognised():
-    enriched = append_blocks("question", [HINTS], key=OLD_KEY)
+    enriched = append_blocks("question", [HINTS], signer=InjectionSigner(keys=[OLD_KEY], scope=STEVE.scope))
 
-    assert strip_injections(enriched, keys=[KEY, OLD_KEY]) == "question"
-    assert strip_injections(enriched, keys=[KEY]) == enriched
+    assert strip(enriched, InjectionSigner(keys=[KEY, OLD_KEY], scope=STEVE.scope)) == "question"
+    assert strip(enriched) == enriched
 
 
-def test_several_turns_echoed_back_lose_only_the_injections():
-    first = append_blocks("turn one\n", [HINTS], key=KEY)
-    second = append_blocks(first + "\n\n" + LOOKALIKE, [EXPANSION, HINTS], key=KEY)
-    conversation = second + "\nturn three"
+def test_several_turns_in_one_text_keep_every_injection_but_the_last():
+    """A client that pastes the whole conversation into one text: the earlier injection
+    is no longer at the end of what it was appended to, so it is the user's."""
+    first = append_blocks("turn one\n", [HINTS], signer=STEVE)
+    second = append_blocks(first + "\n\n" + LOOKALIKE, [EXPANSION, HINTS], signer=STEVE)
 
-    assert strip(conversation) == "turn one\n" + "\n\n" + LOOKALIKE + "\nturn three"
+    assert strip(second) == first + "\n\n" + LOOKALIKE
+    assert strip(second + "\nturn three") == second + "\nturn three"
 
 
 def test_nothing_to_append_leaves_the_text_as_it_is():
-    assert append_blocks("text\n\n\n", ["", ""], key=KEY) == "text\n\n\n"
+    assert append_blocks("text\n\n\n", ["", ""], signer=STEVE) == "text\n\n\n"
 
 
 TEXTS = st.lists(st.sampled_from(["word", " ", "\n", "\n\n", "---", "**Reference @x: X**", "<!-- lectern 2 5 ",
                                   "-->", "é", "\r\n", LOOKALIKE, HINTS]), max_size=12).map("".join)
+BLOCKS = st.lists(st.sampled_from([HINTS, EXPANSION, "", "---\nanything\n---"]), max_size=3)
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=TEXTS, blocks=st.lists(st.sampled_from([HINTS, EXPANSION, "", "---\nanything\n---"]), max_size=3),
-       after=TEXTS)
+@given(text=TEXTS, blocks=BLOCKS, after=TEXTS)
 @example(text="end\n\n\n", blocks=[HINTS], after="")
 @example(text="", blocks=[HINTS], after="\n\nmore")
-def test_stripping_removes_exactly_what_was_appended(text, blocks, after):
+def test_stripping_removes_exactly_what_was_appended_where_it_was_appended(text, blocks, after):
+    enriched = append_blocks(text, blocks, signer=STEVE)
+
     assert strip(text) == text  # nothing here was signed
-    assert strip(append_blocks(text, blocks, key=KEY) + after) == text + after
+    assert strip(enriched) == text
+    assert strip(enriched + after) == (enriched + after if after else text)  # no longer at the end
+    assert strip(after + enriched) == (after + enriched if after else text)  # not the text it was appended to
+    assert strip(enriched, ANA) == enriched
 
 
 @pytest.mark.parametrize("text", ["", "x", "x\n", "x\n\n", "x\n\n\n", "\n"])
 def test_the_texts_own_ending_survives_byte_for_byte(text):
-    assert strip(append_blocks(text, [HINTS], key=KEY)) == text
+    assert strip(append_blocks(text, [HINTS], signer=STEVE)) == text

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from django.conf import settings as django_settings
 from django.utils import timezone
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
@@ -32,7 +34,8 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalRequest
 from approvals.services.decisions import request_decide
 from catalog.agents import hash_token, new_token
-from catalog.models import Agent, ReferenceSource
+from catalog.indexing.runs import source_index_now
+from catalog.models import Agent, IndexRun, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.models import Selection, Trace
 from tests.approvals.builders import raised
@@ -54,8 +57,8 @@ class McpServer:
     """`manage.py mcp` under the SDK's stdio client, on a thread of its own (an anyio
     blocking portal), so that sync tests can call its tools."""
 
-    def __init__(self, log: Path) -> None:
-        self.log, self.stack = log, ExitStack()
+    def __init__(self, log: Path, source_root: Path) -> None:
+        self.log, self.source_root, self.stack = log, source_root, ExitStack()
         self.portal: BlockingPortal | None = None
         self.session: ClientSession | None = None
         self.stream_errors: list[Exception] = []  # lines on stdout that were not protocol
@@ -64,7 +67,10 @@ class McpServer:
         if self.session is not None:
             return
         params = StdioServerParameters(
-            command=sys.executable, args=["manage.py", "mcp"], cwd=BASE_DIR, env=server_env(TOKEN)
+            command=sys.executable, args=["manage.py", "mcp"], cwd=BASE_DIR, env={
+                **server_env(TOKEN),
+                "LECTERN_SOURCE_ROOTS": os.pathsep.join(map(str, [*django_settings.LECTERN_SOURCE_ROOTS,
+                                                                   self.source_root]))}
         )
         errlog = self.stack.enter_context(open(self.log, "w"))
         portal = self.stack.enter_context(start_blocking_portal())
@@ -102,7 +108,8 @@ class McpServer:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = McpServer(tmp_path_factory.mktemp("mcp") / "server-stderr.log")
+    """The server, reading glob sources under one more source root of its own (`source_root`)."""
+    server = McpServer(tmp_path_factory.mktemp("mcp") / "server-stderr.log", tmp_path_factory.mktemp("mcp-root"))
     try:
         yield server
     finally:
@@ -469,6 +476,36 @@ def test_read_reference_file_and_agent_instructions_answer_what_the_rest_api_doe
     assert text_of(read) == ok(read)["text"] and text_of(read).startswith("Retry transient failures")
     assert ok(instructions) == rest.get("/api/v1/agent/instructions").json()
     assert text_of(instructions) == ok(instructions)["text"]
+
+
+@pytest.fixture
+def kit(mcp, indexed_catalog, settings) -> Path:
+    """A folder reference `kit` of the `ops` catalog on disk, under the server's source
+    root, indexed (its README) and selected by the agent."""
+    folder = mcp.source_root / "kit"
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "README.md").write_text("# Kit\n\nWhat the kit holds.\n")
+    (folder / "scripts" / "run.sh").write_text("#!/bin/sh\necho run\n")
+    settings.LECTERN_SOURCE_ROOTS = [*settings.LECTERN_SOURCE_ROOTS, mcp.source_root]
+    source = ReferenceSource.objects.create(catalog=indexed_catalog, slug="kit", name="Kit",
+                                            location=str(folder / "**" / "*"))
+    assert source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND).status == IndexRun.Status.SUCCEEDED
+    ok(mcp.call("select_references", ids=["kit"]))
+    return folder
+
+
+@pytest.mark.parametrize("changed", ["README.md", "scripts/run.sh"])
+def test_a_file_of_a_reference_changed_on_disk_is_refused_as_the_rest_api_refuses_it(mcp, rest, kit, changed):
+    assert ok(mcp.call("read_reference_file", catalog="ops", source_id="kit", path="kit/README.md"))["text"] == \
+        "# Kit\n\nWhat the kit holds.\n"
+    (kit / changed).write_text("changed on disk since it was indexed\n")
+
+    for path in ("kit/README.md", "kit/scripts/run.sh"):
+        read = mcp.call("read_reference_file", catalog="ops", source_id="kit", path=path)
+        assert error(read, "reference_changed")
+        assert read.structured_content == rest.get("/api/v1/references/ops/kit/file", {"path": path}).json()
+        assert "What the kit holds" not in text_of(read)
 
 
 def test_an_agent_reading_two_catalogs_that_share_an_id_is_hinted_ids_it_can_act_on(mcp, agent, make_catalog):

@@ -15,8 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from catalog.models import Agent
 from retrieval.enrichment.formatting import append_blocks
-from retrieval.enrichment.pipeline import injection_keys
+from retrieval.enrichment.signing import injection_signer
 from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Trace
 from tests.factories import person
@@ -154,8 +155,10 @@ def test_a_trace_tells_each_pass_in_plain_words(cora, demo):
 
 
 def test_a_trace_shows_the_text_as_read_with_earlier_injections_removed(cora, demo):
-    injected = append_blocks("Our redis cache", ["**Reference sources available** — ..."], key=injection_keys()[0])
-    trace = agent_enrich(demo, injected + "\n\nIt is stale again.")
+    signer = injection_signer(agent=Agent.objects.get(name="demo-agent"))  # as enrich signs for the demo agent
+    injected = append_blocks("Our redis cache is stale again.", ["**Reference sources available** — ..."],
+                             signer=signer)
+    trace = agent_enrich(demo, injected)  # the agent sends back what it got
 
     page = cora.get(f"/traces/{trace}/").content.decode()
 

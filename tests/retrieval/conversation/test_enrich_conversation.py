@@ -18,8 +18,8 @@ from catalog.embedder import get_embedder
 from catalog.models import ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.conversation.memory import fact_set, memory_store
-from retrieval.enrichment.formatting import strip_injections
-from retrieval.enrichment.pipeline import injection_keys
+from retrieval.enrichment.formatting import strip_injection
+from retrieval.enrichment.signing import injection_signer
 from retrieval.models import MemoryEntry, Trace
 from tests.factories import agent_with_token, import_documents, person
 
@@ -55,6 +55,10 @@ def call(client, messages, **body):
     return response.json()
 
 
+def signed_for(client, end_user: str = "steve"):
+    return injection_signer(agent=client.agent, end_user=end_user)
+
+
 def user(text: str) -> dict:
     return {"role": "user", "content": text}
 
@@ -83,7 +87,7 @@ def test_facts_and_context_go_onto_the_newest_user_message_only(bot):
     assert "Steve wants a circuit breaker on the failing card network." in added  # the memory
     assert [item["kind"] for item in body["context"]].count("passage") >= 1
     assert len(body["context"]) <= 3  # the agent's rag_max_results
-    assert strip_injections(out[3]["content"], keys=injection_keys()) == messages[3]["content"]
+    assert strip_injection(out[3]["content"], signer=signed_for(bot)) == messages[3]["content"]
 
 
 def test_nothing_is_added_when_the_conversation_does_not_end_with_a_user_message(bot):
@@ -120,9 +124,8 @@ def test_a_client_sending_back_what_it_got_keeps_one_injection_and_its_own_texts
     for turn, question in enumerate(["And retries, with backoff?", "Do we log tokens?", "What about a breaker?"]):
         body = call(bot, sent)
         received = body["messages"]
-        keys = injection_keys()
         # every message is the client's own text, the newest user message its text + one injection
-        assert [strip_injections(m["content"], keys=keys) for m in received] == own
+        assert [strip_injection(m["content"], signer=signed_for(bot)) for m in received] == own
         assert sum(m["content"].count("<!-- lectern ") for m in received) == 1, turn
         assert body["tokens"]["freed"] == previous_added, turn
         previous_added = body["tokens"]["added"]
@@ -293,7 +296,7 @@ def test_stripping_restores_every_message_exactly_over_many_turns(bot, turns):
     each call every message is the client's own text again, but for one injection on
     the newest user message, which a later call removes exactly."""
     fact_set(agent=bot.agent, user_id="steve", key="name", value="Steve")
-    keys = injection_keys()
+    signer = signed_for(bot)
     sent: list[dict] = []
     own: list[str] = []
     for role, text in turns:
@@ -302,7 +305,7 @@ def test_stripping_restores_every_message_exactly_over_many_turns(bot, turns):
         body = call(bot, sent, options={"rag_relevance_threshold": 0.0})
         received = body["messages"]
         assert [m["role"] for m in received] == [m["role"] for m in sent]
-        restored = [strip_injections(m["content"], keys=keys) for m in received]
+        restored = [strip_injection(m["content"], signer=signer) for m in received]
         assert restored == own
         changed = [i for i, m in enumerate(received) if m["content"] != own[i]]
         assert changed == ([body["injected_into"]] if body["injected_into"] is not None else [])
@@ -310,3 +313,49 @@ def test_stripping_restores_every_message_exactly_over_many_turns(bot, turns):
             assert received[body["injected_into"]]["role"] == "user"
             assert received[body["injected_into"]]["content"].startswith(own[body["injected_into"]])
         sent = received  # the client keeps what it got
+
+
+# --- only what Lectern placed, where it placed it, for this agent and end user ----------------
+
+QUESTION = "Should a circuit breaker open after repeated failures?"
+
+
+@pytest.fixture
+def enriched(bot):
+    """(the question, what enrich/conversation appended to it for steve)."""
+    fact_set(agent=bot.agent, user_id="steve", key="name", value="Steve")
+    body = call(bot, [user(QUESTION)])
+    assert body["injected_into"] == 0
+    return QUESTION, body["messages"][0]["content"].removeprefix(QUESTION)
+
+
+def sent_back_as_is(client, earlier: str, **body) -> str:
+    """The earlier user message `earlier` as the answer gives it back, followed by a turn."""
+    answer = call(client, [user(earlier), assistant("Noted."), user("And retries?")], **body)
+    return answer["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("pasted", [
+    lambda question, block: "AAA" + block + "BBB",  # into the middle of a message
+    lambda question, block: "AAA" + block + "\n\nBBB",
+    lambda question, block: question + block + " and one more thing",  # not at the end any more
+    lambda question, block: "Earlier I asked: " + question + block,  # at the end of another text
+    lambda question, block: "My own words" + block,
+])
+def test_a_block_anywhere_but_where_lectern_placed_it_is_the_users_text(bot, enriched, pasted):
+    text = pasted(*enriched)
+
+    assert sent_back_as_is(bot, text) == text  # byte for byte
+    assert sent_back_as_is(bot, enriched[0] + enriched[1]) == enriched[0]  # where it was placed: removed
+
+
+def test_a_block_placed_for_another_end_user_or_another_agent_is_the_users_text(bot, governed, enriched):
+    other, token = agent_with_token(name="other-bot", catalogs=[governed])
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    stranger.agent = other  # type: ignore[attr-defined]
+    placed_for_steve = enriched[0] + enriched[1]
+
+    assert sent_back_as_is(bot, placed_for_steve, user_id="ana") == placed_for_steve  # another end user
+    assert sent_back_as_is(stranger, placed_for_steve) == placed_for_steve  # another agent, the same end user id
+    assert sent_back_as_is(bot, placed_for_steve) == enriched[0]
