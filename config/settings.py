@@ -13,7 +13,7 @@ from typing import Any
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
-from config.database import database_from_url, default_database_url
+from config.database import database_from_url, database_owner, default_database_url
 from config.env import env_bool, env_float, env_int, env_list, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -95,8 +95,13 @@ TEMPLATES = [
     },
 ]
 
-# From DATABASE_URL, else the embedded Postgres under var/ (where it listens; nothing starts).
+# From DATABASE_URL, else the embedded Postgres under var/ (where it listens; nothing starts):
+# the app's role, which owns nothing and cannot disable the audit log's triggers.
 DATABASES = {"default": database_from_url(default_database_url())}
+LECTERN_DATABASE_APP_ROLE: str = DATABASES["default"]["USER"]
+# The schema owner's USER and PASSWORD (DATABASE_OWNER_URL, else DATABASE_URL's own, else the
+# embedded owner role): `manage.py migrate` connects as it and grants the app's role its rows.
+LECTERN_DATABASE_OWNER = database_owner(DATABASES["default"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
