@@ -269,6 +269,14 @@ LECTERN_WEBHOOK_BACKOFF_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_SECONDS", 30,
 LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS", 3600, minimum=1)
 LECTERN_WEBHOOK_TIMEOUT_SECONDS = env_int("LECTERN_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var" / "decisions")))
+# Audit checkpoints (docs/architecture.md, "Audit log"): every few minutes, when the log
+# has grown, a file naming its newest entry, signed with a key the database does not
+# hold (this one, else one derived from SECRET_KEY), so that `manage.py audit_verify`
+# sees entries cut from its tail. Keep the folder outside the database's reach.
+LECTERN_AUDIT_CHECKPOINT_DIR = Path(env_str("LECTERN_AUDIT_CHECKPOINT_DIR",
+                                            str(BASE_DIR / "var" / "audit-checkpoints")))
+LECTERN_AUDIT_CHECKPOINT_KEY = env_str("LECTERN_AUDIT_CHECKPOINT_KEY", "")
+LECTERN_AUDIT_CHECKPOINT_MINUTES = env_int("LECTERN_AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 
 LOGGING = {
     "version": 1,

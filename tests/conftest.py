@@ -4,6 +4,7 @@ Playwright); the test tiers (`unit`, `integration`)."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -156,6 +157,14 @@ def as_owner(transactional_db):
 
     with connected_as_owner():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _audit_checkpoints_apart(settings, tmp_path_factory, request):
+    """Each test writes and reads audit checkpoints in a folder of its own (made only
+    when one is written), never var/'s: those anchor another database's chain."""
+    folder = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    settings.LECTERN_AUDIT_CHECKPOINT_DIR = tmp_path_factory.getbasetemp() / "audit-checkpoints" / folder
 
 
 @pytest.fixture
