@@ -39,8 +39,10 @@ def connected_as_owner(alias: str = "default") -> Iterator[BaseDatabaseWrapper]:
 
 def app_role_grant(*, connection: BaseDatabaseWrapper) -> bool:
     """As the owner, after migrating: the app's role may use every row of every table and
-    sequence (and of those made later by the owner), but only read and append to the
-    audit log and only read the migrations. False, granting nothing, when the app
+    sequence, but only read and append to the audit log and only read the migrations.
+    No default privileges: a table made outside `migrate` (say, the audit log dropped
+    and made again by hand) stays closed to the app until the next migrate grants it,
+    rather than open to UPDATE and DELETE. False, granting nothing, when the app
     connects as the owner itself (one DATABASE_URL: config.checks warns)."""
     app = settings.LECTERN_DATABASE_APP_ROLE
     if not app or app == settings.LECTERN_DATABASE_OWNER["USER"]:
@@ -54,8 +56,6 @@ def app_role_grant(*, connection: BaseDatabaseWrapper) -> bool:
             f"GRANT USAGE ON SCHEMA {schema} TO {role}",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
             f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {role}",
             *(f"REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON {quote(t)} FROM {role}"
               for t in APPEND_ONLY_TABLES),
             *(f"REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON {quote(t)} FROM {role}"
