@@ -5,7 +5,6 @@ granted on them. Migrating takes the schema's owner (as_owner), as `manage.py mi
 
 from __future__ import annotations
 
-import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
