@@ -186,6 +186,7 @@ def _start(pgdata: Path) -> Postmaster:
     _adopt_data_dir(pgdata)
     server = _launch(pgdata)
     _update_extensions(server)
+    _prepare_template(server)
     if _apply_tuning(server, pgdata):
         stop(pgdata)
         return _start(pgdata)
@@ -256,7 +257,7 @@ END $$
 
 
 def _ensure_roles(server: Postmaster) -> None:
-    """Make the owner and app roles once (the same transaction: both or neither), and the
+    """Make the owner and app roles once (in one transaction: both or neither), and the
     extensions in template1 with them (a running server predating the roles gets them
     now). A concurrent start that loses the race finds them made."""
     import psycopg
@@ -270,6 +271,14 @@ def _ensure_roles(server: Postmaster) -> None:
             conn.execute(_CREATE_ROLES)
         except psycopg.errors.DuplicateObject:
             return  # another process made them meanwhile
+    _prepare_template(server)
+
+
+def _prepare_template(server: Postmaster) -> None:
+    """The extensions in template1, so the owner's CREATE DATABASE copies them (also
+    after each start: a process stopped between the roles and this is mended)."""
+    import psycopg
+
     with psycopg.connect(_uri(server, "template1"), autocommit=True) as conn:
         for name in EXTENSIONS:
             conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
