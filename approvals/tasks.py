@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
+from approvals.audit.checkpoints import audit_checkpoint_write
 from approvals.channels.files import decision_files_apply
 from approvals.channels.webhooks.delivery import deliveries_send_due, delivery_attempt
 from approvals.services.expiry import approvals_expire
@@ -11,6 +14,7 @@ EXPIRY_SCHEDULE = "lectern-expire-approvals"
 EXPIRY_MINUTES = 5
 WEBHOOK_SCHEDULE = "lectern-deliver-webhooks"
 DECISION_FILES_SCHEDULE = "lectern-apply-decision-files"
+CHECKPOINT_SCHEDULE = "lectern-audit-checkpoint"
 
 
 def expire_approvals() -> int:
@@ -30,6 +34,11 @@ def deliver_due_webhooks() -> int:
 
 def apply_decision_files() -> int:
     return sum(outcome.applied for outcome in decision_files_apply())
+
+
+def write_audit_checkpoint() -> str:
+    written = audit_checkpoint_write()
+    return "unchanged" if written is None else f"written: {written.path.name}"
 
 
 def notify_reviewers(request_ids: list[int]) -> int:
@@ -56,3 +65,13 @@ def ensure_channel_schedules(**kwargs: object) -> None:
                        (DECISION_FILES_SCHEDULE, "approvals.tasks.apply_decision_files")):
         Schedule.objects.update_or_create(name=name, defaults={
             "func": func, "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1})
+
+
+def ensure_checkpoint_schedule(**kwargs: object) -> None:
+    """post_migrate: the audit chain's head is written outside the database every
+    LECTERN_AUDIT_CHECKPOINT_MINUTES, when it has moved (approvals.audit.checkpoints)."""
+    from django_q.models import Schedule
+
+    Schedule.objects.update_or_create(name=CHECKPOINT_SCHEDULE, defaults={
+        "func": "approvals.tasks.write_audit_checkpoint", "schedule_type": Schedule.MINUTES,
+        "minutes": settings.LECTERN_AUDIT_CHECKPOINT_MINUTES, "repeats": -1})

@@ -2,7 +2,10 @@
 
 The commands are Django management commands (benchmarks/commands/), set up and run as
 manage.py runs its own: the same settings, and the embedded Postgres started first
-(config.database) unless DATABASE_URL names another server. They are found here rather
+(config.database) unless DATABASE_URL names another server. They connect as the
+schema's owner, as `manage.py migrate` does: a build drops and rebuilds the shared HNSW
+index and vacuums what it wrote, which the app's role may not (the servers a benchmark
+starts serve as the app's role). They are found here rather
 than in an installed app, so the product neither installs nor imports them. Without a
 command, or with `help`, this lists them; `<command> --help` gives a command's options.
 """
@@ -43,7 +46,10 @@ def main(argv: list[str]) -> None:
     if name not in command_names():
         sys.stderr.write(f"Unknown command: {name!r}\n{usage()}")
         sys.exit(2)
-    command_load(name).run_from_argv([PROG, name, *argv[2:]])
+    from config.database_roles import connected_as_owner
+
+    with connected_as_owner():
+        command_load(name).run_from_argv([PROG, name, *argv[2:]])
 
 
 if __name__ == "__main__":

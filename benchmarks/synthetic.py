@@ -171,10 +171,13 @@ def hnsw_rebuild(*, memory: str = "4GB", workers: int = 2) -> bool:
 
 
 def database_sessions_other() -> int:
-    """Client sessions on this database other than this one: a server, a worker, a shell."""
+    """Client sessions on this database other than this one: a server, a worker, a shell.
+    Another role's session (the app's, seen from the owner's) shows no backend_type to
+    a role without pg_read_all_stats: one with a user counts as a client."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+                       "AND coalesce(backend_type, 'client backend') = 'client backend' AND usesysid IS NOT NULL "
+                       "AND pid <> pg_backend_pid()")
         return int(cursor.fetchone()[0])
 
 

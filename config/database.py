@@ -1,7 +1,10 @@
-"""Where the database is, and starting the embedded Postgres where it is used.
+"""Where the database is, as which roles, and starting the embedded Postgres where it is used.
 
 Settings only read: DATABASE_URL, else where the embedded server listens (its
-postmaster.pid, or where a start will put it). Importing them starts nothing, so
+postmaster.pid, or where a start will put it). Two roles (docs/architecture.md,
+"Database roles"): the app's (DATABASE_URL's, or the embedded APP_ROLE) and the schema
+owner's (DATABASE_OWNER_URL's, or the embedded OWNER_ROLE), which `manage.py migrate`
+connects as (config/management/commands/migrate.py). Importing them starts nothing, so
 `manage.py --help`, `manage.py check`, mypy and the unit tests need no server. What
 touches the database starts the embedded Postgres first, unless DATABASE_URL names
 another server: manage.py (every command but those in NO_DATABASE_COMMANDS),
@@ -48,8 +51,36 @@ def database_from_url(url: str) -> dict[str, Any]:
 
 
 def default_database_url() -> str:
-    """DATABASE_URL, else the embedded server's address, read without starting it."""
+    """DATABASE_URL, else the embedded server's address for the app's role, read without
+    starting it."""
     return os.environ.get("DATABASE_URL") or embedded_pg.known_uri()
+
+
+def owner_database_url() -> str:
+    """DATABASE_OWNER_URL; else with DATABASE_URL that same URL (one role for both: the
+    app could disable the audit log's triggers, and `manage.py check` warns, see
+    config.checks); else the embedded server's address for its owner role."""
+    owner = os.environ.get("DATABASE_OWNER_URL", "")
+    url = os.environ.get("DATABASE_URL", "")
+    if owner and not url:
+        raise ImproperlyConfigured("DATABASE_OWNER_URL is set without DATABASE_URL: set both (the app's role "
+                                   "and the owner's), or neither for the embedded Postgres")
+    return owner or url or embedded_pg.known_uri(role=embedded_pg.OWNER_ROLE)
+
+
+def database_owner(app: dict[str, Any]) -> dict[str, str]:
+    """The owner's USER and PASSWORD for the database `app` (DATABASES' entry) names: all
+    that differs between the two connections, so switching one to the other
+    (config.database_roles) touches those two keys only."""
+    owner = database_from_url(owner_database_url())
+    for key in ("NAME", "HOST", "PORT"):
+        if owner[key] != app[key]:
+            raise ImproperlyConfigured(f"DATABASE_OWNER_URL names {key} {owner[key]!r}, DATABASE_URL {app[key]!r}: "
+                                       "both must name the same database (only the role and password differ)")
+    if owner["USER"] != app["USER"] and not app["USER"]:
+        raise ImproperlyConfigured("DATABASE_URL must name its role (postgres://ROLE:...@...) when "
+                                   "DATABASE_OWNER_URL is set: migrate grants that role what the app needs")
+    return {"USER": owner["USER"], "PASSWORD": owner["PASSWORD"]}
 
 
 def command_needs_database(argv: Sequence[str]) -> bool:

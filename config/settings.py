@@ -13,7 +13,7 @@ from typing import Any
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
-from config.database import database_from_url, default_database_url
+from config.database import database_from_url, database_owner, default_database_url
 from config.env import env_bool, env_float, env_int, env_list, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -95,8 +95,13 @@ TEMPLATES = [
     },
 ]
 
-# From DATABASE_URL, else the embedded Postgres under var/ (where it listens; nothing starts).
+# From DATABASE_URL, else the embedded Postgres under var/ (where it listens; nothing starts):
+# the app's role, which owns nothing and cannot disable the audit log's triggers.
 DATABASES = {"default": database_from_url(default_database_url())}
+LECTERN_DATABASE_APP_ROLE: str = DATABASES["default"]["USER"]
+# The schema owner's USER and PASSWORD (DATABASE_OWNER_URL, else DATABASE_URL's own, else the
+# embedded owner role): `manage.py migrate` connects as it and grants the app's role its rows.
+LECTERN_DATABASE_OWNER = database_owner(DATABASES["default"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -268,6 +273,14 @@ LECTERN_WEBHOOK_BACKOFF_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_SECONDS", 30,
 LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS", 3600, minimum=1)
 LECTERN_WEBHOOK_TIMEOUT_SECONDS = env_int("LECTERN_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var" / "decisions")))
+# Audit checkpoints (docs/architecture.md, "Audit log"): every few minutes, when the log
+# has grown, a file naming its newest entry, signed with a key the database does not
+# hold (this one, else one derived from SECRET_KEY), so that `manage.py audit_verify`
+# sees entries cut from its tail. Keep the folder outside the database's reach.
+LECTERN_AUDIT_CHECKPOINT_DIR = Path(env_str("LECTERN_AUDIT_CHECKPOINT_DIR",
+                                            str(BASE_DIR / "var" / "audit-checkpoints")))
+LECTERN_AUDIT_CHECKPOINT_KEY = env_str("LECTERN_AUDIT_CHECKPOINT_KEY", "")
+LECTERN_AUDIT_CHECKPOINT_MINUTES = env_int("LECTERN_AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 
 LOGGING = {
     "version": 1,

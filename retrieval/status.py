@@ -132,7 +132,9 @@ def _reset() -> dict[str, Any] | None:
 # --- the database: versions, sizes, disk ---------------------------------------------------
 
 def _database() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """One statement: version, size, data directory (when this role may read it),
+    """One statement: version, size, data directory (when this role may read it), the
+    role the app connects as and whether it could disable the audit log's triggers (a
+    superuser, or the table's owner: docs/architecture.md, "Database roles"),
     extensions, and each of RELATIONS' size."""
     sizes = ", ".join(f"({index}, {_SIZE_SQL[kind]})" for index, (_, _, kind) in enumerate(RELATIONS))
     started = time.perf_counter()
@@ -142,16 +144,20 @@ def _database() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, An
                    CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
                           OR pg_has_role(current_user, 'pg_read_all_settings', 'MEMBER')
                         THEN current_setting('data_directory') END,
+                   current_user,
+                   (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+                     OR coalesce((SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class
+                                  WHERE oid = to_regclass('approvals_auditentry')), false),
                    (SELECT coalesce(json_agg(json_build_object('name', extname, 'version', extversion)
                                              ORDER BY extname), '[]') FROM pg_extension),
                    (SELECT json_agg(json_build_array(i, s)) FROM (VALUES {sizes}) AS sizes(i, s))
             """, [relation for _, relation, _ in RELATIONS])
-        version, size, name, data_directory, extensions, measured = cursor.fetchone()
+        version, size, name, data_directory, role, role_can_disable, extensions, measured = cursor.fetchone()
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(extensions, str):
         extensions, measured = json.loads(extensions), json.loads(measured)
     database = {"version": version, "name": name, "size_bytes": size, "ms": ms, "extensions": extensions,
-                "data_directory": data_directory}
+                "data_directory": data_directory, "role": role, "role_can_disable_triggers": role_can_disable}
     by_index = dict(measured)
     storage = [{"name": label, "relation": relation, "bytes": by_index.get(index)}
                for index, (label, relation, _) in enumerate(RELATIONS)]

@@ -60,6 +60,10 @@ class DatabaseSerializer(serializers.Serializer[dict[str, Any]]):
     extensions = ExtensionSerializer(many=True)
     data_directory = serializers.CharField(allow_null=True,
                                            help_text="Null when this database role may not read it.")
+    role = serializers.CharField(help_text="The database role the app connects as.")
+    role_can_disable_triggers = serializers.BooleanField(
+        help_text="True when that role is a superuser or owns the audit log: it could disable the triggers that "
+                  "keep the log append-only (set DATABASE_OWNER_URL; docs/architecture.md, Database roles).")
 
 
 class FailureSerializer(serializers.Serializer[dict[str, Any]]):

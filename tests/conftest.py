@@ -4,6 +4,7 @@ Playwright); the test tiers (`unit`, `integration`)."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -74,10 +75,21 @@ def _unit_tests_start_no_process(request, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+def app_credentials() -> dict[str, str]:
+    """The app role's USER and PASSWORD, as the settings name them before the test
+    database is made as the owner."""
+    from django.conf import settings
+
+    return {key: settings.DATABASES["default"][key] for key in ("USER", "PASSWORD")}
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, app_credentials):
     """Before pytest-django makes the test database: the embedded Postgres started
-    (unless DATABASE_URL names a server) and the settings pointed where it listens.
-    Importing the settings started nothing, so the unit tier runs without a server."""
+    (unless DATABASE_URL names a server) and the settings pointed where it listens, as
+    the schema's owner, who makes and migrates the test database (django_db_setup below
+    hands the connection to the app's role after). Importing the settings started
+    nothing, so the unit tier runs without a server."""
     from django.conf import settings
 
     from config.database import database_from_url, ensure_database
@@ -89,31 +101,70 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     if uri is not None:
         where = database_from_url(uri)
         settings.DATABASES["default"].update(HOST=where["HOST"], PORT=where["PORT"])
+    settings.DATABASES["default"].update(settings.LECTERN_DATABASE_OWNER)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, app_credentials):
+    """pytest-django's test database, made and migrated as the owner (above); every test
+    then runs as the app's role, as the app itself does, so the suite proves the app
+    needs no more (tests/config/test_database_roles.py: what that role cannot do). The
+    owner again at the end, to drop the database."""
+    from django.conf import settings
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        connections["default"].close()
+    settings.DATABASES["default"].update(app_credentials)
+    yield
+    with django_db_blocker.unblock():
+        connections["default"].close()
+    settings.DATABASES["default"].update(settings.LECTERN_DATABASE_OWNER)
 
 
 AUDIT_TABLE = "approvals_auditentry"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _flushes_lift_the_audit_truncate_guard():
+def _flushes_run_as_the_owner():
     """Transactional tests end with Django's flush, one TRUNCATE of every table, which
-    the audit log's trigger refuses (approvals migration 0002). The test harness, as the
-    tables' owner, disables that one trigger around its own flush and only there; every
-    test still meets the guard, and tests/approvals proves it holds."""
+    the app's role may not run and the audit log's trigger refuses (approvals migration
+    0002). The test harness runs it as the tables' owner, who disables that one trigger
+    around it and only there; every test still meets the guard, and tests/approvals
+    proves it holds."""
     from django.db.backends.postgresql.operations import DatabaseOperations
 
-    flush = DatabaseOperations.sql_flush
+    from tests.owner import owner_execute
 
-    def sql_flush(self, style, tables, **options):
-        statements = flush(self, style, tables, **options)
-        if AUDIT_TABLE not in tables:
-            return statements
-        return [f"ALTER TABLE {AUDIT_TABLE} DISABLE TRIGGER approvals_audit_no_truncate", *statements,
-                f"ALTER TABLE {AUDIT_TABLE} ENABLE TRIGGER approvals_audit_no_truncate"]
+    def execute_sql_flush(self, sql_list):
+        statements = [(sql, ()) for sql in sql_list]
+        if any(AUDIT_TABLE in sql for sql in sql_list):
+            statements = [(f"ALTER TABLE {AUDIT_TABLE} DISABLE TRIGGER approvals_audit_no_truncate", ()),
+                          *statements, (f"ALTER TABLE {AUDIT_TABLE} ENABLE TRIGGER approvals_audit_no_truncate", ())]
+        owner_execute(statements, alias=self.connection.alias)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        patch.setattr(DatabaseOperations, "execute_sql_flush", execute_sql_flush)
         yield
+
+
+@pytest.fixture
+def as_owner(transactional_db):
+    """The test's connection as the schema's owner, for a tool that changes the schema
+    (the benchmarks drop and build an index: `python -m benchmarks` runs as the owner
+    too). Transactional tests only: the connection is closed to switch roles."""
+    from config.database_roles import connected_as_owner
+
+    with connected_as_owner():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _audit_checkpoints_apart(settings, tmp_path_factory, request):
+    """Each test writes and reads audit checkpoints in a folder of its own (made only
+    when one is written), never var/'s: those anchor another database's chain."""
+    folder = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    settings.LECTERN_AUDIT_CHECKPOINT_DIR = tmp_path_factory.getbasetemp() / "audit-checkpoints" / folder
 
 
 @pytest.fixture

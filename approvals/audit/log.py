@@ -1,4 +1,5 @@
-"""Appending to the audit log and verifying it.
+"""Appending to the audit log and verifying it (the chain's links, then the checkpoints
+kept outside the database: approvals.audit.checkpoints).
 
 Appends serialise on one transaction-level advisory lock: the appender reads the last
 entry and writes the next ones while holding it, and the lock is released only when its
@@ -15,13 +16,16 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from approvals.audit.anchors import Checkpoint, CheckpointInvalid, first_contradiction
 from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
+from approvals.audit.checkpoints import checkpoint_directory, checkpoints_read, signing_key
 from approvals.models import AuditEntry
 from approvals.signals import audited
 from catalog.models import Agent
@@ -160,19 +164,48 @@ def _record(entry: AuditEntry) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Verification:
+    """What audit_verify found: the entries read and the first broken link, or else the
+    first checkpoint that does not hold (`problem`); and the checkpoints checked."""
+
     entries: int
     broken: Break | None
+    problem: str | None = None
+    checkpoints: tuple[tuple[str, Checkpoint], ...] | None = None  # None: not checked
+    directory: Path | None = None
 
     def __str__(self) -> str:
-        if self.broken is None:
-            return f"audit chain intact: {self.entries} entries"
-        return str(self.broken)
+        if self.broken is not None:
+            return str(self.broken)
+        if self.problem is not None:
+            return self.problem
+        summary = f"audit chain intact: {self.entries} entries"
+        if self.checkpoints is None:
+            return summary
+        if not self.checkpoints:
+            return f"{summary}; no checkpoint in {self.directory} yet"
+        name, newest = max(self.checkpoints, key=lambda item: (item[1].seq, item[0]))
+        holds = "1 checkpoint holds" if len(self.checkpoints) == 1 else f"{len(self.checkpoints)} checkpoints hold"
+        return f"{summary}; {holds} (newest: seq {newest.seq}, {name})"
 
 
-def audit_verify(*, batch: int = 2000) -> Verification:
-    """Walk the whole chain in seq order; the first broken link, if any."""
+def audit_verify(*, batch: int = 2000, checkpoints: bool = True) -> Verification:
+    """Steps: read the checkpoints first (any written later names an entry the walk will
+    read), their signatures checked; walk the whole chain in seq order for its first
+    broken link; then each checkpoint's entry must be in the chain with the hash it
+    recorded. `checkpoints=False`: the chain's own links only."""
+    if not checkpoints:
+        return Verification(*first_break(_records(batch)))
+    directory = checkpoint_directory()
+    try:
+        found = tuple(checkpoints_read(directory, signing_key()))
+    except CheckpointInvalid as exc:
+        return Verification(0, None, problem=str(exc), checkpoints=(), directory=directory)
     count, broken = first_break(_records(batch))
-    return Verification(count, broken)
+    if broken is not None:
+        return Verification(count, broken)
+    hashes = dict(AuditEntry.objects.filter(seq__in={point.seq for _, point in found}).values_list("seq", "hash"))
+    problem = first_contradiction(found, hashes, last_seq=count)
+    return Verification(count, None, problem=problem, checkpoints=found, directory=directory)
 
 
 def _records(batch: int) -> Iterator[dict[str, Any]]:

@@ -1,6 +1,11 @@
 """The audit log: every governance event appended with who, when, what and the hash of
-the entry before; the database refuses to change or remove entries; audit_verify finds
-an entry altered behind the application's back; appends never fork the chain."""
+the entry before; the database refuses to change or remove entries (the app's role for
+want of the privilege, even the owner by the trigger); audit_verify finds an entry
+altered behind the application's back; appends never fork the chain.
+
+Tampering takes the owner's connection (tests/owner.py) and commits, so the tests that
+tamper are transactional; tests/approvals/test_audit_checkpoints.py covers what only the
+checkpoints reveal (a cut tail)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import io
 import json
 import threading
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, connections, transaction
@@ -22,6 +28,7 @@ from catalog.agents import agent_token_rotate, hash_token
 from tests.approvals.builders import raised
 from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock
 from tests.factories import agent_with_token
+from tests.owner import audit_tamper, owner_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -31,17 +38,10 @@ def event(n: int = 0) -> AuditEvent:
 
 
 def verify_output() -> str:
+    """audit_verify's line about the chain (what it says of the checkpoints aside: none here)."""
     out = io.StringIO()
     call_command("audit_verify", stdout=out)
-    return out.getvalue().strip()
-
-
-def tamper(sql: str, params: list) -> None:
-    """Edit the log as a superuser (or the table's owner) could: trigger off, edit, on."""
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE approvals_auditentry DISABLE TRIGGER USER")
-        cursor.execute(sql, params)
-        cursor.execute("ALTER TABLE approvals_auditentry ENABLE TRIGGER USER")
+    return out.getvalue().strip().split("; ")[0]
 
 
 def test_entries_chain_each_to_the_one_before(kb, agent, rita):
@@ -60,16 +60,30 @@ def test_entries_chain_each_to_the_one_before(kb, agent, rita):
     assert verify_output() == "audit chain intact: 3 entries"
 
 
-@pytest.mark.parametrize("statement", [
+REMOVALS = [
     "UPDATE approvals_auditentry SET actor_name = 'mallory'",
     "DELETE FROM approvals_auditentry",
     "TRUNCATE approvals_auditentry",
-])
-def test_the_database_refuses_to_change_or_remove_entries(statement):
+]
+
+
+@pytest.mark.parametrize("statement", REMOVALS)
+def test_the_app_may_not_change_or_remove_entries(statement):
     audit_append(event())
 
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+    with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statement)
+
+    assert AuditEntry.objects.get().actor_name == "tests"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("statement", REMOVALS)
+def test_even_the_owner_is_refused_by_the_trigger_unless_it_disables_it(statement):
+    audit_append(event())
+
+    with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+        owner_execute([(statement, ())])
 
     assert AuditEntry.objects.get().actor_name == "tests"
 
@@ -77,19 +91,20 @@ def test_the_database_refuses_to_change_or_remove_entries(statement):
 def test_the_orm_and_the_admin_path_are_refused_too():
     entry = audit_append(event())
 
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+    with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic():
         AuditEntry.objects.filter(pk=entry.pk).update(action="nothing")
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+    with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic():
         entry.delete()
 
 
+@pytest.mark.django_db(transaction=True)
 def test_audit_verify_names_an_entry_altered_behind_the_applications_back():
     for n in range(5):
         audit_append(event(n))
     assert verify_output() == "audit chain intact: 5 entries"
     stored = AuditEntry.objects.get(seq=3).hash
 
-    tamper("UPDATE approvals_auditentry SET payload = %s WHERE seq = 3", [json.dumps({"n": 99, "text": "é ✓"})])
+    audit_tamper("UPDATE approvals_auditentry SET payload = %s WHERE seq = 3", [json.dumps({"n": 99, "text": "é ✓"})])
 
     with pytest.raises(CommandError) as broken:
         verify_output()
@@ -98,6 +113,7 @@ def test_audit_verify_names_an_entry_altered_behind_the_applications_back():
     assert f"found {stored}" in message and "this entry was changed" in message
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_altered_entry_whose_hash_was_recomputed_breaks_the_next_link():
     for n in range(4):
         audit_append(event(n))
@@ -107,7 +123,7 @@ def test_an_altered_entry_whose_hash_was_recomputed_breaks_the_next_link():
               "payload": {"n": 42, "text": "é ✓"}}
     forged = entry_hash(record, entry.prev_hash)
 
-    tamper("UPDATE approvals_auditentry SET payload = %s, hash = %s WHERE seq = 2",
+    audit_tamper("UPDATE approvals_auditentry SET payload = %s, hash = %s WHERE seq = 2",
            [json.dumps(record["payload"]), forged])
 
     broken = audit_verify().broken
@@ -115,11 +131,12 @@ def test_an_altered_entry_whose_hash_was_recomputed_breaks_the_next_link():
     assert broken.expected == forged
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_removed_entry_is_named():
     for n in range(4):
         audit_append(event(n))
 
-    tamper("DELETE FROM approvals_auditentry WHERE seq = 2", [])
+    audit_tamper("DELETE FROM approvals_auditentry WHERE seq = 2")
 
     broken = audit_verify().broken
     assert broken is not None and (broken.seq, broken.field, broken.expected, broken.found) == (3, "seq", "2", "3")

@@ -119,9 +119,10 @@ def test_dropping_a_bench_catalog_removes_its_term_postings(base_catalog):
 
 
 @pytest.fixture
-def hnsw_kept(base_catalog):
+def hnsw_kept(base_catalog, as_owner):
     """The index's definition before the test; the index is built again after it if a
-    failing test left it missing, so that no other test runs without it."""
+    failing test left it missing, so that no other test runs without it. As the schema's
+    owner, which a build that drops the index runs as (the app's role may not)."""
     before = hnsw_definition()
     assert before is not None
     yield before
@@ -167,10 +168,11 @@ def test_a_deferred_build_stopped_by_term_puts_the_index_back(base_catalog, hnsw
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
-def test_deferring_is_refused_while_another_session_uses_the_database(base_catalog, hnsw_kept):
+def test_deferring_is_refused_while_another_session_uses_the_database(base_catalog, hnsw_kept, app_credentials):
     existing, _ = ensure(base_catalog)
 
-    other = connection.copy()  # a second session, as a server or a shell would hold
+    other = connection.copy()  # a second session, as a server would hold: the app's role, not the owner's
+    other.settings_dict.update(app_credentials)
     other.ensure_connection()
     try:
         with pytest.raises(BenchmarkError, match=r"other session\(s\) use this database"):

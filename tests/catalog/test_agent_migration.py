@@ -1,13 +1,14 @@
 """Agents moved from retrieval to catalog (catalog 0010, retrieval 0005) with no change to
 the database: a database migrated before the move keeps its agents, their scopes and
 pinned references, the traces and selections that point at them, and the permissions
-granted on them."""
+granted on them. Migrating takes the schema's owner (as_owner), as `manage.py migrate` does."""
 
 from __future__ import annotations
 
-import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+
+from config.database_roles import app_role_grant
 
 BEFORE = [("catalog", "0009_index_run_recovery_trigger"), ("retrieval", "0004_trace_retention")]
 AFTER = [("catalog", "0010_agent"), ("retrieval", "0005_agent_to_catalog")]
@@ -24,8 +25,7 @@ def migrate(targets):
     return executor.loader.project_state([*targets, *others]).apps
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_database_from_before_the_move_keeps_its_agents():
+def test_a_database_from_before_the_move_keeps_its_agents(as_owner):
     try:
         # given a database whose agents live in retrieval, with everything that refers to them
         old = migrate(BEFORE)
@@ -61,3 +61,4 @@ def test_a_database_from_before_the_move_keeps_its_agents():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+        app_role_grant(connection=connection)  # what `manage.py migrate` does after migrating

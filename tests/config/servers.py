@@ -18,16 +18,18 @@ from django.conf import settings
 from django.db import connection
 
 
-def child_database_url() -> str:
-    """This test database as a DATABASE_URL, for a child process started with
+def child_database_url(*, owner: bool = False) -> str:
+    """This test database as a DATABASE_URL (the app's role; `owner`: the schema owner's,
+    as DATABASE_OWNER_URL), for a child process started with
     DJANGO_SETTINGS_MODULE=config.settings (embedded or external Postgres alike)."""
-    s = connection.settings_dict
+    s = {**connection.settings_dict, **(settings.LECTERN_DATABASE_OWNER if owner else {})}
     query = f"?host={quote(s['HOST'], safe='')}" + (f"&port={s['PORT']}" if s["PORT"] else "")
     return f"postgresql://{quote(s['USER'], safe='')}:{quote(s['PASSWORD'] or '', safe='')}@/{s['NAME']}{query}"
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    return {"DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": child_database_url(), **extra}
+    return {"DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": child_database_url(),
+            "DATABASE_OWNER_URL": child_database_url(owner=True), **extra}
 
 
 @contextmanager

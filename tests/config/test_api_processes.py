@@ -1,7 +1,7 @@
 """The API in real processes: Postgres going away and coming back, and a chunked body.
 
 A throwaway embedded Postgres in a tmp dir (`python -m config.embedded_pg start`, i.e.
-ensure_running()), migrated; the app
+ensure_running()), migrated as its owner role; the app, as its app role,
 served by `manage.py runserver` subprocesses against it, one with DEBUG on (as `make
 run` serves it) and one with DEBUG off. The postmaster is SIGKILLed: every API request
 and the health endpoint answer a JSON 503 with Retry-After (a plain 503 page outside
@@ -68,7 +68,8 @@ def embedded_pg(action: str, pgdata: Path) -> str:
 @dataclass
 class Postgres:
     pgdata: Path
-    url: str
+    url: str  # the app's role
+    owner_url: str = ""  # the schema owner's, which migrate connects as
 
     def postmaster(self) -> psutil.Process:
         return psutil.Process(int((self.pgdata / "postmaster.pid").read_text().splitlines()[0]))
@@ -91,7 +92,7 @@ class Postgres:
 def postgres() -> Iterator[Postgres]:
     with private_dir("pg-down") as root:
         pgdata = root / "pgdata"
-        server = Postgres(pgdata, embedded_pg("start", pgdata))
+        server = Postgres(pgdata, embedded_pg("start", pgdata), embedded_pg("owner-url", pgdata))
         try:
             yield server
         finally:
@@ -127,6 +128,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def env(postgres, tmp_path_factory) -> dict:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": postgres.url,
+           "DATABASE_OWNER_URL": postgres.owner_url,
            "SECRET_KEY": "test-only-" + "x" * 50, "LECTERN_EMBEDDING_MODEL": "none", "PYTHONUNBUFFERED": "1"}
     manage_py("manage.py", "migrate", "--no-input", "-v", "0", env=env)
     return env

@@ -107,6 +107,8 @@ def test_the_full_status_reports_database_queue_schedules_runs_catalogs_and_size
     database = body["database"]
     assert database["version"].split(".")[0].isdigit() and database["size_bytes"] > 0
     assert {"vector", "pg_trgm"} <= {x["name"] for x in database["extensions"]}
+    assert (database["role"], database["role_can_disable_triggers"]) == ("lectern_app", False)
+    assert database["data_directory"]  # the embedded app role may read settings (pg_read_all_settings)
     queue = body["queue"]
     assert (queue["waiting"], queue["in_progress"], queue["failed"], queue["failed_24h"]) == (1, 1, 1, 1)
     assert queue["recent_failures"][0]["error"] == "ValueError: boom"
@@ -287,6 +289,24 @@ def test_the_status_page_offers_the_reset_to_curators_only(catalog):
     for text in (b"Embedding model", b"all-MiniLM-L6-v2-int8", b"Postgres", b"Worker and queue",
                  b"Scans and schedules", b"Index and table sizes", b"Vector index (HNSW)"):
         assert text in curator.content
+
+
+def test_the_page_and_the_api_say_so_when_the_app_connects_as_a_role_that_can_disable_the_audit_triggers(
+        as_owner):
+    # given the app connected as the tables' owner (one DATABASE_URL for the app and migrate)
+    rita = session(person("rita", "reviewer"))
+
+    page = rita.get("/status/")
+    database = rita.get("/api/v1/status").json()["database"]
+
+    assert (database["role"], database["role_can_disable_triggers"]) == ("lectern_owner", True)
+    assert b"This role can disable the audit log's triggers" in page.content
+
+
+def test_the_page_warns_of_nothing_under_the_app_role(catalog):
+    page = session(person("rita", "reviewer")).get("/status/")
+
+    assert b"lectern_app" in page.content and b"disable the audit log" not in page.content
 
 
 def test_the_page_reset_answers_htmx_with_the_panel_and_a_plain_post_with_a_redirect(catalog, model_again):

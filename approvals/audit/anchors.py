@@ -1,0 +1,89 @@
+"""Checkpoints of the audit chain's head (pure: no Django).
+
+A checkpoint names the newest entry (seq, hash) and the count of entries at a moment,
+signed with HMAC-SHA256 under a key the database does not hold. The chain's own links
+show an entry changed or removed in the middle; only something kept outside the
+database shows entries cut from its tail (or cut, then grown again with other hashes):
+an entry a checkpoint names must still be in the chain with the hash it recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+KIND = "lectern.audit.checkpoint"
+VERSION = 1
+KEY_LABEL = b"lectern.audit.checkpoint.v1"
+HEX64 = frozenset("0123456789abcdef")
+
+
+class CheckpointInvalid(ValueError):
+    """A checkpoint file that does not hold: the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    seq: int
+    hash: str
+    count: int
+    at: str  # ISO 8601, UTC
+
+    def signed(self, key: bytes) -> dict[str, Any]:
+        """The file's content: the fields, the key's id and the signature over both."""
+        body = {"kind": KIND, "version": VERSION, **asdict(self), "key_id": key_id(key)}
+        return {**body, "signature": _sign(body, key)}
+
+
+def checkpoint_key(secret: str) -> bytes:
+    """The signing key: derived from a configured secret, never the secret itself, so a
+    checkpoint key and (say) SECRET_KEY's other uses stay apart."""
+    return hmac.new(secret.encode("utf-8"), KEY_LABEL, hashlib.sha256).digest()
+
+
+def key_id(key: bytes) -> str:
+    """A short name for the key (not the key): which key signed a checkpoint."""
+    return hashlib.sha256(b"key-id\n" + key).hexdigest()[:12]
+
+
+def _sign(body: Mapping[str, Any], key: bytes) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return hmac.new(key, canonical, hashlib.sha256).hexdigest()
+
+
+def checkpoint_parse(text: str, key: bytes) -> Checkpoint:
+    """The checkpoint a file holds, its signature checked; CheckpointInvalid if not."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CheckpointInvalid(f"not a checkpoint ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("version") != VERSION:
+        raise CheckpointInvalid(f"not a checkpoint (kind {KIND}, version {VERSION} expected)")
+    signature = data.pop("signature", None)
+    if not isinstance(signature, str) or not hmac.compare_digest(signature, _sign(data, key)):
+        raise CheckpointInvalid("signature does not match (forged, altered, or signed with another key)")
+    seq, digest, count, at = data.get("seq"), data.get("hash"), data.get("count"), data.get("at")
+    if not (isinstance(seq, int) and isinstance(count, int) and isinstance(at, str) and isinstance(digest, str)
+            and len(digest) == 64 and set(digest) <= HEX64):
+        raise CheckpointInvalid("not a checkpoint (seq, hash, count or at missing or malformed)")
+    return Checkpoint(seq, digest, count, at)
+
+
+def first_contradiction(checkpoints: Sequence[tuple[str, Checkpoint]], hashes: Mapping[int, str],
+                        last_seq: int) -> str | None:
+    """The first checkpoint ((name, checkpoint) in any order) the chain contradicts, as
+    one line; None when all hold. `hashes`: the chain's hash at each checkpoint's seq
+    (where it has that entry); `last_seq`: its newest entry's."""
+    for name, point in sorted(checkpoints, key=lambda item: (item[1].seq, item[0])):
+        if point.seq > last_seq:
+            return (f"audit chain cut: checkpoint {name} names seq {point.seq}, but the chain ends at seq {last_seq} "
+                    "(entries removed from its tail)")
+        found = hashes.get(point.seq)
+        if found != point.hash:
+            return (f"audit chain rewritten: seq {point.seq} has hash {found}, checkpoint {name} recorded "
+                    f"{point.hash} (entries at or before seq {point.seq} were changed)")
+    return None

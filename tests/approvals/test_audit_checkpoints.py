@@ -1,0 +1,191 @@
+"""Checkpoints anchor the audit chain's head outside the database: each is a file in
+LECTERN_AUDIT_CHECKPOINT_DIR naming the newest entry (seq, hash) and the count, signed
+with a key the database does not hold. audit_verify then sees what the chain alone
+cannot: its tail cut off (or cut and grown again), an entry rewritten with every later
+hash recomputed, and a checkpoint file forged or altered.
+
+The tampering runs as the schema's owner (tests/owner.py), which is what it takes now
+that the app's own role cannot (tests/config/test_database_roles.py); it commits, so
+these tests are transactional."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import CommandError, call_command
+from django_q.models import Schedule
+
+from approvals.audit.chain import entry_hash
+from approvals.audit.checkpoints import audit_checkpoint_write, checkpoint_files, signing_key
+from approvals.audit.log import Actor, AuditEvent, audit_append, audit_verify
+from approvals.models import AuditEntry
+from approvals.tasks import CHECKPOINT_SCHEDULE, write_audit_checkpoint
+from tests.owner import audit_tamper
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def append(count: int) -> None:
+    for n in range(count):
+        audit_append(AuditEvent("test.event", Actor.of(None, system="tests"), payload={"n": n}))
+
+
+def verify() -> str:
+    out = io.StringIO()
+    call_command("audit_verify", stdout=out)
+    return out.getvalue().strip()
+
+
+def verify_fails() -> str:
+    with pytest.raises(CommandError) as failed:
+        verify()
+    message = str(failed.value)
+    assert "\n" not in message
+    return message
+
+
+def checkpoint() -> Path:
+    out = io.StringIO()
+    call_command("audit_checkpoint", stdout=out)
+    written = checkpoint_files(_directory())[-1]
+    seq = json.loads(written.read_text())["seq"]
+    assert out.getvalue().strip() == f"audit checkpoint written: {written} (seq {seq})"
+    return written
+
+
+def _directory() -> Path:
+    return Path(django_settings.LECTERN_AUDIT_CHECKPOINT_DIR)
+
+
+def test_a_cut_tail_fails_audit_verify():
+    # given six entries and a checkpoint naming the sixth
+    append(6)
+    written = checkpoint()
+    assert verify() == f"audit chain intact: 6 entries; 1 checkpoint holds (newest: seq 6, {written.name})"
+
+    # when the two newest are deleted behind the application's back
+    audit_tamper("DELETE FROM approvals_auditentry WHERE seq > 4")
+
+    # then the chain alone still holds, but the checkpoint names an entry it lacks
+    assert audit_verify(checkpoints=False).broken is None
+    assert verify_fails() == (f"audit chain cut: checkpoint {written.name} names seq 6, but the chain ends at "
+                              "seq 4 (entries removed from its tail)")
+
+
+def test_a_tail_cut_and_grown_again_fails_audit_verify():
+    append(5)
+    written = checkpoint()
+    recorded = AuditEntry.objects.get(seq=5).hash
+    audit_tamper("DELETE FROM approvals_auditentry WHERE seq > 3")
+
+    append(2)  # the app goes on: seq 4 and 5 again, chained after seq 3
+
+    assert audit_verify(checkpoints=False).broken is None
+    found = AuditEntry.objects.get(seq=5).hash
+    assert verify_fails() == (f"audit chain rewritten: seq 5 has hash {found}, checkpoint {written.name} recorded "
+                              f"{recorded} (entries at or before seq 5 were changed)")
+
+
+def test_an_entry_rewritten_with_every_later_hash_recomputed_fails_audit_verify():
+    # given a checkpoint at seq 4
+    append(4)
+    written = checkpoint()
+    recorded = AuditEntry.objects.get(seq=4).hash
+
+    # when entry 2 is rewritten and every hash from it on recomputed, so the chain holds
+    prev = AuditEntry.objects.get(seq=1).hash
+    rewrites = []
+    for entry in AuditEntry.objects.filter(seq__gte=2).order_by("seq"):
+        payload = {"n": 99} if entry.seq == 2 else entry.payload
+        record = {**{f: getattr(entry, f) for f in ("seq", "at", "actor_kind", "actor_id", "actor_name", "action",
+                                                    "request_id", "policy_id", "source_id", "agent_id",
+                                                    "fingerprint")}, "payload": payload}
+        prev_hash, prev = prev, entry_hash(record, prev)
+        rewrites.append((entry.seq, json.dumps(payload), prev_hash, prev))
+    for seq, payload, prev_hash, new_hash in rewrites:
+        audit_tamper("UPDATE approvals_auditentry SET payload = %s, prev_hash = %s, hash = %s WHERE seq = %s",
+                     [payload, prev_hash, new_hash, seq])
+    assert audit_verify(checkpoints=False).broken is None
+
+    # then the checkpoint's hash no longer matches
+    assert verify_fails() == (f"audit chain rewritten: seq 4 has hash {prev}, checkpoint {written.name} recorded "
+                              f"{recorded} (entries at or before seq 4 were changed)")
+
+
+def test_a_forged_or_altered_checkpoint_fails_audit_verify():
+    append(3)
+    written = checkpoint()
+
+    # an attacker who cut the tail writes a checkpoint of their own for the shorter chain
+    forged = json.loads(written.read_text())
+    forged.update(seq=2, hash=AuditEntry.objects.get(seq=2).hash, count=2)
+    written.write_text(json.dumps(forged))
+
+    assert verify_fails() == (f"audit checkpoint {written.name}: signature does not match (forged, altered, or "
+                              "signed with another key)")
+
+
+def test_a_checkpoint_signed_with_another_key_fails_and_one_unreadable_is_named(settings):
+    append(2)
+    written = checkpoint()
+    settings.LECTERN_AUDIT_CHECKPOINT_KEY = "another-key-" + "x" * 40
+
+    assert verify_fails() == (f"audit checkpoint {written.name}: signature does not match (forged, altered, or "
+                              "signed with another key)")
+
+    written.write_text("{not json")
+    assert verify_fails().startswith(f"audit checkpoint {written.name}: not a checkpoint (")
+
+
+def test_a_checkpoint_is_written_only_when_the_head_moved_and_holds_no_secret(settings):
+    settings.LECTERN_AUDIT_CHECKPOINT_KEY = "checkpoint-key-" + "k" * 40
+    # nothing to anchor yet
+    assert audit_checkpoint_write() is None
+    append(2)
+    first = audit_checkpoint_write()
+    assert first is not None
+
+    assert audit_checkpoint_write() is None  # the head has not moved
+    append(1)
+    second = audit_checkpoint_write()
+
+    assert second is not None and [p.name for p in checkpoint_files(_directory())] == [first.path.name,
+                                                                                       second.path.name]
+    body = json.loads(second.path.read_text())
+    head = AuditEntry.objects.get(seq=3)
+    assert (body["seq"], body["hash"], body["count"]) == (3, head.hash, 3)
+    assert set(body) == {"kind", "version", "seq", "hash", "count", "at", "key_id", "signature"}
+    text = second.path.read_text()
+    for secret in (settings.SECRET_KEY, settings.LECTERN_AUDIT_CHECKPOINT_KEY, signing_key().hex()):
+        assert secret not in text
+    assert verify() == f"audit chain intact: 3 entries; 2 checkpoints hold (newest: seq 3, {second.path.name})"
+
+
+def test_verify_says_when_there_is_no_checkpoint_yet():
+    append(1)
+
+    assert verify() == f"audit chain intact: 1 entries; no checkpoint in {_directory()} yet"
+
+
+def test_the_schedule_writes_checkpoints_every_few_minutes(settings):
+    schedule = Schedule.objects.get(name=CHECKPOINT_SCHEDULE)
+    assert (schedule.func, schedule.minutes) == ("approvals.tasks.write_audit_checkpoint",
+                                                 settings.LECTERN_AUDIT_CHECKPOINT_MINUTES)
+    append(1)
+
+    assert write_audit_checkpoint().startswith("written: ")
+    assert write_audit_checkpoint() == "unchanged"
+
+
+def test_a_checkpoint_directory_that_cannot_be_written_ends_the_command_in_one_line(settings, tmp_path):
+    append(1)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    settings.LECTERN_AUDIT_CHECKPOINT_DIR = blocker / "checkpoints"
+
+    with pytest.raises(CommandError, match=r"^audit checkpoint: cannot write to .*a-file/checkpoints: "):
+        call_command("audit_checkpoint", stdout=io.StringIO())
