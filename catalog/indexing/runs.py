@@ -38,6 +38,7 @@ asked for, or where one was lost.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -175,6 +176,9 @@ def source_edit_queued(*, source: ReferenceSource, trigger: str,
                 raise
             logger.warning("edit of %s, attempt %d of %d, lost to another writer: %s", source, attempt,
                            EDIT_ATTEMPTS, exc)
+            # The winner needs a moment to take what it waited for; retrying at once
+            # can walk into the same cycle again.
+            time.sleep(random.uniform(0.05, 0.2) * attempt)
             continue
         return result, run
     raise EditConflict(f"source {source.slug!r} is being changed by others at the same time: nothing was changed; "
