@@ -8,10 +8,11 @@ connections (8 by default), whatever the number of clients; README "Deploying" a
 the worker's and compares the sum with max_connections.
 """
 
-from config.env import env_int, env_str
+from config.env import env_int
+from config.ports import lectern_bind
 
 wsgi_app = "config.wsgi:application"
-bind = env_str("LECTERN_BIND", "127.0.0.1:8000")
+bind = lectern_bind()
 worker_class = "gthread"
 workers = env_int("LECTERN_WEB_WORKERS", 2, minimum=1)
 threads = env_int("LECTERN_WEB_THREADS", 4, minimum=1)
