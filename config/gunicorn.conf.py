@@ -13,7 +13,9 @@ from config.ports import lectern_bind
 
 wsgi_app = "config.wsgi:application"
 bind = lectern_bind()
-worker_class = "gthread"
+# gthread, gathering each request (head and body) before a thread serves it: a client
+# that never sends its body holds no thread (config/gunicorn_worker.py).
+worker_class = "config.gunicorn_worker.GatheringWorker"
 workers = env_int("LECTERN_WEB_WORKERS", 2, minimum=1)
 threads = env_int("LECTERN_WEB_THREADS", 4, minimum=1)
 # A worker silent this long (a request stuck in it) is killed and replaced.
