@@ -1,9 +1,9 @@
 """gunicorn's gthread worker, with each request gathered before a thread serves it.
 
-The stock worker hands a connection to a thread as soon as its first bytes arrive; the
-thread then blocks reading the rest of the head and the body, so clients that send a
-head and never their body (slowly or on purpose) hold every thread and the server
-stops answering. Here the worker's main loop, which already waits on every idle
+The stock worker hands a new connection to a thread, which waits a few seconds for its
+first bytes and then blocks reading the rest of the head and the body: clients that
+send a head and never their body (slowly or on purpose) hold every thread, and the
+server stops answering. Here the worker's main loop, which already waits on every idle
 connection without a thread, also gathers each request's head and body (up to
 LECTERN_MAX_BODY_BYTES: every body the API accepts), and a thread gets it only once it
 is whole. What is not whole within LECTERN_WEB_READ_TIMEOUT seconds is answered 408 and
