@@ -45,14 +45,13 @@ demo: migrate
 run: setup demo
 	@echo "Lectern at http://$(HOST)/  (stop with Ctrl-C: stops the server and the worker)"
 	@echo "Sign in as admin with the password printed when the demo created that user (above, on the first run only)"
-	@trap 'trap - EXIT INT TERM; kill 0' EXIT INT TERM; \
-	  DEBUG=$${DEBUG:-1} $(MANAGE) qcluster & \
-	  DEBUG=$${DEBUG:-1} $(MANAGE) runserver --noreload $(HOST)
+	@DEBUG=$${DEBUG:-1} $(PY) -m config.serve --dev $(HOST) --stop-with-parent
 
 # Production: collectstatic, then gunicorn (config/gunicorn.conf.py) and a qcluster,
-# stopping together (config/serve.py). Settings from the environment: README "Deploying".
+# stopping together (config/serve.py), and with make: a killed make stops them too.
+# Settings from the environment: README "Deploying".
 serve: setup
-	DEBUG=0 $(PY) -m config.serve
+	DEBUG=0 $(PY) -m config.serve --stop-with-parent
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }

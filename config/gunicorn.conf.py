@@ -8,11 +8,14 @@ connections (8 by default), whatever the number of clients; README "Deploying" a
 the worker's and compares the sum with max_connections.
 """
 
-from config.env import env_int, env_str
+from config.env import env_int
+from config.ports import lectern_bind
 
 wsgi_app = "config.wsgi:application"
-bind = env_str("LECTERN_BIND", "127.0.0.1:8000")
-worker_class = "gthread"
+bind = lectern_bind()
+# gthread, gathering each request (head and body) before a thread serves it: a client
+# that never sends its body holds no thread (config/gunicorn_worker.py).
+worker_class = "config.gunicorn_worker.GatheringWorker"
 workers = env_int("LECTERN_WEB_WORKERS", 2, minimum=1)
 threads = env_int("LECTERN_WEB_THREADS", 4, minimum=1)
 # A worker silent this long (a request stuck in it) is killed and replaced.

@@ -69,8 +69,12 @@ class LecternAutoSchema(AutoSchema):
             400: "`malformed_request`: the request cannot be read (a body that is not JSON or nests deeper than 32 "
                  "levels, a NUL in the body, path or query string, a bad Content-Length); `disallowed_host`.",
             406: "`not_acceptable`: the Accept header rules out application/json.",
+            # the production server's own (config/gunicorn_worker.py), before Django sees the request
+            408: "`request_timeout`: the request did not arrive whole within LECTERN_WEB_READ_TIMEOUT seconds.",
             411: "`length_required`: a body sent chunked, without Content-Length.",
             413: "`payload_too_large`: the body is over LECTERN_MAX_BODY_BYTES (1 MiB by default).",
+            414: "`uri_too_long`: the request line is over 4,094 bytes.",
+            431: "`request_header_fields_too_large`: a header line over 8,190 bytes, or over 100 of them.",
             503: "`database_unavailable`: the database cannot be reached; retry after `Retry-After` seconds.",
         }
         if self.view.get_permissions():

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
 from django.conf import settings
 from django.db import connection
 
@@ -65,3 +66,24 @@ def qcluster(log: Path, **extra: str) -> Iterator[subprocess.Popen[bytes]]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                            "WHERE datname = current_database() AND application_name = %s", [app])
+
+
+def gone(pid: int) -> bool:
+    """The process has exited: its /proc entry is gone, or it is a zombie nobody reaps
+    (an orphan's exit status waits for an init that may not collect it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def descendants(pid: int) -> list[int]:
+    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def kill_survivors(pids: list[int]) -> None:
+    """What a failing test left running (only the processes it started)."""
+    for pid in pids:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
