@@ -39,8 +39,8 @@ class ReadOnly(admin.ModelAdmin[Any]):
 @admin.register(ApprovalPolicy)
 class ApprovalPolicyAdmin(admin.ModelAdmin[ApprovalPolicy]):
     list_display = ["pk", "scope", "target_label", "all_agents", "required_approvals", "lifetime", "four_eyes",
-                    "changed_by", "updated_at"]
-    list_filter = ["scope", "four_eyes", "all_agents"]
+                    "disclose_matches", "changed_by", "updated_at"]
+    list_filter = ["scope", "four_eyes", "disclose_matches", "all_agents"]
     filter_horizontal = ["agents"]
     readonly_fields = ["changed_by", "created_at", "updated_at"]
     actions = ["delete_through_the_service"]

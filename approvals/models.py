@@ -31,7 +31,8 @@ class ApprovalPolicy(models.Model):
     """Sources that need approval: a whole catalog, one source, or every source with a
     tag (in any catalog), for every agent or the agents named. When several policies
     cover a source for an agent, the strictest of each setting applies: the most
-    approvals, the shortest lifetime, four eyes if any asks for it."""
+    approvals, the shortest lifetime, four eyes if any asks for it, matches disclosed
+    only if every one allows it."""
 
     class Scope(models.TextChoices):
         CATALOG = "catalog"
@@ -50,6 +51,11 @@ class ApprovalPolicy(models.Model):
     lifetime = models.DurationField(null=True, blank=True, help_text="How long an approval lives; empty: forever.")
     four_eyes = models.BooleanField(
         default=False, help_text="Whoever last changed the source's content or a policy covering it may not approve.")
+    disclose_matches = models.BooleanField(
+        default=False,
+        help_text="Tell an agent, while the source is withheld from it, whether its searches match the content (how "
+                  "many passages) and raise its request then. Off: the source is named withheld whatever the query, "
+                  "so probing with words learns nothing of the text. Every policy covering a source must allow it.")
     description = models.CharField(max_length=500, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+", help_text="Who last created or changed this policy.")
