@@ -11,9 +11,9 @@ the large tables (pinned in tests/retrieval/test_status.py).
 Who sees what (docs/architecture.md, "Status"): `basic` is the embeddings alone (seed
 004's status: enough for an agent to choose a search mode); `full` is everything here,
 for people with a role (who see every catalog); `catalogs`, for a curator agent, is the
-embeddings and its own catalogs' indexes and index runs: nothing of the server (its
-database, files, disk, processes, queue and schedules, whose failures name any
-catalog's work) nor of another catalog.
+embeddings, the answering process as its reset concerns it, and its own catalogs'
+indexes and index runs: nothing of the server's database, files, disk, queue or
+schedules (whose failures name any catalog's work), nor of another catalog.
 """
 
 from __future__ import annotations
@@ -101,10 +101,13 @@ def full_status() -> dict[str, Any]:
 
 
 def catalog_status(agent: Agent) -> dict[str, Any]:
-    """A curator agent's view: the embeddings, and its own catalogs' indexes and index
-    runs (what it may reindex and wait for); three statements, whatever there is."""
+    """A curator agent's view: the embeddings, this process (whether it applied the
+    agent's reset; its cached detection indexes of the agent's catalogs only), and its
+    own catalogs' indexes and index runs (what it may reindex and wait for); four
+    statements, whatever there is."""
     now, catalogs = timezone.now(), visible_catalogs(agent)
-    return {"view": "catalogs", "generated_at": now, "embeddings": embedder_status(),
+    own = list(catalogs.values_list("pk", flat=True))
+    return {"view": "catalogs", "generated_at": now, "embeddings": embedder_status(), "process": _process(own),
             "index_runs": _index_runs(now, catalogs), "catalogs": _catalogs(catalogs)}
 
 
@@ -125,10 +128,10 @@ def _model() -> dict[str, Any]:
             "threads": settings.LECTERN_EMBEDDING_THREADS, "batch": settings.LECTERN_EMBEDDING_BATCH}
 
 
-def _process() -> dict[str, Any]:
+def _process(catalog_ids: list[int] | None = None) -> dict[str, Any]:
     return {"pid": os.getpid(), "started_at": datetime.fromtimestamp(STARTED_AT, tz=UTC),
             "applied_reset": applied_reset(), "follows_resets_every_s": settings.LECTERN_RUNTIME_POLL_SECONDS,
-            "cached_detection_indexes": cached_indexes()}
+            "cached_detection_indexes": cached_indexes(catalog_ids)}
 
 
 def _reset() -> dict[str, Any] | None:

@@ -139,13 +139,15 @@ class DiskSerializer(serializers.Serializer[dict[str, Any]]):
 class StatusSerializer(serializers.Serializer[dict[str, Any]]):
     view = serializers.ChoiceField(
         choices=["basic", "catalogs", "full"],
-        help_text="basic: the embeddings alone; catalogs (a curator agent): the embeddings and its own catalogs' "
-                  "indexes and index runs, nothing of the server or of other catalogs; full (people with a role): "
-                  "everything below.")
+        help_text="basic: the embeddings alone; catalogs (a curator agent): the embeddings, the process (whether it "
+                  "applied a reset) and its own catalogs' indexes and index runs, nothing of the server's database, "
+                  "files, queue or schedules nor of other catalogs; full (people with a role): everything below.")
     embeddings = EmbeddingsStatusSerializer()
     generated_at = serializers.DateTimeField(required=False, help_text=SCOPED)
     model = ModelSerializer(required=False, help_text=FULL)
-    process = ProcessSerializer(required=False, help_text=FULL)
+    process = ProcessSerializer(
+        required=False, help_text="Present in the full view, and in the catalogs view with only the caller's catalogs' "
+                                  "detection indexes counted.")
     last_reset = ResetRecordSerializer(required=False, allow_null=True, help_text=FULL)
     database = DatabaseSerializer(required=False, help_text=FULL)
     queue = QueueSerializer(required=False, help_text=FULL)
@@ -168,7 +170,7 @@ class StatusApi(APIView):
     """Whether vector search is available, and with which model (seed 004's status); for
     people with a role also the database and its extensions, the task queue and failed
     tasks, the schedules and the last scan, every catalog's index, index sizes and disk
-    use; for a curator agent its own catalogs' indexes and index runs."""
+    use; for a curator agent the process and its own catalogs' indexes and index runs."""
 
     @extend_schema(responses={200: StatusSerializer}, operation_id="status")
     def get(self, request: Request) -> Response:

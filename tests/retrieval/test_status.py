@@ -40,7 +40,7 @@ pytestmark = pytest.mark.django_db
 
 FULL_KEYS = {"view", "generated_at", "embeddings", "model", "process", "last_reset", "database", "queue",
              "index_runs", "schedules", "last_scan", "catalogs", "storage", "disk"}
-CATALOGS_KEYS = {"view", "generated_at", "embeddings", "index_runs", "catalogs"}
+CATALOGS_KEYS = {"view", "generated_at", "embeddings", "process", "index_runs", "catalogs"}
 
 
 def session(user) -> Client:
