@@ -39,8 +39,8 @@ class ReadOnly(admin.ModelAdmin[Any]):
 @admin.register(ApprovalPolicy)
 class ApprovalPolicyAdmin(admin.ModelAdmin[ApprovalPolicy]):
     list_display = ["pk", "scope", "target_label", "all_agents", "required_approvals", "lifetime", "four_eyes",
-                    "allow_self_approval", "changed_by", "updated_at"]
-    list_filter = ["scope", "four_eyes", "allow_self_approval", "all_agents"]
+                    "allow_self_approval", "disclose_matches", "changed_by", "updated_at"]
+    list_filter = ["scope", "four_eyes", "allow_self_approval", "disclose_matches", "all_agents"]
     filter_horizontal = ["agents"]
     readonly_fields = ["changed_by", "created_at", "updated_at"]
     actions = ["delete_through_the_service"]

@@ -31,8 +31,8 @@ class ApprovalPolicy(models.Model):
     """Sources that need approval: a whole catalog, one source, or every source with a
     tag (in any catalog), for every agent or the agents named. When several policies
     cover a source for an agent, the strictest of each setting applies: the most
-    approvals, the shortest lifetime, four eyes if any asks for it, self-approval only
-    if every one allows it."""
+    approvals, the shortest lifetime, four eyes if any asks for it, self-approval and
+    matches disclosed only if every one allows them."""
 
     class Scope(models.TextChoices):
         CATALOG = "catalog"
@@ -54,6 +54,11 @@ class ApprovalPolicy(models.Model):
     allow_self_approval = models.BooleanField(
         default=False, help_text="The person whose change raised a request may decide it (only if every policy "
                                  "covering the source allows it; otherwise another reviewer decides).")
+    disclose_matches = models.BooleanField(
+        default=False,
+        help_text="Tell an agent, while the source is withheld from it, whether its searches match the content (how "
+                  "many passages) and raise its request then. Off: the source is named withheld whatever the query, "
+                  "so probing with words learns nothing of the text. Every policy covering a source must allow it.")
     description = models.CharField(max_length=500, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+", help_text="Who last created or changed this policy.")

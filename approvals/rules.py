@@ -21,12 +21,15 @@ PEOPLE_REASON = "requires approval; approvals are granted to agents, not to peop
 @dataclass(frozen=True)
 class Rule:
     """The strictest of the policies covering a source for one caller (the source's own
-    `requires_approval` flag counts as a policy of one approval, forever)."""
+    `requires_approval` flag counts as a policy of one approval, forever). Matches are
+    disclosed only where at least one policy covers the source and every one allows
+    it: the flag alone never discloses, and says nothing against a policy that does."""
 
     required: int = 1
     lifetime: timedelta | None = None  # None: forever
     four_eyes: bool = False
     policy_ids: tuple[int, ...] = ()
+    disclose_matches: bool = False
 
 
 @dataclass(frozen=True)

@@ -49,14 +49,20 @@ class InjectionDecision:
     # listing, or the playground's dry run), where an agent's own read would raise one.
     # Not in as_dict(): the API's answers say what was raised, not what could have been.
     request_due: bool = False
+    # Whether the policies let a read path tell the caller that its query matches the
+    # withheld content (and raise its request then); off, a withheld source is named
+    # whatever the query (Rule.disclose_matches). Not in as_dict(): search reports it as
+    # a count or none.
+    disclose_matches: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"allowed": self.allowed, "state": self.state, "reason": self.reason, "request_id": self.request_id}
 
     @classmethod
-    def of(cls, judgement: Judgement) -> InjectionDecision:
+    def of(cls, judgement: Judgement, rule: Rule | None = None) -> InjectionDecision:
         return cls(allowed=judgement.allowed, state=judgement.state, reason=judgement.reason,
-                   request_id=judgement.request_id, request_due=judgement.raise_request)
+                   request_id=judgement.request_id, request_due=judgement.raise_request,
+                   disclose_matches=rule is not None and rule.disclose_matches)
 
 
 NOT_GOVERNED = InjectionDecision.of(NOT_REQUIRED)
@@ -96,7 +102,8 @@ def injection_decisions(*, agent: Agent | None, sources: Iterable[Governed], rai
                   for pk, g in governed.items()}
     if agent is not None and raised_via is not None:
         judgements.update(_raise(agent, governed, judgements, raised_via, context))
-    return {pk: InjectionDecision.of(judgements[pk]) if pk in judgements else NOT_GOVERNED for pk in pks}
+    return {pk: InjectionDecision.of(judgements[pk], governed[pk].rule) if pk in judgements else NOT_GOVERNED
+            for pk in pks}
 
 
 def withheld_sources(*, agent: Agent | None, catalog_ids: Iterable[int]) -> dict[int, InjectionDecision]:
@@ -106,7 +113,8 @@ def withheld_sources(*, agent: Agent | None, catalog_ids: Iterable[int]) -> dict
     Nothing is raised here (search raises for the withheld sources that matched its
     query: withheld_raise)."""
     governed = governance(agent=agent, catalog_ids=list(catalog_ids), withheld_only=True)
-    decisions = {pk: InjectionDecision.of(judge(rule=g.rule, requests=g.requests, for_agent=agent is not None))
+    decisions = {pk: InjectionDecision.of(judge(rule=g.rule, requests=g.requests, for_agent=agent is not None),
+                                          g.rule)
                  for pk, g in governed.items()}
     return {pk: decision for pk, decision in decisions.items() if not decision.allowed}
 
@@ -142,7 +150,8 @@ def source_rules(*, agent: Agent | None, source_ids: Iterable[int]) -> dict[int,
 
 # The policies that apply to the caller: every policy for a person (agent NULL).
 _POLICIES = """
-    SELECT p.id, p.catalog_id, p.source_id, p.tag_id, p.required_approvals, p.lifetime, p.four_eyes
+    SELECT p.id, p.catalog_id, p.source_id, p.tag_id, p.required_approvals, p.lifetime, p.four_eyes,
+           p.disclose_matches
     FROM approvals_approvalpolicy p
     WHERE p.all_agents OR %(agent)s::bigint IS NULL
        OR EXISTS (SELECT FROM approvals_approvalpolicy_agents a
@@ -155,7 +164,8 @@ _TIMED_OUT = "(coalesce(r.expires_at <= %(now)s, false) OR coalesce(r.decided_at
 _LIVE = f"(r.state = 'approved' AND r.approvals >= g.required AND NOT {_TIMED_OUT})"
 
 # `g`: the governed sources among those asked about, each with the strictest rule of the
-# policies covering it (the flag alone: one approval, forever). Two branches, of which
+# policies covering it (the flag alone: one approval, forever, no matches disclosed;
+# matches are disclosed where a policy covers the source and none of them refuses). Two branches, of which
 # Postgres runs one (each has a one-time filter): while no policy applies to the caller
 # (the usual case), only flagged sources are read, with no per-source work; otherwise the
 # policies' rules are aggregated once per catalog (`c`) and once per source they name or
@@ -166,32 +176,35 @@ _LIVE = f"(r.state = 'approved' AND r.approvals >= g.required AND NOT {_TIMED_OU
 # request is left out (a hash anti-join: what an approved catalog costs is one pass over
 # its governed sources and the agent's approvals).
 _RULE = """max(p.required_approvals) AS required, min(p.lifetime) AS lifetime, bool_or(p.four_eyes) AS four_eyes,
-           array_agg(p.id) AS policy_ids"""
+           bool_and(p.disclose_matches) AS disclose, array_agg(p.id) AS policy_ids"""
 _GOVERNANCE = """
 WITH pol AS MATERIALIZED ({policies}),
 g AS MATERIALIZED (
     SELECT s.id, s.fingerprint, 1 AS required, NULL::interval AS lifetime, false AS four_eyes,
-           '{{}}'::bigint[] AS policy_ids
+           false AS disclose, '{{}}'::bigint[] AS policy_ids
     FROM catalog_referencesource s
     WHERE {where} AND s.requires_approval AND NOT EXISTS (SELECT FROM pol)
     UNION ALL
     SELECT s.id, s.fingerprint, greatest(coalesce(c.required, 1), coalesce(o.required, 1), 1),
            least(c.lifetime, o.lifetime), coalesce(c.four_eyes, false) OR coalesce(o.four_eyes, false),
+           (c.catalog_id IS NOT NULL OR o.source_id IS NOT NULL) AND coalesce(c.disclose, true)
+               AND coalesce(o.disclose, true),
            coalesce(c.policy_ids, '{{}}') || coalesce(o.policy_ids, '{{}}')
     FROM catalog_referencesource s
     LEFT JOIN (SELECT p.catalog_id, {rule} FROM pol p WHERE p.catalog_id IS NOT NULL
                GROUP BY p.catalog_id) c ON c.catalog_id = s.catalog_id
     LEFT JOIN (SELECT p.source_id, {rule}
-               FROM (SELECT source_id, id, required_approvals, lifetime, four_eyes FROM pol
+               FROM (SELECT source_id, id, required_approvals, lifetime, four_eyes, disclose_matches FROM pol
                      WHERE source_id IS NOT NULL
                      UNION ALL
-                     SELECT t.referencesource_id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes
+                     SELECT t.referencesource_id, pol.id, pol.required_approvals, pol.lifetime, pol.four_eyes,
+                            pol.disclose_matches
                      FROM pol JOIN catalog_referencesource_tags t ON t.tag_id = pol.tag_id) p
                GROUP BY p.source_id) o ON o.source_id = s.id
     WHERE {where} AND (s.requires_approval OR c.catalog_id IS NOT NULL OR o.source_id IS NOT NULL)
       AND EXISTS (SELECT FROM pol)
 )
-SELECT g.id, g.fingerprint, g.required, g.lifetime, g.four_eyes, g.policy_ids,
+SELECT g.id, g.fingerprint, g.required, g.lifetime, g.four_eyes, g.disclose, g.policy_ids,
        r.id, r.state, r.approvals, {live} AS live, {timed_out} AS timed_out, r.raised_via
 FROM g
 LEFT JOIN approvals_approvalrequest r ON r.agent_id = %(agent)s AND r.source_id = g.id AND r.fingerprint = g.fingerprint
@@ -219,11 +232,11 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found: dict[int, Governance] = {}
-    for (pk, fingerprint, required, lifetime, four_eyes, policy_ids,
+    for (pk, fingerprint, required, lifetime, four_eyes, disclose, policy_ids,
          request_id, state, approvals, live, timed_out, raised_via) in rows:
         entry = found.get(pk)
         if entry is None:
-            rule = Rule(required, lifetime, four_eyes, tuple(sorted(policy_ids)))
+            rule = Rule(required, lifetime, four_eyes, tuple(sorted(policy_ids)), disclose)
             entry = found[pk] = Governance(pk, fingerprint, rule, [])
         if request_id is not None:
             entry.requests.append(RequestState(request_id, state, approvals, live, timed_out, raised_via))

@@ -161,7 +161,7 @@ def evaluation_ensure(*, catalog: Catalog, dataset: Path, person: User, log: Log
     if (found := done.values_list("pk", flat=True).first()) is not None:
         return found
     name = f"{catalog.slug}-nfcorpus"
-    query_set = EvaluationSet.objects.filter(name=name).first()
+    query_set = EvaluationSet.objects.filter(catalog=catalog, name=name).first()
     if query_set is None:
         with (dataset / "qrels" / "test.tsv").open(encoding="utf-8") as lines:
             rows = [line.rstrip("\n").split("\t") for line in lines][1:]
@@ -169,7 +169,8 @@ def evaluation_ensure(*, catalog: Catalog, dataset: Path, person: User, log: Log
         with (dataset / "queries.jsonl").open(encoding="utf-8") as lines:
             queries = [line for line in lines if json.loads(line)["_id"] in judged]
         qrels = "".join(f"{q}\t{d}.md\t{g}\n" for q, d, g in rows if q in judged)
-        query_set = query_set_create(name=name, queries="".join(queries), qrels=qrels, by=person.username)
+        query_set = query_set_create(catalog=catalog, name=name, queries="".join(queries), qrels=qrels,
+                                     by=person.username)
     log(f"evaluating {catalog.slug} on {query_set.query_count} NFCorpus queries")
     run = EvaluationRun.objects.create(catalog=catalog, query_set=query_set, modes=["bm25", "vector", "hybrid"],
                                        queries_total=query_set.query_count * 3, created_by=person.username)

@@ -85,15 +85,21 @@ class SearchHitSerializer(ChunkHitSerializer):
 class WithheldSourceSerializer(serializers.Serializer[dict[str, Any]]):
     source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
         help_text="The withheld source's slug (the reference id).")
-    count = serializers.IntegerField(min_value=1, help_text="Its chunks that match the query.")
+    count = serializers.IntegerField(
+        min_value=0, allow_null=True,
+        help_text="Its chunks that match the query, where the policies covering the source disclose matches "
+                  "(`disclose_matches`); null otherwise: the source is named whatever the query.")
     state = gate_state_field()
     reason = serializers.CharField(help_text="Why it is withheld from this caller.")
     request_id = request_id_field()
 
 
 class WithheldHitsSerializer(serializers.Serializer[dict[str, Any]]):
-    count = serializers.IntegerField(min_value=0, help_text="Matching chunks left out, over all sources.")
-    sources = WithheldSourceSerializer(many=True, help_text="Per source, most matching chunks first.")
+    count = serializers.IntegerField(min_value=0, help_text="Matching chunks left out, over the sources that "
+                                                            "disclose matches.")
+    sources = WithheldSourceSerializer(
+        many=True, help_text="Every source of the catalog withheld from the caller: those with matches disclosed, "
+                             "most matching first, then the rest by id.")
 
 
 class SearchApi(APIView):
@@ -130,11 +136,12 @@ class SearchApi(APIView):
         took_ms = serializers.FloatField()
         degraded = serializers.CharField(allow_null=True, help_text="Why search fell back to lexical-only, if it did.")
         withheld = WithheldHitsSerializer(
-            help_text="Chunks of sources that need an approval the caller lacks: left out before ranking, so "
-                      "`results` holds top_k of what may be shown. A chunk counts when it holds a query term "
-                      "(bm25, hybrid, bm25_tiebreak) or, with vectors (vector, hybrid), is at least as similar "
-                      "to the query as the least similar hit returned (any, when fewer than top_k were found). "
-                      "Never any content.")
+            help_text="Sources that need an approval the caller lacks: left out before ranking, so `results` "
+                      "holds top_k of what may be shown; each named whatever the query. Only where the policies "
+                      "disclose matches are its matching chunks counted (and its request raised when some match): "
+                      "a chunk counts when it holds a query term (bm25, hybrid, bm25_tiebreak) or, with vectors "
+                      "(vector, hybrid), is at least as similar to the query as the least similar hit returned "
+                      "(any, when fewer than top_k were found). Never any content.")
         query_truncated = serializers.BooleanField(
             help_text="True when the query is longer than the embedding model reads: the vector side used only its "
                       "first `vector_query_chars` characters. BM25 always scores every term of the query.")
@@ -186,8 +193,9 @@ def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, An
 
 
 def withheld_report(withheld: list[WithheldHits]) -> dict[str, Any]:
-    """A search's `withheld` body: how many matching chunks were left out, and per source."""
-    return {"count": sum(entry.count for entry in withheld), "sources": [entry.__dict__ for entry in withheld]}
+    """A search's `withheld` body: every source withheld, and how many matching chunks
+    were left out where that is disclosed."""
+    return {"count": sum(entry.count or 0 for entry in withheld), "sources": [entry.__dict__ for entry in withheld]}
 
 
 # --- conversation retrieval (seed 002) ------------------------------------------------------
@@ -246,9 +254,10 @@ class ConversationSearchApi(APIView):
         mode = serializers.ChoiceField(choices=SEARCH_MODES)
         took_ms = serializers.FloatField()
         withheld = WithheldHitsSerializer(
-            help_text="Chunks of sources that need an approval the caller lacks: left out before ranking. A chunk "
-                      "counts when it is at least as similar to some query chunk as the least similar hit returned "
-                      "(min_similarity, when fewer than top_k were found). Never any content.")
+            help_text="Sources that need an approval the caller lacks: left out before ranking, each named "
+                      "whatever the conversation. Where the policies disclose matches, a chunk counts when it is at "
+                      "least as similar to some query chunk as the least similar hit returned (min_similarity, when "
+                      "fewer than top_k were found). Never any content.")
 
     @extend_schema(
         request=InputSerializer, operation_id="search_conversation",

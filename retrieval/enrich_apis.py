@@ -198,7 +198,9 @@ class ConversationWithheldSerializer(serializers.Serializer[dict[str, Any]]):
     ref = serializers.CharField()
     reason = serializers.CharField()
     request_id = request_id_field()
-    count = serializers.IntegerField(help_text="Its passages that matched the message.")
+    count = serializers.IntegerField(
+        allow_null=True, help_text="Its passages that matched the message, where its policies disclose matches; "
+                                   "null otherwise (named whatever the message).")
 
 
 class TokensSerializer(serializers.Serializer[dict[str, Any]]):

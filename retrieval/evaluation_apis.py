@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user
-from catalog.models import Agent
+from catalog.models import Agent, Catalog
 from catalog.rest.errors import DomainError
 from catalog.rest.fields import StrictCharField, StrictIntegerField, StrictSlugField
 from catalog.rest.schema import errors
@@ -132,7 +132,8 @@ class EvaluationSerializer(serializers.ModelSerializer[EvaluationRun]):
 
 class EvaluationsApi(APIView):
     """Start an evaluation run: a catalog, the modes, and a test set, stored (`query_set`)
-    or uploaded here (`name`, `queries`, `qrels`: kept under that name for later runs).
+    or uploaded here (`name`, `queries`, `qrels`: kept under that name for later runs of
+    the catalog; a set runs only on the catalog it was uploaded for).
     The worker runs it; follow it at GET /api/v1/evaluations/{id}."""
 
     @extend_schema_serializer(component_name="StartEvaluation")
@@ -141,7 +142,8 @@ class EvaluationsApi(APIView):
         modes = serializers.ListField(child=serializers.ChoiceField(choices=MODES), required=False,
                                       default=list(DEFAULT_MODES), max_length=len(MODES),
                                       help_text="Each once; run in the order search lists them.")
-        query_set = StrictIntegerField(required=False, min_value=1, help_text="A stored test set's id.")
+        query_set = StrictIntegerField(required=False, min_value=1,
+                                       help_text="A stored test set's id: one uploaded for this catalog.")
         name = StrictCharField(required=False, max_length=100, help_text="Name of the test set uploaded here.")
         queries = StrictCharField(required=False, trim_whitespace=False,
                                   help_text="BEIR queries.jsonl: one {\"_id\", \"text\"} per line.")
@@ -169,7 +171,7 @@ class EvaluationsApi(APIView):
                  "`invalid_test_set`: the uploaded test set is refused, `details.fields.queries` / `qrels` / `name` "
                  "say why, by line. Nothing is stored.",
             403: CURATORS_ONLY,
-            404: "`not_found`: no such catalog for this caller, or no such test set."})})
+            404: "`not_found`: no such catalog for this caller, or no such test set of that catalog."})})
     def post(self, request: Request) -> Response:
         caller = request_user(request)
         _require_curator(caller)
@@ -179,7 +181,7 @@ class EvaluationsApi(APIView):
         catalog = get_catalog_for_caller(caller, values["catalog"])
         try:
             with transaction.atomic():  # an uploaded set is kept only with the run it was sent for
-                query_set = self._query_set(values, caller)
+                query_set = self._query_set(values, caller, catalog)
                 run = evaluation_request(catalog=catalog, query_set=query_set, modes=values["modes"],
                                          by=caller_name(caller))
         except DjangoValidationError as error:  # what the files hold, or a name taken: not the body's shape
@@ -188,14 +190,17 @@ class EvaluationsApi(APIView):
         run = run_for(caller, run.pk)  # as the worker left it (a synchronous queue has run it already)
         return Response(EvaluationSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
-    def _query_set(self, values: dict[str, Any], caller: RequestUser) -> EvaluationSet:
+    def _query_set(self, values: dict[str, Any], caller: RequestUser, catalog: Catalog) -> EvaluationSet:
+        """The stored set named, found only among the catalog's own (the caller may read
+        the catalog: get_catalog_for_caller), else 404 as for a set that does not exist;
+        or the set uploaded here, for this catalog."""
         if "query_set" in values:
-            found = query_sets_listed().filter(pk=values["query_set"]).first()
+            found = query_sets_listed().filter(pk=values["query_set"], catalog=catalog).first()
             if found is None:
-                raise Http404(f"No test set {values['query_set']}.")
+                raise Http404(f"No test set {values['query_set']} in catalog {catalog.slug}.")
             return found
-        return query_set_create(name=values["name"], queries=values["queries"], qrels=values["qrels"],
-                                by=caller_name(caller))
+        return query_set_create(catalog=catalog, name=values["name"], queries=values["queries"],
+                                qrels=values["qrels"], by=caller_name(caller))
 
 
 class EvaluationApi(APIView):

@@ -104,12 +104,17 @@ class Selection(models.Model):
 
 
 class EvaluationSet(models.Model):
-    """A BEIR test set a curator uploaded (queries.jsonl and a qrels TSV), kept so the
-    same questions can be asked again after a change: only the judged queries are kept,
-    as BEIR evaluates only those."""
+    """A BEIR test set a curator uploaded (queries.jsonl and a qrels TSV) for one
+    catalog, kept so the same questions can be asked of it again after a change: only
+    the judged queries are kept, as BEIR evaluates only those. Its judgements name that
+    catalog's documents, and who may not read the catalog may not read the set, so it
+    runs on that catalog only; its name is unique there."""
 
-    name = models.CharField(max_length=100, unique=True,
-                            error_messages={"unique": "A test set with this name exists already."})
+    catalog = models.ForeignKey(
+        "catalog.Catalog", null=True, on_delete=models.CASCADE, related_name="evaluation_sets",
+        help_text="The catalog it was uploaded for and runs on; empty only for a set whose catalog was deleted "
+                  "before sets had one (it runs nowhere).")
+    name = models.CharField(max_length=100)
     description = models.CharField(max_length=500, blank=True)
     queries = models.JSONField(help_text="query id -> text, for the judged queries.")
     qrels = models.JSONField(help_text="query id -> {document id -> graded relevance}.")
@@ -122,6 +127,8 @@ class EvaluationSet(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["catalog", "name"], name="evaluation_set_name_per_catalog",
+                                               violation_error_message="A test set with this name exists already.")]
 
     def __str__(self) -> str:
         return self.name
@@ -139,7 +146,8 @@ class EvaluationRun(models.Model):
         FAILED = "failed"
 
     catalog = models.ForeignKey("catalog.Catalog", on_delete=models.CASCADE, related_name="evaluation_runs")
-    query_set = models.ForeignKey(EvaluationSet, on_delete=models.PROTECT, related_name="runs")
+    # RESTRICT, not PROTECT: a set with runs is kept, unless its catalog goes, with the runs
+    query_set = models.ForeignKey(EvaluationSet, on_delete=models.RESTRICT, related_name="runs")
     modes = ArrayField(models.CharField(max_length=16))
     top_k = models.PositiveIntegerField(default=100, help_text="Documents ranked per query (Recall@100 reads 100).")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)

@@ -10,7 +10,10 @@ the large tables (pinned in tests/retrieval/test_status.py).
 
 Who sees what (docs/architecture.md, "Status"): `basic` is the embeddings alone (seed
 004's status: enough for an agent to choose a search mode); `full` is everything here,
-for people with a role and curator agents.
+for people with a role (who see every catalog); `catalogs`, for a curator agent, is the
+embeddings, the answering process as its reset concerns it, and its own catalogs'
+indexes and index runs: nothing of the server's database, files, disk, queue or
+schedules (whose failures name any catalog's work), nor of another catalog.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule, Task
 
-from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, RequestUser, has_any_role
+from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, RequestUser, has_any_role, visible_catalogs
 from catalog.embedder import DIMENSIONS, embedder_status, get_embedder
 from catalog.models import Agent, Catalog, Document, IndexRun, ReferenceSource
 from catalog.tasks import SCAN_SCHEDULE
@@ -68,14 +71,6 @@ _EVERY = {Schedule.HOURLY: "hour", Schedule.DAILY: "day", Schedule.WEEKLY: "week
           Schedule.MONTHLY: "month", Schedule.ONCE: "once", Schedule.CRON: "cron"}
 
 
-def full_status_allowed(caller: RequestUser) -> bool:
-    """Everything, to people with a role (curators and reviewers) and to curator
-    agents; the embeddings alone to other agents and to people with no role."""
-    if isinstance(caller, Agent):
-        return caller.is_curator
-    return has_any_role(caller, (CURATOR_GROUP, REVIEWER_GROUP))
-
-
 def basic_status() -> dict[str, Any]:
     return {"view": "basic", "embeddings": embedder_status()}
 
@@ -105,8 +100,23 @@ def full_status() -> dict[str, Any]:
     }
 
 
+def catalog_status(agent: Agent) -> dict[str, Any]:
+    """A curator agent's view: the embeddings, this process (whether it applied the
+    agent's reset; its cached detection indexes of the agent's catalogs only), and its
+    own catalogs' indexes and index runs (what it may reindex and wait for); four
+    statements, whatever there is."""
+    now, catalogs = timezone.now(), visible_catalogs(agent)
+    own = list(catalogs.values_list("pk", flat=True))
+    return {"view": "catalogs", "generated_at": now, "embeddings": embedder_status(), "process": _process(own),
+            "index_runs": _index_runs(now, catalogs), "catalogs": _catalogs(catalogs)}
+
+
 def status_for(caller: RequestUser) -> dict[str, Any]:
-    return full_status() if full_status_allowed(caller) else basic_status()
+    """Everything to people with a role (curators and reviewers); its own catalogs to a
+    curator agent; the embeddings alone to other agents and to people with no role."""
+    if isinstance(caller, Agent):
+        return catalog_status(caller) if caller.is_curator else basic_status()
+    return full_status() if has_any_role(caller, (CURATOR_GROUP, REVIEWER_GROUP)) else basic_status()
 
 
 # --- the model and this process ------------------------------------------------------------
@@ -118,10 +128,10 @@ def _model() -> dict[str, Any]:
             "threads": settings.LECTERN_EMBEDDING_THREADS, "batch": settings.LECTERN_EMBEDDING_BATCH}
 
 
-def _process() -> dict[str, Any]:
+def _process(catalog_ids: list[int] | None = None) -> dict[str, Any]:
     return {"pid": os.getpid(), "started_at": datetime.fromtimestamp(STARTED_AT, tz=UTC),
             "applied_reset": applied_reset(), "follows_resets_every_s": settings.LECTERN_RUNTIME_POLL_SECONDS,
-            "cached_detection_indexes": cached_indexes()}
+            "cached_detection_indexes": cached_indexes(catalog_ids)}
 
 
 def _reset() -> dict[str, Any] | None:
@@ -215,8 +225,10 @@ def _error_line(result: object) -> str:
     return text if len(text) <= FAILURE_TEXT_CHARS else text[: FAILURE_TEXT_CHARS - 1] + "…"
 
 
-def _index_runs(now: datetime) -> dict[str, Any]:
-    return IndexRun.objects.aggregate(
+def _index_runs(now: datetime, catalogs: QuerySet[Catalog] | None = None) -> dict[str, Any]:
+    """The index runs of `catalogs` (a subquery), or of every catalog."""
+    runs = IndexRun.objects.all() if catalogs is None else IndexRun.objects.filter(catalog__in=catalogs)
+    return runs.aggregate(
         queued=Count("id", filter=Q(status=IndexRun.Status.QUEUED)),
         running=Count("id", filter=Q(status=IndexRun.Status.RUNNING)),
         failed_24h=Count("id", filter=Q(status=IndexRun.Status.FAILED, finished_at__gte=now - RECENT)),
@@ -258,20 +270,21 @@ def _short(result: object) -> str:
 
 # --- the catalogs --------------------------------------------------------------------------
 
-def _catalogs() -> list[dict[str, Any]]:
-    """Each catalog's sources (and how many are not ready), documents, chunks and terms:
-    the chunk and term counts are the catalog's own statistics, kept exact by every
-    write; documents are counted in one grouped statement."""
+def _catalogs(scope: QuerySet[Catalog] | None = None) -> list[dict[str, Any]]:
+    """Each catalog's (of `scope`, else every one) sources (and how many are not ready),
+    documents, chunks and terms: the chunk and term counts are the catalog's own
+    statistics, kept exact by every write; documents are counted in one grouped
+    statement."""
     not_ready = ~Q(sources__status__in=[ReferenceSource.Status.READY, ReferenceSource.Status.LEXICAL_ONLY])
-    catalogs = Catalog.objects.annotate(
+    catalogs = (Catalog.objects.all() if scope is None else Catalog.objects.filter(pk__in=scope)).annotate(
         source_total=Count("sources"), sources_not_ready=Count("sources", filter=not_ready),
         sources_lexical_only=Count("sources", filter=Q(sources__status=ReferenceSource.Status.LEXICAL_ONLY)),
         last_indexed_at=Max("sources__indexed_at"),
     ).order_by("slug").values("pk", "slug", "name", "chunk_count", "term_count", "source_total", "sources_not_ready",
                               "sources_lexical_only", "last_indexed_at")
-    documents = dict(Document.objects.order_by().values("catalog_id").annotate(n=Count("id"))
-                     .values_list("catalog_id", "n"))
+    documents = Document.objects.all() if scope is None else Document.objects.filter(catalog__in=scope)
+    counted = dict(documents.order_by().values("catalog_id").annotate(n=Count("id")).values_list("catalog_id", "n"))
     return [{"slug": c["slug"], "name": c["name"], "sources": c["source_total"],
              "sources_not_ready": c["sources_not_ready"], "sources_lexical_only": c["sources_lexical_only"],
-             "documents": documents.get(c["pk"], 0), "chunks": c["chunk_count"], "terms": c["term_count"],
+             "documents": counted.get(c["pk"], 0), "chunks": c["chunk_count"], "terms": c["term_count"],
              "last_indexed_at": c["last_indexed_at"]} for c in catalogs]

@@ -1,7 +1,8 @@
 """GET /api/v1/status and POST /api/v1/status/reset (seed 004's status and reset).
 
 Status: the embeddings to anyone signed in or holding a token (which search modes work);
-everything retrieval.status reports to people with a role and to curator agents.
+everything retrieval.status reports to people with a role; its own catalogs' indexes and
+index runs to a curator agent.
 Reset: curators only (a person in the curator group, or a curator agent's token),
 audited (retrieval.runtime)."""
 
@@ -20,7 +21,9 @@ from retrieval.apis import EmbeddingsStatusSerializer
 from retrieval.runtime import runtime_reset
 from retrieval.status import RECENT_FAILURES, status_for
 
-FULL = "Present in the full view only (people with a role, curator agents)."
+FULL = "Present in the full view only (people with a role)."
+SCOPED = ("Present in the full view (every catalog) and in the catalogs view (a curator agent: the catalogs it is "
+          "scoped to).")
 
 
 class ModelSerializer(serializers.Serializer[dict[str, Any]]):
@@ -138,20 +141,25 @@ class DiskSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class StatusSerializer(serializers.Serializer[dict[str, Any]]):
-    view = serializers.ChoiceField(choices=["basic", "full"],
-                                   help_text="basic: the embeddings alone; full: everything below.")
+    view = serializers.ChoiceField(
+        choices=["basic", "catalogs", "full"],
+        help_text="basic: the embeddings alone; catalogs (a curator agent): the embeddings, the process (whether it "
+                  "applied a reset) and its own catalogs' indexes and index runs, nothing of the server's database, "
+                  "files, queue or schedules nor of other catalogs; full (people with a role): everything below.")
     embeddings = EmbeddingsStatusSerializer()
-    generated_at = serializers.DateTimeField(required=False, help_text=FULL)
+    generated_at = serializers.DateTimeField(required=False, help_text=SCOPED)
     model = ModelSerializer(required=False, help_text=FULL)
-    process = ProcessSerializer(required=False, help_text=FULL)
+    process = ProcessSerializer(
+        required=False, help_text="Present in the full view, and in the catalogs view with only the caller's catalogs' "
+                                  "detection indexes counted.")
     last_reset = ResetRecordSerializer(required=False, allow_null=True, help_text=FULL)
     database = DatabaseSerializer(required=False, help_text=FULL)
     queue = QueueSerializer(required=False, help_text=FULL)
-    index_runs = IndexRunsSerializer(required=False, help_text=FULL)
+    index_runs = IndexRunsSerializer(required=False, help_text=SCOPED)
     schedules = ScheduleSerializer(many=True, required=False, help_text=FULL)
     last_scan = LastScanSerializer(required=False, allow_null=True,
                                    help_text=f"The scheduled scan's newest task. {FULL}")
-    catalogs = CatalogIndexSerializer(many=True, required=False, help_text=FULL)
+    catalogs = CatalogIndexSerializer(many=True, required=False, help_text=SCOPED)
     storage = StorageSerializer(many=True, required=False, help_text=f"Index and table sizes. {FULL}")
     disk = DiskSerializer(many=True, required=False, help_text=FULL)
 
@@ -164,8 +172,9 @@ class StatusSerializer(serializers.Serializer[dict[str, Any]]):
 
 class StatusApi(APIView):
     """Whether vector search is available, and with which model (seed 004's status); for
-    people with a role and curator agents also the database and its extensions, the task
-    queue and failed tasks, the schedules and the last scan, index sizes and disk use."""
+    people with a role also the database and its extensions, the task queue and failed
+    tasks, the schedules and the last scan, every catalog's index, index sizes and disk
+    use; for a curator agent the process and its own catalogs' indexes and index runs."""
 
     @extend_schema(responses={200: StatusSerializer}, operation_id="status")
     def get(self, request: Request) -> Response:

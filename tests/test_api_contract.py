@@ -15,10 +15,12 @@ import os
 
 import pytest
 import schemathesis
+from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
+from django.test import Client as DjangoClient
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.openapi.checks import RejectedPositiveData
@@ -29,7 +31,7 @@ from catalog.indexing.runs import index_run_execute
 from catalog.models import Agent, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.evaluation.runs import evaluation_execute
-from tests.factories import agent_with_token, import_documents
+from tests.factories import agent_with_token, import_documents, person
 
 READER_TOKEN, CURATOR_TOKEN = new_token(), new_token()
 CURATOR_OPERATIONS = ["reindex_catalog", "set_inline_content", "put_upload_file", "delete_upload_file",
@@ -137,9 +139,13 @@ def conforming(in_test_transaction):
     client = Client(get_wsgi_application())
 
     def call(method: str, template: str, *, token: str = READER_TOKEN, status: int = 200, json: dict | None = None,
-             query: dict | None = None, **params: object) -> dict:
+             query: dict | None = None, session: str = "", **params: object) -> dict:
+        cookie = django_settings.SESSION_COOKIE_NAME
+        if session:  # a person signed in, for this call only
+            client.set_cookie(cookie, session)
         response = client.open(template.format(**params), method=method, json=json, query_string=query,
-                               headers={"Authorization": f"Bearer {token}"})
+                               headers={} if session else {"Authorization": f"Bearer {token}"})
+        client.delete_cookie(cookie)
         assert response.status_code == status, response.get_data(as_text=True)
         schema[template][method].validate_response(response)
         body = response.json
@@ -188,12 +194,15 @@ def test_instructions_search_status_and_catalogs_match_the_schema(conforming):
     search = conforming("POST", "/api/v1/search", json={"catalog": "demo", "query": "transient failures",
                                                         "mode": "bm25_tiebreak", "dedup": True})
     basic = conforming("GET", "/api/v1/status")
-    full = conforming("GET", "/api/v1/status", token=CURATOR_TOKEN)
+    scoped = conforming("GET", "/api/v1/status", token=CURATOR_TOKEN)
     reset = conforming("POST", "/api/v1/status/reset", token=CURATOR_TOKEN)
-    after = conforming("GET", "/api/v1/status", token=CURATOR_TOKEN)
+    signed_in = DjangoClient()
+    signed_in.force_login(person("contract-reviewer", "reviewer"))
+    after = conforming("GET", "/api/v1/status", session=signed_in.cookies[django_settings.SESSION_COOKIE_NAME].value)
     catalogs = conforming("GET", "/api/v1/catalogs")
 
-    assert basic["view"] == "basic" and full["view"] == "full" and full["catalogs"][0]["slug"] == "demo"
+    assert basic["view"] == "basic" and scoped["view"] == "catalogs" and scoped["catalogs"][0]["slug"] == "demo"
+    assert after["view"] == "full" and after["catalogs"][0]["slug"] == "demo"
     assert reset["reset"]["by"] == "contract-curator" and after["last_reset"] == reset["reset"]
 
     assert any("parents" in source for source in preload["sources"]) and rag["rag_hint"]

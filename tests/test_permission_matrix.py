@@ -129,7 +129,7 @@ def _build_world() -> World:
                         format="json").json()["trace_id"]
     run = IndexRun.objects.filter(catalog=catalog).values_list("pk", flat=True).first()
     assert run is not None
-    query_set = query_set_create(name="kb-questions", queries=queries_jsonl({"q1": "plain notes"}),
+    query_set = query_set_create(catalog=catalog, name="kb-questions", queries=queries_jsonl({"q1": "plain notes"}),
                                  qrels=qrels_tsv([("q1", "notes.md", 1)]), by="cora")
     evaluation = evaluation_request(catalog=catalog, query_set=query_set, modes=["bm25", "vector"], by="cora")
     evaluation_execute(run_id=evaluation.pk)

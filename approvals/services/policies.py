@@ -1,5 +1,6 @@
 """Approval policies, written by curators and audited: which sources need approval for
-which agents, how many distinct approvals, for how long, and whether four eyes apply.
+which agents, how many distinct approvals, for how long, whether four eyes apply, and
+whether search may tell an agent that its query matches what is withheld from it.
 
 A change takes effect on the next read: the gate reads the policies on every call.
 Existing approvals are judged by the policy as it is then: a shorter lifetime or more
@@ -24,7 +25,8 @@ from approvals.services.errors import forbidden, not_found
 from catalog.auth import is_curator
 from catalog.models import Agent, Catalog, ReferenceSource, Tag
 
-FIELDS = ("required_approvals", "lifetime", "four_eyes", "allow_self_approval", "description", "all_agents")
+FIELDS = ("required_approvals", "lifetime", "four_eyes", "allow_self_approval", "disclose_matches", "description",
+          "all_agents")
 
 
 def policy_as_dict(policy: ApprovalPolicy, agent_ids: Iterable[int] = ()) -> dict[str, Any]:
@@ -34,7 +36,7 @@ def policy_as_dict(policy: ApprovalPolicy, agent_ids: Iterable[int] = ()) -> dic
             "agent_ids": sorted(agent_ids), "required_approvals": policy.required_approvals,
             "lifetime_seconds": policy.lifetime.total_seconds() if policy.lifetime is not None else None,
             "four_eyes": policy.four_eyes, "allow_self_approval": policy.allow_self_approval,
-            "description": policy.description}
+            "disclose_matches": policy.disclose_matches, "description": policy.description}
 
 
 def _check_curator(by: User | Agent) -> None:
@@ -45,7 +47,7 @@ def _check_curator(by: User | Agent) -> None:
 def policy_create(*, by: User, catalog: Catalog | None = None, source: ReferenceSource | None = None,
                   tag: Tag | None = None, agents: Iterable[Agent] | None = None, required_approvals: int = 1,
                   lifetime: timedelta | None = None, four_eyes: bool = False, allow_self_approval: bool = False,
-                  description: str = "") -> ApprovalPolicy:
+                  disclose_matches: bool = False, description: str = "") -> ApprovalPolicy:
     """A policy over exactly one of `catalog`, `source`, `tag`; for `agents` when given,
     else for every agent. Raises DomainError 403 not_curator, ValidationError on bad
     fields."""
@@ -54,7 +56,8 @@ def policy_create(*, by: User, catalog: Catalog | None = None, source: Reference
     named = list(agents) if agents is not None else []
     policy = ApprovalPolicy(scope=scope, catalog=catalog, source=source, tag=tag, all_agents=agents is None,
                             required_approvals=required_approvals, lifetime=lifetime, four_eyes=four_eyes,
-                            allow_self_approval=allow_self_approval, description=description, changed_by=by)
+                            allow_self_approval=allow_self_approval, disclose_matches=disclose_matches,
+                            description=description, changed_by=by)
     policy.full_clean()
     with transaction.atomic():
         policy.save()
@@ -67,7 +70,7 @@ def policy_create(*, by: User, catalog: Catalog | None = None, source: Reference
 def policy_update(*, policy_id: int, by: User, agents: Iterable[Agent] | None = None,
                   **fields: Any) -> ApprovalPolicy:
     """Change `fields` (required_approvals, lifetime, four_eyes, allow_self_approval,
-    description, all_agents) and, when given, the agents named; the scope and its target stay (a
+    disclose_matches, description, all_agents) and, when given, the agents named; the scope and its target stay (a
     new target is a new policy). The audit entry holds the policy before and after."""
     _check_curator(by)
     unknown = set(fields) - set(FIELDS)

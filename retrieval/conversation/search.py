@@ -15,9 +15,10 @@ conversation_search() runs:
   4. hits below min_similarity dropped; each catalog chunk once; the best per_document
      of each document (retrieval.conversation.ranking)
   5. MMR over what is left when mmr_lambda < 1, else the similarity order; top_k
-  6. the hits' content read in one statement; per withheld source, its chunks as similar
-     to some query chunk as the least similar hit shown, counted (never shown), and the
-     agent's approval request raised for each, as search raises them
+  6. the hits' content read in one statement; every withheld source named, as search
+     names them (retrieval.search.selectors.withheld_named): where its policies disclose
+     matches, its chunks as similar to some query chunk as the least similar hit shown
+     counted (never shown) and the agent's approval request raised when some are
 The counts of seed 002's log (chunks, results, deduplicated, final) are logged at INFO
 and returned; the conversation's text is never logged.
 """
@@ -40,7 +41,14 @@ from retrieval.conversation.messages import Message, conversation_markdown
 from retrieval.conversation.ranking import Candidate, best_per_document, mmr
 from retrieval.enrichment.formatting import InjectionSigner, strip_injection
 from retrieval.enrichment.signing import injection_signer
-from retrieval.search.selectors import WithheldHits, chunk_rows, withheld_hits, withheld_requests
+from retrieval.search.selectors import (
+    WithheldHits,
+    chunk_rows,
+    disclosed,
+    withheld_hits,
+    withheld_named,
+    withheld_requests,
+)
 from retrieval.search.vector import SearchUnavailable, vector_search
 
 logger = logging.getLogger(__name__)
@@ -122,11 +130,12 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     logger.info("Conversation retrieval complete: %d chunks -> %d results -> %d deduplicated -> %d final",
                 len(chunks), len(found), len(deduplicated), len(final))
     report: list[WithheldHits] = []
-    if withheld and vectors:
-        report = withheld_hits(withheld, [], vectors=vectors, similar=_similarity_floor(final, options))
-        if agent is not None and report:  # the agent wanted these: a request each, once
+    if withheld:
+        matched = withheld_hits(disclosed(withheld), [], vectors=vectors, similar=_similarity_floor(final, options))
+        if agent is not None and matched:  # the agent wanted these: a request each, once
             asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
-            report = withheld_requests(agent, report, asked, what="conversation search")
+            matched = withheld_requests(agent, matched, asked, what="conversation search")
+        report = withheld_named(withheld, matched)
     return ConversationResult(_hits(final), chunks, len(found), len(deduplicated), options.mode,
                               (time.perf_counter() - started) * 1000, report)
 

@@ -17,7 +17,7 @@ from catalog.widgets import FastSelect
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.runs import DEFAULT_MODES, modes_problem
 from retrieval.evaluation.selectors import METRIC_LABELS, query_sets_listed
-from retrieval.models import EvaluationRun
+from retrieval.models import EvaluationRun, EvaluationSet
 from retrieval.search.selectors import MODES
 
 MODE_HELP = {
@@ -55,6 +55,13 @@ def _size(n: int) -> str:
     return str(filesizeformat(n)).replace("\xa0", " ")
 
 
+class QuerySetChoice(forms.ModelChoiceField[EvaluationSet]):
+    """A stored set, shown with the catalog it runs on."""
+
+    def label_from_instance(self, obj: EvaluationSet) -> str:
+        return f"{obj.name} ({obj.catalog.slug})" if obj.catalog is not None else f"{obj.name} (no catalog)"
+
+
 class EvaluationForm(forms.Form):
     catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
                                      widget=FastSelect, empty_label="— choose a catalog —",
@@ -64,8 +71,9 @@ class EvaluationForm(forms.Form):
                                       required=False, initial=list(DEFAULT_MODES))
     test_set = forms.ChoiceField(choices=[(STORED, "A stored test set"), (UPLOAD, "Upload a new test set")],
                                  widget=forms.RadioSelect, initial=STORED, label="Test set")
-    query_set = forms.ModelChoiceField(queryset=query_sets_listed(), required=False, widget=FastSelect,
-                                       empty_label="— choose a test set —", label="Stored test set")
+    query_set = QuerySetChoice(queryset=query_sets_listed(), required=False, widget=FastSelect,
+                               empty_label="— choose a test set —", label="Stored test set",
+                               help_text="A set runs on the catalog it was uploaded for.")
     name = forms.CharField(max_length=100, required=False, label="Name of the new set",
                            help_text="Runs of the same set and catalog are compared with each other.")
     queries = FileTextField(file="queries.jsonl", label="Queries (queries.jsonl)",
@@ -87,8 +95,12 @@ class EvaluationForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("test_set") == STORED:
-            if data.get("query_set") is None and "query_set" not in self.errors:
+            query_set, catalog = data.get("query_set"), data.get("catalog")
+            if query_set is None and "query_set" not in self.errors:
                 self.add_error("query_set", "Choose a stored test set, or upload a new one.")
+            elif query_set is not None and catalog is not None and query_set.catalog_id != catalog.pk:
+                self.add_error("query_set", f"{query_set.name} was uploaded for another catalog: choose one of "
+                                            f"{catalog.slug}'s sets, or upload it for {catalog.slug}.")
         elif data.get("test_set") == UPLOAD:
             for name, message in (("name", "Name the new test set."), ("queries", "Choose the queries file."),
                                   ("qrels", "Choose the judgements file.")):
@@ -100,7 +112,7 @@ class EvaluationForm(forms.Form):
 class HistoryFilterForm(forms.Form):
     catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
                                      required=False, empty_label="any catalog", widget=FastSelect)
-    query_set = forms.ModelChoiceField(queryset=query_sets_listed(), required=False, empty_label="any test set",
+    query_set = QuerySetChoice(queryset=query_sets_listed(), required=False, empty_label="any test set",
                                        widget=FastSelect, label="Test set")
     status = forms.ChoiceField(choices=[("", "any status"), *EvaluationRun.Status.choices], required=False)
 

@@ -101,7 +101,8 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
         try:
             with transaction.atomic():
                 query_set = data["query_set"] if data["test_set"] == STORED else query_set_create(
-                    name=data["name"], queries=data["queries"], qrels=data["qrels"], by=_person(request).username)
+                    catalog=data["catalog"], name=data["name"], queries=data["queries"], qrels=data["qrels"],
+                    by=_person(request).username)
                 run = evaluation_request(catalog=data["catalog"], query_set=query_set, modes=data["modes"],
                                          by=_person(request).username)
         except ValidationError as error:

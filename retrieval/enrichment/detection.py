@@ -14,7 +14,7 @@ import logging
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -162,9 +162,9 @@ def forget_indexes() -> int:
     return dropped
 
 
-def cached_indexes() -> int:
-    """How many catalogs' detection indexes this process holds."""
-    return len(_indexes)
+def cached_indexes(catalog_ids: Collection[int] | None = None) -> int:
+    """How many catalogs' detection indexes this process holds (of `catalog_ids`, when given)."""
+    return len(_indexes) if catalog_ids is None else len(_indexes.keys() & set(catalog_ids))
 
 
 def source_cards(sources: Iterable[ReferenceSource]) -> list[SourceCard]:

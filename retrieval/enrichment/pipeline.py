@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from approvals.selectors import InjectionDecision, injection_decisions
+from approvals.selectors import InjectionDecision, injection_decisions, withheld_sources
 from approvals.services.requests import request_context
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource
@@ -123,6 +124,18 @@ class _Passes:
         self.steps: list[dict[str, Any]] = []
         self.degraded: str | None = None
 
+    @cached_property
+    def hidden(self) -> set[tuple[int, str]]:
+        """The caller's sources withheld from it whose policies disclose no matches: no
+        pass that reads content (the semantic profile holds the head of a source's main
+        document; the path pass, its documents' paths) may find them, score them or let
+        them move another's threshold, or whether a prompt matches the withheld text
+        would show in the hints, the trace and the requests raised (issue 20). Mentions
+        and tags, which name sources by what any listing shows, still find them."""
+        withheld = withheld_sources(agent=self.caller.agent, catalog_ids=[index.catalog_id for index in self.indexes])
+        return {(index.catalog_id, index.by_pk[pk].slug) for index in self.indexes for pk, decision in withheld.items()
+                if pk in index.by_pk and not decision.disclose_matches}
+
     def step(self, name: str, started: float, **details: object) -> None:
         self.steps.append({"pass": name, "ms": round((time.perf_counter() - started) * 1000, 3), **details})
 
@@ -203,11 +216,11 @@ class _Passes:
             if not len(scores) or index.selectable is None:  # no embedded profiles
                 continue
             open_rows = index.selectable.copy()
-            for catalog_id, slug in [*self.candidates, *self.excluded]:
+            for catalog_id, slug in [*self.candidates, *self.excluded, *self.hidden]:
                 row = index.rows.get(slug) if catalog_id == index.catalog_id else None
                 if row is not None:
                     open_rows[row] = False
-                    if (catalog_id, slug) in self.candidates:
+                    if (catalog_id, slug) in self.candidates and (catalog_id, slug) not in self.hidden:
                         self.candidates[(catalog_id, slug)].score = float(scores[row])
             pools.append((index, np.where(open_rows, scores, -np.inf)))
         # The best match of any candidate, whichever pass found it first: a prompt whose
@@ -246,7 +259,9 @@ class _Passes:
     def path(self, text: str, paths: list[str], preselected: list[SourceCard]) -> Candidate | None:
         started = time.perf_counter()
         looked_at = list(dict.fromkeys([*paths, *path_candidates(text)]))
-        hit = containing_source(preselected, looked_at)
+        open_cards = [card for card in preselected if (card.catalog_id, card.slug) not in self.hidden] \
+            if preselected else []
+        hit = containing_source(open_cards, looked_at)
         pinned = None
         if hit is not None:
             card, path = hit

@@ -1,6 +1,7 @@
 """Stored test sets: a curator's queries.jsonl and qrels TSV, read, checked against each
-other and kept (only the judged queries) under a name, so later runs ask the same
-questions. The one place a set is made, for the dashboard's upload and the API."""
+other and kept (only the judged queries) under a name, for one catalog, so later runs
+of that catalog ask the same questions. The one place a set is made, for the
+dashboard's upload and the API."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.template.defaultfilters import filesizeformat
 
+from catalog.models import Catalog
 from catalog.sources.uploads import max_upload_bytes
 from retrieval.evaluation.beir import QRELS, QUERIES, EvaluationInputError, read_query_set
 from retrieval.models import EvaluationSet
@@ -34,10 +36,14 @@ def _size(n: int) -> str:
     return str(filesizeformat(n)).replace("\xa0", " ")  # plain spaces: the API's messages are JSON
 
 
-def query_set_create(*, name: str, queries: str, qrels: str, by: str, description: str = "") -> EvaluationSet:
-    """A test set from the two files' texts; ValidationError naming the field of each
-    problem (name taken, a file too large, bad lines with their numbers, a judged query
-    missing from the queries, too many judged queries)."""
+NAME_TAKEN = "A test set with this name exists already."
+
+
+def query_set_create(*, catalog: Catalog, name: str, queries: str, qrels: str, by: str,
+                     description: str = "") -> EvaluationSet:
+    """A test set of `catalog` from the two files' texts; ValidationError naming the
+    field of each problem (name taken in this catalog, a file too large, bad lines with
+    their numbers, a judged query missing from the queries, too many judged queries)."""
     if problems := query_set_problems(queries=queries, qrels=qrels):
         raise ValidationError(problems)
     try:
@@ -45,13 +51,15 @@ def query_set_create(*, name: str, queries: str, qrels: str, by: str, descriptio
                               max_queries=settings.LECTERN_EVAL_MAX_QUERIES)
     except EvaluationInputError as error:
         raise ValidationError({field or QRELS: lines for field, lines in error.problems.items()}) from None
-    query_set = EvaluationSet(name=name.strip(), description=description.strip(), queries=data.queries,
-                              qrels=data.qrels, query_count=len(data.queries), judgement_count=data.judgements,
-                              unjudged_count=data.unjudged, created_by=by)
-    query_set.full_clean()  # the name: unique, not blank, not too long
+    query_set = EvaluationSet(catalog=catalog, name=name.strip(), description=description.strip(),
+                              queries=data.queries, qrels=data.qrels, query_count=len(data.queries),
+                              judgement_count=data.judgements, unjudged_count=data.unjudged, created_by=by)
+    query_set.full_clean(validate_constraints=False)  # the name: not blank, not too long
+    if EvaluationSet.objects.filter(catalog=catalog, name=query_set.name).exists():  # the catalog's names only
+        raise ValidationError({"name": [NAME_TAKEN]})
     try:
         with transaction.atomic():
             query_set.save()
     except IntegrityError:  # the same name saved meanwhile
-        raise ValidationError({"name": [f"A test set named {query_set.name!r} exists already."]}) from None
+        raise ValidationError({"name": [NAME_TAKEN]}) from None
     return query_set

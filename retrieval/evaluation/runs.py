@@ -65,9 +65,13 @@ def modes_problem(modes: list[str]) -> str | None:
 
 def evaluation_request(*, catalog: Catalog, query_set: EvaluationSet, modes: list[str], by: str) -> EvaluationRun:
     """A queued run of `modes` (in the order search lists them) over `query_set`;
-    ValidationError({"modes": ...}) for modes that cannot be run."""
+    ValidationError({"modes": ...}) for modes that cannot be run, ({"query_set": ...})
+    for a set of another catalog (its judgements name that catalog's documents, and
+    running it here would show its name and questions to this catalog's curators)."""
     if problem := modes_problem(modes):
         raise ValidationError({"modes": [problem]})
+    if query_set.catalog_id != catalog.pk:
+        raise ValidationError({"query_set": [f"Test set {query_set.pk} was not uploaded for catalog {catalog.slug}."]})
     ordered = [mode for mode in MODES if mode in modes]
     with transaction.atomic():
         run = EvaluationRun.objects.create(catalog=catalog, query_set=query_set, modes=ordered, top_k=TOP_K,

@@ -33,8 +33,9 @@ def runs_listed() -> QuerySet[EvaluationRun]:
 
 
 def query_sets_listed() -> QuerySet[EvaluationSet]:
-    """Test sets without their queries and judgements (only their counts)."""
-    return EvaluationSet.objects.defer("queries", "qrels").order_by("name")
+    """Test sets without their queries and judgements (only their counts), with the
+    catalog each was uploaded for and runs on."""
+    return EvaluationSet.objects.select_related("catalog").defer("queries", "qrels").order_by("name", "catalog__slug")
 
 
 def run_for(caller: RequestUser, run_id: int) -> EvaluationRun:

@@ -128,16 +128,19 @@ def format_hits(hits: list[dict[str, Any]], label: Callable[[dict[str, Any]], st
 
 
 def withheld_note(withheld: dict[str, Any], *, catalog: str, qualify: bool) -> str:
-    """The references search left out for want of an approval, with how many matching
-    passages each holds, why and the request to follow (never their content), a line
-    each; '' when none."""
-    if not withheld["count"]:
+    """The references search left out for want of an approval, why and the request to
+    follow (never their content), and how many matching passages each holds where its
+    policies disclose that, a line each; '' when none."""
+    if not withheld["sources"]:
         return ""
-    lines = [f"- @{catalog + '/' if qualify else ''}{entry['source']}: {entry['count']} "
-             f"({withheld_reason(entry['reason'], entry['request_id'])})" for entry in withheld["sources"]]
+    lines = []
+    for entry in withheld["sources"]:
+        why = withheld_reason(entry["reason"], entry["request_id"])
+        counted = why if entry["count"] is None else f"{entry['count']} ({why})"
+        lines.append(f"- @{catalog + '/' if qualify else ''}{entry['source']}: {counted}")
     count = withheld["count"]
-    passages = f"{count} matching passage{'' if count == 1 else 's'}"
-    return "\n".join([f"Withheld: {passages} in references that need an approval ({FOLLOW}):", *lines])
+    passages = f"{count} matching passage{'' if count == 1 else 's'} in " if count else ""
+    return "\n".join([f"Withheld: {passages}references that need an approval ({FOLLOW}):", *lines])
 
 
 def _search_defaults(agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +165,7 @@ def _hits_result(agent: Agent, catalog: str, body: dict[str, Any],
                  label: Callable[[dict[str, Any]], str] = _scored) -> CallToolResult:
     """A search's body as structuredContent, its hits as text, then what it withheld."""
     withheld = body["withheld"]
-    note = withheld_note(withheld, catalog=catalog, qualify=bool(withheld["count"]) and qualifies(agent))
+    note = withheld_note(withheld, catalog=catalog, qualify=bool(withheld["sources"]) and qualifies(agent))
     return json_result(body, text=format_hits(body["results"], label) + (f"\n\n{note}" if note else ""))
 
 
@@ -206,9 +209,9 @@ async def rag_search(
 ) -> CallToolResult:
     """Search a reference catalog for passages relevant to a natural-language query. Returns up to
     top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed by
-    its text, then lines naming references whose matching passages were withheld (they need an
-    approval) and the approval request each waits on; structuredContent has chunk ids, component
-    scores and `withheld`."""
+    its text, then lines naming the catalog's references withheld from you (they need an approval)
+    and the approval request each waits on; structuredContent has chunk ids, component scores and
+    `withheld`."""
     return await answer(ctx, SEARCH)
 
 
@@ -280,8 +283,8 @@ async def search_conversation(
     """Search a reference catalog for passages relevant to every topic of a conversation: it is cut
     into chunks, each searched as a query, the best passages of each document kept. Returns up to
     top_k passages, best first, each as `--- Result N (similarity: 0.XXX, source: path, query chunk
-    I) ---` followed by its text, then lines naming references whose matching passages were withheld
-    (they need an approval) and the approval request each waits on; structuredContent has the counts
+    I) ---` followed by its text, then lines naming the catalog's references withheld from you (they
+    need an approval) and the approval request each waits on; structuredContent has the counts
     (chunks, results, deduplicated, final), each hit's query chunk and `withheld`."""
     return await answer(ctx, CONVERSATION)
 

@@ -14,11 +14,17 @@ chunk_search() runs:
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
      (fusion and tie-break take only BM25 hits with a positive score: seed 004)
   4. hydrate the top_k with content and the component scores each hit lacks
-  5. count the withheld chunks that match the query, per source
+  5. name every source withheld from the caller; count the chunks that match the query
+     only of those whose policies disclose matches (withheld_named)
 
 Sources the approval gate withholds from the caller (approvals.selectors.withheld_sources)
 are left out inside the SQL of steps 1 and 2, before any ranking or limit: the top_k is
 filled from what may be shown, and no withheld content is ever read into a result.
+Nor does what is said of them depend on their content: by default a withheld source is
+named with its state and request whatever the query, and search raises no request for
+it (a count per query would let an agent probe the text word by word: issue 20). Only a
+source every covering policy opens with `disclose_matches` is counted, and its
+request raised when its chunks match.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from django.db import connection
 
 from approvals.selectors import InjectionDecision, withheld_raise, withheld_sources
 from approvals.services.requests import request_context
-from catalog.models import Agent, Catalog
+from catalog.models import Agent, Catalog, ReferenceSource
 from retrieval.search import bm25, fusion
 from retrieval.search.lexical import bm25_scores, bm25_terms, bm25_top
 from retrieval.search.rows import Params, Row
@@ -60,10 +66,11 @@ class Hit:
 
 @dataclass(frozen=True)
 class WithheldHits:
-    """Chunks of one withheld source that match the query: how many and why, never what."""
+    """One withheld source: why, and how many of its chunks match the query where its
+    policies disclose that (else None), never what they say."""
 
     source: str
-    count: int
+    count: int | None
     state: str
     reason: str
     request_id: int | None = None  # the approval request to follow
@@ -176,11 +183,12 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     report: list[WithheldHits] = []
     if withheld:
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
-        report = withheld_hits(withheld, terms if "bm25" in lists else [], vectors=[vector] if vector else [],
-                               similar=similar)
-        if agent is not None and report and not dry_run:  # the agent wanted these: a request each, once
+        matched = withheld_hits(disclosed(withheld), terms if "bm25" in lists else [],
+                                vectors=[vector] if vector else [], similar=similar)
+        if agent is not None and matched and not dry_run:  # the agent wanted these: a request each, once
             what, text = asked or ("search", query)
-            report = withheld_requests(agent, report, text, what=what)
+            matched = withheld_requests(agent, matched, text, what=what)
+        report = withheld_named(withheld, matched)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
                         vector_chars, vector_chars is not None and vector_chars < len(query))
@@ -195,6 +203,24 @@ def withheld_requests(agent: Agent, report: list[WithheldHits], text: str,
     return [WithheldHits(entry.source, entry.count, decision.state, decision.reason, decision.request_id,
                          entry.source_pk) if (decision := decisions.get(entry.source_pk)) else entry
             for entry in report]
+
+
+def disclosed(withheld: dict[int, InjectionDecision]) -> dict[int, InjectionDecision]:
+    """The withheld sources whose policies let search say whether the query matches them."""
+    return {pk: decision for pk, decision in withheld.items() if decision.disclose_matches}
+
+
+def withheld_named(withheld: dict[int, InjectionDecision], matched: list[WithheldHits]) -> list[WithheldHits]:
+    """Every withheld source, whatever the query: those `matched` (disclosed, with their
+    counts and requests) first, most matching first; then the other disclosed ones with
+    0, and those that disclose nothing with no count and the state the gate gave them
+    before this read (it raised nothing for them), by slug. One statement."""
+    slugs = dict(ReferenceSource.objects.filter(pk__in=list(withheld)).values_list("pk", "slug"))
+    counted = {entry.source_pk for entry in matched}
+    rest = sorted((slugs[pk], pk) for pk in withheld if pk not in counted and pk in slugs)
+    return matched + [WithheldHits(slug, 0 if withheld[pk].disclose_matches else None, withheld[pk].state,
+                                   withheld[pk].reason, withheld[pk].request_id, pk)
+                      for slug, pk in rest]
 
 
 def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
@@ -225,7 +251,7 @@ def withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.Query
         params["vectors"], params["floor"] = list(vectors), similar
         matches.append("(c.embedding IS NOT NULL AND EXISTS (SELECT FROM unnest(%(vectors)s::text[]) q(v) "
                        "WHERE 1 - (c.embedding <=> q.v::vector) >= %(floor)s))")
-    if not matches:
+    if not matches or not withheld:
         return []
     with connection.cursor() as cursor:
         cursor.execute(f"""

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
 from approvals.services.decisions import request_decide
+from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke
 from tests.approvals.builders import VAULT_TEXT, raised
 from tests.factories import agent_with_token, person
@@ -78,7 +79,9 @@ def test_a_file_read_refused_names_the_request(kb, bot, rita):
     assert bot.get("/api/v1/references/kb/vault/file?path=rotation.md").json()["text"] == VAULT_TEXT
 
 
-def test_search_names_the_request_of_each_withheld_source_that_matched(kb, bot, rita):
+def test_search_names_the_request_of_each_withheld_source_that_matched_where_disclosed(kb, bot, rita, cora):
+    policy_create(by=cora, source=kb.vault, disclose_matches=True)  # else search raises nothing (issue 20)
+
     body = bot.post("/api/v1/search", {"catalog": "kb", "query": "vault keys", "mode": "bm25"}, format="json").json()
 
     request = ApprovalRequest.objects.get()

@@ -19,6 +19,13 @@ Reads also check that what may be shown is shown (select, enrich expansions, sea
 conversation retrieval, file reads, instructions): a gate that withheld everything
 would fail too.
 
+And what an agent is told of content withheld from it does not depend on whether its
+query matches that content (issue 20), unless every policy covering the source
+discloses matches (`disclose_matches`, drawn with each policy): every withheld source is
+named by search, conversation retrieval and conversation enrichment, uncounted, with
+the same entry for a query that matches nothing (`probe`); semantic detection and the
+path pass of enrich never find, score or pin one.
+
 MCP tools are called through the SDK's own client and server, in memory: the same
 dispatch, argument handling and tool code as over stdio, on this test's connection
 (asgiref runs the tools' sync work on this thread), so each example still rolls back.
@@ -104,6 +111,7 @@ class Policy:
     agents: str  # all | an agent
     required: int
     lifetime: int | None  # hours
+    disclose: bool = False  # disclose_matches
 
 
 @dataclass(frozen=True)
@@ -175,7 +183,7 @@ lifetimes = st.sampled_from([2, None, 5])  # hours (None: forever); the first is
 picks = st.integers(0, 5)  # an index, taken modulo what there is to pick from then
 STEPS = {
     "policy": st.builds(Policy, st.sampled_from(["catalog", "tag", *SOURCES]), st.sampled_from(["all", *AGENTS]),
-                        st.integers(1, 2), lifetimes),
+                        st.integers(1, 2), lifetimes, st.booleans()),
     "drop": st.builds(DropPolicy, picks),
     "change": st.builds(ChangePolicy, picks, st.integers(1, 2), lifetimes),
     "flag": st.builds(Flag, sources),
@@ -211,6 +219,7 @@ class PolicyModel:
     agents: str
     required: int
     lifetime: int | None
+    disclose: bool = False
 
 
 @dataclass
@@ -276,6 +285,17 @@ class Model:
 
     def governed(self, agent: str, source: str) -> bool:
         return self.flags[source] or bool(self.covering(agent, source))
+
+    def disclosed(self, agent: str, source: str) -> bool:
+        """Whether a read may say that a query matches the source while it is withheld:
+        a policy covers it for the agent and every one that does discloses (the flag
+        has no say)."""
+        covering = self.covering(agent, source)
+        return bool(covering) and all(p.disclose for p in covering)
+
+    def hidden(self, agent: str, allowed: set[str]) -> set[str]:
+        """The sources withheld from `agent` whose matches nothing discloses."""
+        return {source for source in SOURCES if source not in allowed and not self.disclosed(agent, source)}
 
     def markers(self) -> Iterator[tuple[str, int, str]]:
         for source, versions in self.versions.items():
@@ -381,8 +401,9 @@ class Run:
                 {"tag": w.tag} if step.scope == "tag" else {"source": w.sources[step.scope]}
             named = None if step.agents == "all" else [w.agents[step.agents]]
             policy = policy_create(by=w.curator, agents=named, required_approvals=step.required,
-                                   lifetime=_hours(step.lifetime), **target)
-            m.policies.append(PolicyModel(policy.pk, step.scope, step.agents, step.required, step.lifetime))
+                                   lifetime=_hours(step.lifetime), disclose_matches=step.disclose, **target)
+            m.policies.append(PolicyModel(policy.pk, step.scope, step.agents, step.required, step.lifetime,
+                                          step.disclose))
         elif isinstance(step, DropPolicy) and m.policies:
             policy_delete(policy_id=m.policies.pop(step.index % len(m.policies)).pk, by=w.curator)
         elif isinstance(step, ChangePolicy) and m.policies:
@@ -508,6 +529,7 @@ class Run:
                 answers = [self.rest_call(agent, kind, arg) for kind, arg in reads]
             for (kind, arg), answer in zip(reads, answers, strict=True):
                 getattr(self, f"check_{kind}")(agent, allowed, arg, answer)
+            self.probe(agent)
             # its conversation traces, read again now: what they held must not outlive the approval
             # (an enrich trace is the record of the references sent then: names, paths, links)
             for trace_id in Trace.objects.filter(agent__name=agent, surface="conversation").values_list("pk",
@@ -623,9 +645,8 @@ class Run:
         text = self.clean(agent, allowed, f"search {mode}", answer.body, answer.text)
         hits = {hit["source"] for hit in answer.body["results"]}
         withheld = {entry["source"] for entry in answer.body["withheld"]["sources"]}
-        assert hits <= allowed and not withheld & allowed, (mode, hits, withheld, allowed)
-        if mode in ("bm25", "vector"):  # every source matches the query: each is shown or counted
-            assert withheld == set(SOURCES) - allowed, (mode, withheld, allowed)
+        assert hits <= allowed and withheld == set(SOURCES) - allowed, (mode, hits, withheld, allowed)
+        self.uncounted(agent, allowed, f"search {mode}", answer.body["withheld"]["sources"], "source")
         for source in allowed:
             assert marker(source, self.model.current[source]) in text, f"search {mode}: {agent} misses {source}"
 
@@ -637,8 +658,58 @@ class Run:
         shown = {hit["source"] for hit in hits}
         withheld = {entry["source"] for entry in answer.body["withheld"]["sources"]}
         assert shown <= allowed and withheld == set(SOURCES) - allowed, (mode, shown, withheld, allowed)
+        self.uncounted(agent, allowed, f"conversation {mode}", answer.body["withheld"]["sources"], "source")
         for source in allowed:  # every document found: fewer than top_k, no similarity floor
             assert marker(source, self.model.current[source]) in text, f"conversation {mode}: {agent} misses {source}"
+
+    def uncounted(self, agent: str, allowed: set[str], label: str, entries: list[dict[str, Any]], key: str) -> None:
+        """A withheld source whose matches no policy discloses is named with no count."""
+        hidden = self.model.hidden(agent, allowed)
+        for entry in entries:
+            assert (entry["count"] is None) == (entry[key] in hidden), (label, agent, entry, hidden)
+
+    def unmatched(self, agent: str, allowed: set[str], label: str, hints: list[dict[str, Any]],
+                  steps: list[dict[str, Any]]) -> None:
+        """Enrich's semantic detection (whose profiles hold the head of each source's text)
+        neither finds nor scores a withheld source whose matches nothing discloses."""
+        hidden = {f"kb/{source}" for source in self.model.hidden(agent, allowed)}
+        for hint in hints:
+            if f"kb/{hint['source_id']}" in hidden:
+                assert hint["score"] is None and "semantic" not in {r["via"] for r in hint["reasons"]}, (label, hint)
+        (semantic,) = [step for step in steps if step["pass"] == "semantic"]
+        assert not hidden & {*semantic.get("candidates", {}), *semantic.get("nearest_below_threshold", {})}, \
+            (label, semantic, hidden)
+
+    def probe(self, agent: str) -> None:
+        """Search in every mode, conversation retrieval and conversation enrichment, each
+        asked about every source and at once again in words no source holds: each
+        withheld source that discloses nothing is named with the same entry (the first
+        read raised no request for it, so the second sees the same state)."""
+        hidden = self.model.hidden(agent, {source for source in SOURCES if self.model.allowed(agent, source)})
+        client, nothing = self.world.rest[agent], "qqqq wwww"
+
+        def search(mode: str, words: str | None) -> Any:
+            return client.post("/api/v1/search", {"catalog": "kb", "query": words or self.search_query(),
+                                                  "mode": mode, "top_k": 50}, format="json")
+
+        def conversation(mode: str, words: str | None) -> Any:
+            talk = self.conversation(mode) | ({"messages": [{"role": "user", "content": words}]} if words else {})
+            return client.post("/api/v1/search/conversation", {"catalog": "kb", **talk}, format="json")
+
+        def chat(_: str, words: str | None) -> Any:
+            said = {"messages": [{"role": "user", "content": words}]} if words else {}
+            return client.post("/api/v1/enrich/conversation", self.chat() | said, format="json")
+
+        def named(response: Any) -> dict[str, Any]:
+            assert response.status_code == 200, response.content
+            withheld = response.json()["withheld"]
+            entries = withheld if isinstance(withheld, list) else withheld["sources"]
+            return {slug: entry for entry in entries if (slug := entry.get("source") or entry["source_id"]) in hidden}
+
+        reads = [(search, mode) for mode in SEARCH_MODES] + [(conversation, "approximate"), (conversation, "exact"),
+                                                             (chat, "")]
+        for read, arg in reads:  # the same read, matching then not
+            assert named(read(arg, None)) == named(read(arg, nothing)), (read.__name__, arg, agent, hidden)
 
     def check_select(self, agent: str, allowed: set[str], _: str, answer: Answer) -> None:
         assert answer.status == 200, answer.body
@@ -658,6 +729,7 @@ class Run:
         trace = self.world.rest[agent].get(f"/api/v1/traces/{answer.body['trace_id']}")
         assert trace.status_code == 200, trace.content
         text = self.clean(agent, allowed, f"enrich {surface}", answer.body, answer.text, trace.json())
+        self.unmatched(agent, allowed, f"enrich {surface}", answer.body["hints"], trace.json()["steps"])
         others = [name for name in AGENTS if name != agent]
         assert all(self.world.rest[name].get(f"/api/v1/traces/{answer.body['trace_id']}").status_code == 404
                    for name in others)
@@ -666,6 +738,8 @@ class Run:
             assert {s for s, h in mentioned.items() if not h["withheld"]} == allowed, (mentioned, allowed)
             for source in allowed:
                 assert marker(source, self.model.current[source]) in text, f"enrich: {agent} misses @{source}"
+        elif "vault" in self.model.hidden(agent, allowed):  # whether vault holds the path is its content
+            assert answer.body["pinned_reference"] is None, answer.body["pinned_reference"]
         else:
             pinned = answer.body["pinned_reference"]
             assert pinned["source_id"] == "vault" and pinned["withheld"] == ("vault" not in allowed), pinned
@@ -680,6 +754,7 @@ class Run:
         passages = {item["source_id"] for item in answer.body["context"] if item["kind"] == "passage"}
         withheld = {entry["source_id"] for entry in answer.body["withheld"]}
         assert passages <= allowed and withheld == set(SOURCES) - allowed, (passages, withheld, allowed)
+        self.uncounted(agent, allowed, "conversation enrichment", answer.body["withheld"], "source_id")
         assert answer.body["messages"][:3] == self.chat()["messages"][:3]  # the newest user message only
         for source in allowed:  # every source matches the message: an allowed one is added as context
             assert marker(source, self.model.current[source]) in answer.body["messages"][3]["content"], \

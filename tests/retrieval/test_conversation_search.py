@@ -13,6 +13,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
+from approvals.services.policies import policy_create
 from catalog.embedder import get_embedder
 from catalog.models import Agent, Catalog, Chunk, ReferenceSource
 from catalog.sources.documents import DocumentInput
@@ -265,6 +266,13 @@ def test_what_needs_approval_is_never_found_nor_shown_and_each_is_named_with_its
     ungated = client.post(URL, {"catalog": "demo", "messages": SECRETS_TALK, "top_k": 5}, format="json").json()
     ReferenceSource.objects.filter(slug__in=WITHHELD).update(requires_approval=True)
     assert {hit["source"] for hit in ungated["results"]} & WITHHELD  # the conversation is about them
+    named = client.post(URL, {"catalog": "demo", "messages": SECRETS_TALK, "top_k": 5}, format="json").json()
+    assert {(entry["source"], entry["count"], entry["request_id"]) for entry in named["withheld"]["sources"]} == \
+        {(slug, None, None) for slug in WITHHELD}  # named, uncounted, nothing raised: no policy discloses matches
+    assert not ApprovalRequest.objects.exists()
+    curator = person("cora", "curator")
+    for source in ReferenceSource.objects.filter(slug__in=WITHHELD):  # policies that disclose them
+        policy_create(by=curator, source=source, disclose_matches=True)
 
     gated = client.post(URL, {"catalog": "demo", "messages": SECRETS_TALK, "top_k": 5}, format="json").json()
     # every hit of every query chunk: top_k and per_document large enough to return all that was found

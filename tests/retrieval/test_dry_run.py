@@ -8,11 +8,13 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import ApprovalRequest, AuditEntry
+from approvals.services.policies import policy_create
 from catalog.models import Agent, Catalog
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import enrich
 from retrieval.models import Selection, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search
+from tests.factories import person
 
 pytestmark = pytest.mark.django_db
 
@@ -80,6 +82,9 @@ def test_the_tag_step_records_where_each_tag_first_occurs(caller):
 def test_a_dry_run_search_raises_nothing_and_says_a_request_is_due(demo):
     agent = Agent.objects.get(name="demo-agent")
     catalog = Catalog.objects.get(slug="demo")
+    # matches disclosed, so the agent's own search raises a request (by default it raises none: issue 20)
+    policy_create(by=person("cora", "curator"), source=catalog.sources.get(slug="secrets-management"),
+                  disclose_matches=True)
     before = footprint()
 
     dry = chunk_search(catalog=catalog, query="secrets rotation vault", options=SearchOptions(mode="bm25"),

@@ -10,12 +10,14 @@ import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest, AuditEntry
-from catalog.models import Agent, Catalog
+from approvals.services.policies import policy_create
+from catalog.models import Agent, Catalog, ReferenceSource
 from retrieval.dashboard.playground_forms import SHARE_MAX, TEXT_MAX
 from retrieval.models import Selection, Trace
 from tests.factories import agent_with_token, person
@@ -71,6 +73,9 @@ def test_home_sends_a_curator_to_the_playground_and_a_reviewer_to_the_queue(demo
 
 
 def test_a_search_as_the_agent_shows_what_its_own_search_gets_and_raises_nothing(cora, agent_api):
+    secrets = ReferenceSource.objects.get(slug="secrets-management")
+    policy_create(by=User.objects.get(username="cora"), source=secrets,
+                  disclose_matches=True)  # else its search raises none (issue 20)
     before = footprint()
 
     status, page = run(cora, kind="search", agent="demo-agent", catalog="demo", text=QUERY, mode="bm25",

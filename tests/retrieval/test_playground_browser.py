@@ -113,7 +113,10 @@ def test_a_search_as_a_person_and_as_the_agent_shows_scores_ranks_and_what_was_w
     page_audit(page, "playground-02-search-as-a-person")
 
     run(page, agent="support-bot", catalog="ops", text="rotate the vault credentials")
-    page.wait_for_selector("#run .withheld-list:has-text('would raise an approval request now')")
+    withheld = page.wait_for_selector("#run .withheld-list:has-text('no reviewer has approved it for this agent')")
+    # named whatever the query, with no count and no request its search would raise: no policy discloses matches
+    assert "vault" in withheld.inner_text() and "matching passage" not in withheld.inner_text()
+    assert "would raise an approval request" not in withheld.inner_text()
     assert "support-bot" in page.locator("#run .play-run-head").inner_text()
     assert "Rotate the vault" not in page.locator("#run").inner_text(), "nothing of a withheld reference"
     assert ApprovalRequest.objects.count() == 0 and Trace.objects.count() == 0, "a dry run"

@@ -1,7 +1,8 @@
 """GET /api/v1/status and POST /api/v1/status/reset (seed 004), and the status page.
 
 - Who sees what: the embeddings to anyone signed in or holding a token; everything to
-  people with a role and to curator agents (docs/architecture.md, "Status").
+  people with a role; its own catalogs' indexes and index runs to a curator agent, and
+  nothing of the server or of other catalogs (docs/architecture.md, "Status").
 - What it reports: the database and its extensions, the queue (waiting, being run,
   failed), the schedules and the last scan, index runs, each catalog's index, the sizes
   of the tables and indexes, the disk; in a constant number of statements.
@@ -12,10 +13,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -37,6 +40,7 @@ pytestmark = pytest.mark.django_db
 
 FULL_KEYS = {"view", "generated_at", "embeddings", "model", "process", "last_reset", "database", "queue",
              "index_runs", "schedules", "last_scan", "catalogs", "storage", "disk"}
+CATALOGS_KEYS = {"view", "generated_at", "embeddings", "process", "index_runs", "catalogs"}
 
 
 def session(user) -> Client:
@@ -71,11 +75,11 @@ def model_again():
 # --- who sees what -------------------------------------------------------------------------
 
 
-def test_people_with_a_role_and_curator_agents_see_everything_others_the_embeddings(catalog):
+def test_people_with_a_role_see_everything_curator_agents_their_catalogs_others_the_embeddings(catalog):
     reader = agent_with_token(name="reader", catalogs=[catalog])[1]
     keeper = agent_with_token(name="keeper", catalogs=[catalog], is_curator=True)[1]
     full = {"curator": session(person("cora", "curator")), "reviewer": session(person("rita", "reviewer")),
-            "superuser": session(person("sue", is_superuser=True)), "curator agent": bearer(keeper)}
+            "superuser": session(person("sue", is_superuser=True))}
     basic = {"no role": session(person("nobody")), "staff": session(person("stan", is_staff=True)),
              "agent": bearer(reader)}
 
@@ -87,6 +91,35 @@ def test_people_with_a_role_and_curator_agents_see_everything_others_the_embeddi
     for who, client in full.items():
         body = client.get("/api/v1/status").json()
         assert set(body) == FULL_KEYS and body["view"] == "full", who
+    body = bearer(keeper).get("/api/v1/status").json()
+    assert set(body) == CATALOGS_KEYS and body["view"] == "catalogs"
+
+
+def test_a_curator_agent_sees_its_own_catalogs_and_nothing_of_the_server_or_other_catalogs(catalog, make_catalog):
+    """Issue 20, item 6: an agent scoped to `ops` learned other catalogs' names and
+    counts, the queue's failures, the database's data directory and the disk's use."""
+    now = timezone.now()
+    other = make_catalog("payroll-secret")
+    hidden = ReferenceSource.objects.create(catalog=other, slug="salaries", name="Salaries", kind="inline",
+                                            content="x")
+    IndexRun.objects.create(catalog=other, source=hidden, trigger="api", status="failed", finished_at=now,
+                            error="payroll import failed")
+    IndexRun.objects.create(catalog=catalog, source=catalog.sources.get(), trigger="api")  # queued, its own
+    Task.objects.create(id="p" * 32, name="payroll", func="catalog.tasks.reindex", started=now, stopped=now,
+                        success=False, result="boom : Traceback\nValueError: /srv/payroll-secret/2026.csv\n")
+    keeper = agent_with_token(name="keeper", catalogs=[catalog], is_curator=True)[1]
+
+    response = bearer(keeper).get("/api/v1/status")
+
+    body = response.json()
+    assert response.status_code == 200 and set(body) == CATALOGS_KEYS
+    (ops,) = body["catalogs"]
+    assert (ops["slug"], ops["sources"], ops["documents"], ops["chunks"]) == ("ops", 1, 2, catalog.chunk_count)
+    assert (body["index_runs"]["queued"], body["index_runs"]["failed_24h"]) == (1, 0)
+    served = json.dumps(body)
+    for secret in ("payroll", "Salaries", "pgdata", "/srv", str(django_settings.BASE_DIR)):
+        assert secret not in served, secret
+    assert bearer(keeper).get("/status/").status_code == 302, "the status page is for people signed in"
 
 
 def test_the_full_status_reports_database_queue_schedules_runs_catalogs_and_sizes(catalog):
@@ -136,10 +169,14 @@ def _statements(client: Client, path: str) -> int:
 def test_status_takes_the_same_statements_however_much_there_is(make_catalog):
     """Pinned: more catalogs, failures, schedules' tasks and runs cost no more statements."""
     rita = session(person("rita", "reviewer"))
-    small = (_statements(rita, "/api/v1/status"), _statements(rita, "/status/"))
+    keeper, token = agent_with_token(name="keeper", catalogs=[make_catalog("own")], is_curator=True)
+    bearer(token).get("/api/v1/status")  # a token's first use is recorded once (last_used_at)
+    small = (_statements(rita, "/api/v1/status"), _statements(rita, "/status/"),
+             _statements(bearer(token), "/api/v1/status"))
     now = timezone.now()
     for i in range(4):
         catalog = make_catalog(f"c{i}")
+        keeper.catalogs.add(catalog)  # its view grows with its scope, not its statements
         source = ReferenceSource.objects.create(catalog=catalog, slug="s", name="S", kind="inline", content="x")
         IndexRun.objects.create(catalog=catalog, source=source, trigger="api", status="failed", finished_at=now)
         Task.objects.create(id=f"{i}" * 32, name=f"t{i}", func="catalog.tasks.reindex", started=now, stopped=now,
@@ -147,7 +184,8 @@ def test_status_takes_the_same_statements_however_much_there_is(make_catalog):
         Task.objects.create(id=f"s{i}".ljust(32, "x"), name=f"s{i}", func="catalog.tasks.scan", started=now,
                             stopped=now, success=True, result=0)
 
-    large = (_statements(rita, "/api/v1/status"), _statements(rita, "/status/"))
+    large = (_statements(rita, "/api/v1/status"), _statements(rita, "/status/"),
+             _statements(bearer(token), "/api/v1/status"))
 
     assert large == small, (small, large)
 

@@ -198,7 +198,9 @@ def test_what_needs_approval_is_withheld_named_and_injected_once_approved(bot):
     assert "ninety days" not in withheld["messages"][0]["content"]
     assert all(item["source_id"] != "vault" for item in withheld["context"])
     (entry,) = [w for w in withheld["withheld"] if w["source_id"] == "vault"]
-    request = ApprovalRequest.objects.get(pk=entry["request_id"])
+    assert (entry["count"], entry["request_id"]) == (None, None)  # named whatever the message: issue 20
+    asked = bot.post("/api/v1/references/select", {"ids": ["vault"]}, format="json").json()  # the agent asks
+    request = ApprovalRequest.objects.get(pk=asked["withheld"][0]["request_id"])
     assert request.agent == bot.agent and request.source.slug == "vault"
     request_decide(request_id=request.pk, reviewer=person("rita", "reviewer"), verdict="approve", comment="ok")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from catalog.models import Catalog
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.models import EvaluationSet
 
@@ -28,5 +29,7 @@ def qrels_tsv(rows: list[tuple[str, str, int]]) -> str:
     return "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows)
 
 
-def ops_set(name: str = "ops-questions") -> EvaluationSet:
-    return query_set_create(name=name, queries=queries_jsonl(OPS_QUERIES), qrels=qrels_tsv(OPS_QRELS), by="cora")
+def ops_set(name: str = "ops-questions", catalog: Catalog | None = None) -> EvaluationSet:
+    """The ops questions, uploaded for `catalog` (default: the `indexed_catalog` fixture's `ops`)."""
+    return query_set_create(catalog=catalog or Catalog.objects.get(slug="ops"), name=name,
+                            queries=queries_jsonl(OPS_QUERIES), qrels=qrels_tsv(OPS_QRELS), by="cora")

@@ -136,6 +136,37 @@ def test_a_curator_agent_sees_only_runs_of_its_own_catalogs(done_run, make_catal
                           format="json").status_code == 404
 
 
+def test_a_test_set_runs_only_on_the_catalog_it_was_uploaded_for(governed_ops, make_catalog):
+    """Issue 20, item 6: a curator agent of `ops` ran a set uploaded for `other` by its id
+    (202, the set's name shown)."""
+    other = make_catalog("other")
+    keeper = bearer(agent_with_token(name="keeper", catalogs=[other], is_curator=True)[1])
+    uploaded = keeper.post("/api/v1/evaluations", upload_body(catalog="other", name="payroll questions"),
+                           format="json")
+    assert uploaded.status_code == 202, uploaded.json()
+    foreign = uploaded.json()["query_set"]["id"]
+    cora = APIClient()
+    cora.force_login(person("cora", "curator"))
+    tuner = bearer(agent_with_token(name="tuner", catalogs=[governed_ops], is_curator=True)[1])
+
+    for who, client in (("curator agent of ops", tuner), ("a curator", cora)):
+        response = client.post("/api/v1/evaluations", {"catalog": "ops", "query_set": foreign}, format="json")
+        assert response.status_code == 404, (who, response.json())
+        assert response.json()["error"]["code"] == "not_found" and "payroll" not in response.content.decode()
+    assert EvaluationRun.objects.filter(catalog__slug="ops").count() == 0, "nothing queued"
+
+
+def test_a_name_is_taken_within_its_catalog_only(governed_ops, curator_agent, make_catalog):
+    other = make_catalog("other")
+    keeper = bearer(agent_with_token(name="keeper", catalogs=[other], is_curator=True)[1])
+    assert keeper.post("/api/v1/evaluations", upload_body(catalog="other"), format="json").status_code == 202
+
+    response = curator_agent.post("/api/v1/evaluations", upload_body(), format="json")
+
+    assert response.status_code == 202, "another catalog's set names are neither refused nor told"
+    assert EvaluationSet.objects.filter(name="ops questions").count() == 2
+
+
 def test_readers_and_reviewers_are_refused_and_nothing_changes(done_run):
     reader = bearer(agent_with_token(name="reader", catalogs=[done_run.catalog])[1])
     reviewer = APIClient()

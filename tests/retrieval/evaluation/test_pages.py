@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from retrieval.evaluation.runs import evaluation_execute
 from retrieval.models import EvaluationRun, EvaluationSet
-from tests.retrieval.evaluation.builders import OPS_QRELS, OPS_QUERIES, qrels_tsv, queries_jsonl
+from tests.retrieval.evaluation.builders import OPS_QRELS, OPS_QUERIES, ops_set, qrels_tsv, queries_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -50,6 +50,18 @@ def test_a_start_refused_shows_each_error_in_place_and_stores_nothing(curator_cl
     html = response.content.decode()
     assert response.status_code == 400 and "Choose at least one mode." in html
     assert "Choose a stored test set, or upload a new one." in html and "<h1>Evaluations</h1>" in html
+
+
+def test_a_stored_set_of_another_catalog_is_refused_beside_it(curator_client, indexed_catalog, make_catalog):
+    foreign = ops_set("payroll questions", catalog=make_catalog("payroll"))
+
+    response = curator_client.post("/evaluations/start", {"catalog": "ops", "modes": ["bm25"], "test_set": "stored",
+                                                          "query_set": foreign.pk}, headers={"HX-Request": "true"})
+
+    assert response.status_code == 400
+    assert "payroll questions was uploaded for another catalog: choose one of ops&#x27;s sets" in \
+        response.content.decode()
+    assert not EvaluationRun.objects.exists()
 
 
 def test_a_start_uploads_the_set_queues_the_run_and_goes_to_its_page(curator_client, indexed_catalog):

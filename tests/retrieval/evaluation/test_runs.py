@@ -5,7 +5,10 @@ search ranks, so a source needing approval is left out and said to be."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.apps import apps as django_apps
 from django.core.exceptions import ValidationError
 
 from retrieval.evaluation import ranking, runs
@@ -18,31 +21,66 @@ from tests.retrieval.evaluation.builders import OPS_QUERIES, ops_set, qrels_tsv,
 pytestmark = pytest.mark.django_db
 
 
-def test_a_stored_set_keeps_the_judged_queries(db):
-    query_set = ops_set()
+def test_a_stored_set_keeps_the_judged_queries(make_catalog):
+    query_set = ops_set(catalog=make_catalog("ops"))
 
     assert (query_set.query_count, query_set.judgement_count, query_set.unjudged_count) == (5, 6, 1)
     assert "q6" not in query_set.queries and query_set.created_by == "cora"
 
 
-def test_a_set_is_refused_by_field_and_nothing_is_stored(db, settings):
-    ops_set("taken")
+def test_a_set_is_refused_by_field_and_nothing_is_stored(make_catalog, settings):
+    ops = make_catalog("ops")
+    ops_set("taken", catalog=ops)
     settings.LECTERN_MAX_UPLOAD_BYTES = 1024
 
     with pytest.raises(ValidationError) as refused:
-        query_set_create(name="taken", queries=queries_jsonl({"q1": "fine"}), qrels=qrels_tsv([("q1", "d", 1)]),
-                         by="cora")
+        query_set_create(catalog=ops, name="taken", queries=queries_jsonl({"q1": "fine"}),
+                         qrels=qrels_tsv([("q1", "d", 1)]), by="cora")
     assert refused.value.message_dict == {"name": ["A test set with this name exists already."]}
     with pytest.raises(ValidationError) as refused:
-        query_set_create(name="big", queries="x" * 2000, qrels="", by="cora")
+        query_set_create(catalog=ops, name="big", queries="x" * 2000, qrels="", by="cora")
     assert refused.value.message_dict == {
         "queries": ["queries.jsonl is 2.0 KB; a test set's file may be at most 1.0 KB (LECTERN_MAX_UPLOAD_BYTES)."],
         "qrels": ["qrels is empty."]}
     with pytest.raises(ValidationError) as refused:
-        query_set_create(name="bad", queries='{"_id": "q1", "text": "a"}\n{oops\n', qrels="q1\td\t1\n", by="cora")
+        query_set_create(catalog=ops, name="bad", queries='{"_id": "q1", "text": "a"}\n{oops\n',
+                         qrels="q1\td\t1\n", by="cora")
     assert refused.value.message_dict == {"queries": [
         "queries line 2: not valid JSON (Expecting property name enclosed in double quotes at column 2)"]}
     assert list(EvaluationSet.objects.values_list("name", flat=True)) == ["taken"]
+
+
+def test_a_set_runs_only_on_the_catalog_it_was_uploaded_for(indexed_catalog, make_catalog):
+    """Issue 20, item 6: the service is the one place runs are made; it refuses another
+    catalog's set whoever asks (its judgements name that catalog's documents)."""
+    foreign = ops_set(catalog=make_catalog("other"))
+
+    with pytest.raises(ValidationError) as refused:
+        evaluation_request(catalog=indexed_catalog, query_set=foreign, modes=["bm25"], by="cora")
+
+    assert refused.value.message_dict == {"query_set": [f"Test set {foreign.pk} was not uploaded for catalog ops."]}
+    assert not EvaluationRun.objects.exists()
+
+
+def test_the_migration_gives_each_set_the_catalog_of_its_runs(indexed_catalog, make_catalog):
+    """0009's data step over sets made before they had a catalog: the first run's catalog
+    takes the set, each other catalog a copy its runs point at; a set never run keeps none."""
+    other = make_catalog("other")
+    shared = ops_set("shared", catalog=indexed_catalog)
+    unrun = ops_set("unrun", catalog=indexed_catalog)
+    first = EvaluationRun.objects.create(catalog=indexed_catalog, query_set=shared, modes=["bm25"])
+    second = EvaluationRun.objects.create(catalog=other, query_set=shared, modes=["bm25"])
+    EvaluationSet.objects.update(catalog=None)  # as they were
+
+    migration = importlib.import_module("retrieval.migrations.0009_evaluation_set_catalog")
+    migration.sets_to_their_catalogs(django_apps, None)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.query_set_id, first.query_set.catalog_id) == (shared.pk, indexed_catalog.pk)
+    assert second.query_set_id != shared.pk and second.query_set.catalog_id == other.pk
+    assert (second.query_set.name, second.query_set.queries) == ("shared", shared.queries)
+    assert EvaluationSet.objects.get(pk=unrun.pk).catalog_id is None
 
 
 def test_a_run_is_done_mode_by_mode_and_recorded_at_once(governed_ops, django_capture_on_commit_callbacks,
