@@ -22,8 +22,6 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from django.test import Client as DjangoClient
 from hypothesis import HealthCheck, settings
-from schemathesis.config import SchemathesisConfig
-from schemathesis.openapi.checks import RejectedPositiveData
 from werkzeug.test import Client
 
 from catalog.agents import new_token
@@ -31,65 +29,13 @@ from catalog.indexing.runs import index_run_execute
 from catalog.models import Agent, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from retrieval.evaluation.runs import evaluation_execute
+from tests.contract import contract_config
 from tests.factories import agent_with_token, import_documents, person
 
 READER_TOKEN, CURATOR_TOKEN = new_token(), new_token()
-CURATOR_OPERATIONS = ["reindex_catalog", "set_inline_content", "put_upload_file", "delete_upload_file",
-                      "reset_status", "start_evaluation", "get_evaluation"]
-# Known names, offered often but not always: a generated one exercises the 404s.
-KNOWN = 0.8
-
-CONFIG = SchemathesisConfig.from_dict({
-    "seed": 20260101,
-    # allow-x00 (schemathesis's default, kept explicit): strings may hold NUL, which the
-    # server refuses everywhere; the schema must say so, or a schema-valid request is refused.
-    "generation": {"deterministic": True, "database": "none", "max-examples": 40, "allow-x00": True},
-    "phases": {"stateful": {"enabled": False}},
-    # schemathesis's list of refusals, plus 413: a body over the size limit is refused
-    # before anything reads it.
-    "checks": {"negative_data_rejection": {"expected-statuses": [
-        "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]}},
-    "dictionaries": {
-        "catalogs": {"values": ["demo"]},
-        "references": {"values": ["python-style", "retry-backoff", "caching", "demo/circuit-breaker"]},
-        "tags": {"values": ["retries", "caching", "python"]},
-        "files": {"values": ["python-style.md", "retry-backoff.md", "q1"]},
-        "sources": {"values": ["notes", "faq", "caching"]},
-    },
-    "parameters": {
-        "path.slug": {"dictionary": "catalogs", "probability": KNOWN},
-        "path.catalog": {"dictionary": "catalogs", "probability": KNOWN},
-        "path.source_id": {"dictionary": "references", "probability": KNOWN},
-        "query.path": {"dictionary": "files", "probability": KNOWN},
-        "query.catalog": {"dictionary": "catalogs", "probability": KNOWN},
-        "body.catalog": {"dictionary": "catalogs", "probability": KNOWN},
-        "body.catalogs[*]": {"dictionary": "catalogs", "probability": KNOWN},
-        "body.ids[*]": {"dictionary": "references", "probability": KNOWN},
-        "body.tags[*]": {"dictionary": "tags", "probability": KNOWN},
-    },
-    # Tokens per operation, not one project-wide: schemathesis 4.32 lets project headers
-    # override an operation's.
-    "operations": [
-        {"exclude-operation-id": CURATOR_OPERATIONS, "headers": {"Authorization": f"Bearer {READER_TOKEN}"}},
-        {"include-operation-id": CURATOR_OPERATIONS, "headers": {"Authorization": f"Bearer {CURATOR_TOKEN}"},
-         "parameters": {"path.source": {"dictionary": "sources", "probability": KNOWN},
-                        "query.source": {"dictionary": "sources", "probability": KNOWN}}},
-    ],
-})
+CONFIG = contract_config(reader_token=READER_TOKEN, curator_token=CURATOR_TOKEN, max_examples=40)
 
 schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", get_wsgi_application(), config=CONFIG)
-
-
-@schema.hook
-def filter_failure(context, failure, case, response) -> bool:
-    """Keep every failure except two 400s for schema-valid requests, which turn on more
-    than the request's shape: ids or tags that no reference has (`unknown_reference`:
-    the schema cannot know a catalog's contents), and a test set whose files are not
-    BEIR's format or whose name is taken (`invalid_test_set`: the lines of a text field).
-    A NUL is not among them: the schema says where it is refused (everywhere)."""
-    if not isinstance(failure, RejectedPositiveData) or response.status_code != 400:
-        return True
-    return response.json()["error"]["code"] not in ("unknown_reference", "invalid_test_set")
 
 
 @pytest.fixture(scope="module")
