@@ -14,7 +14,7 @@ import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_from_url, default_database_url
-from config.env import env_bool, env_float, env_int, env_list, env_str, local_secret_key
+from config.env import env_bool, env_float, env_int, env_list, env_networks, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -264,6 +264,14 @@ LECTERN_WEBHOOK_BACKOFF_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_SECONDS", 30,
 LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS", 3600, minimum=1)
 LECTERN_WEBHOOK_TIMEOUT_SECONDS = env_int("LECTERN_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var" / "decisions")))
+
+# --- Outbound requests (issue 20, item 7) ------------------------------------------------
+# Webhook deliveries (and later git and web sources) never reach loopback, private,
+# link-local (cloud metadata), multicast, unspecified or reserved addresses, checked when
+# a URL is registered and again, after resolving it, before each request
+# (catalog/outbound). Networks listed here are let through: comma-separated CIDRs, e.g.
+# 127.0.0.0/8 for a receiver on this machine, 10.0.0.0/8 for one on a private network.
+LECTERN_OUTBOUND_ALLOWED_NETWORKS = env_networks("LECTERN_OUTBOUND_ALLOWED_NETWORKS", [])
 
 LOGGING = {
     "version": 1,
