@@ -7,6 +7,7 @@ var/, which the entry points that use the database start (config/database.py).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +100,6 @@ TEMPLATES = [
 DATABASES = {"default": database_from_url(default_database_url())}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -272,6 +270,35 @@ LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var"
 # (catalog/outbound). Networks listed here are let through: comma-separated CIDRs, e.g.
 # 127.0.0.0/8 for a receiver on this machine, 10.0.0.0/8 for one on a private network.
 LECTERN_OUTBOUND_ALLOWED_NETWORKS = env_networks("LECTERN_OUTBOUND_ALLOWED_NETWORKS", [])
+
+# --- Sign-in and browser hardening (issue 20, item 9) -------------------------------------
+# Passwords: Django's four validators wherever one is set (changepassword, createsuperuser,
+# the admin's user forms, the demo's admin).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": env_int("LECTERN_PASSWORD_MIN_LENGTH", 12, minimum=8)}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Sign-in throttling (django-axes, its attempts in the database so every process shares
+# them): after this many failures for one user name from one address, that pair is
+# refused, even with the right password, until the cool-off has passed since the last
+# failure. Only sign-ins (the sign-in page, the admin's) count: agents' bearer tokens
+# never meet it. Behind a proxy the address is the proxy's (REMOTE_ADDR).
+INSTALLED_APPS += ["axes"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("LECTERN_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LECTERN_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "config.signin.lockout_response"  # the sign-in page, saying why
+# Masked in the attempt rows (post_data) and log lines, as the password is: axes masks the
+# first two by default, and would keep the form's CSRF token in clear.
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]
+AXES_VERBOSE = False  # no banner on every process's stderr (a command's one-line errors stay one line)
+# Axes last, as it asks: it turns a refused sign-in into the sign-in page.
+MIDDLEWARE = [*MIDDLEWARE, "axes.middleware.AxesMiddleware"]
 
 LOGGING = {
     "version": 1,
