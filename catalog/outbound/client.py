@@ -69,8 +69,11 @@ def _split(url: str) -> tuple[SplitResult, str, int]:
 
 def resolve(host: str, port: int) -> list[Address]:
     """Every address `host` resolves to, in the resolver's order (socket.gaierror when
-    none: a failure to reach, not a refusal)."""
-    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    none: a failure to reach, not a refusal; OutboundRefused for no valid name at all)."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except ValueError as exc:  # a label too long for IDNA: no name to look up
+        raise OutboundRefused(f"{host!r} is not a valid host name: {exc}") from None
     return list(dict.fromkeys(ip_address(sockaddr[0]) for *_, sockaddr in found))
 
 

@@ -142,7 +142,8 @@ def test_a_name_is_refused_when_it_resolves_inside_and_pinned_when_allowed(setti
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("url", ["ftp://files.example.com/x", "http:///x", "http://a:99999/x", "mailto:a@b.c"])
+@pytest.mark.parametrize("url", ["ftp://files.example.com/x", "http:///x", "http://a:99999/x", "mailto:a@b.c",
+                                 f"http://{'a' * 64}.example/x"])
 def test_a_url_that_is_not_http_with_a_host_is_refused(url):
     with pytest.raises(OutboundRefused):
         destination_check(url)
