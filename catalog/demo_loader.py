@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
 
 from catalog.agents import agent_token_rotate
@@ -118,14 +119,17 @@ def demo_admin_ensure() -> str | None:
     """Create the demo superuser with a random password unless a user of that name
     exists; an existing one keeps its password unless it is still the fixed one earlier
     versions set (a known login on every install). Returns the new password, which
-    nothing stores in clear, or None when nothing changed."""
+    nothing stores in clear, or None when nothing changed. The password meets
+    AUTH_PASSWORD_VALIDATORS like any other (ValidationError when they refuse it)."""
     users = get_user_model()
     password = secrets.token_urlsafe(16)
     admin = users.objects.filter(username=ADMIN_USERNAME).first()
     if admin is None:
+        validate_password(password, users(username=ADMIN_USERNAME))
         users.objects.create_superuser(username=ADMIN_USERNAME, email="", password=password)
         return password
     if admin.check_password(FORMER_ADMIN_PASSWORD):
+        validate_password(password, admin)
         admin.set_password(password)
         admin.save(update_fields=["password"])
         return password

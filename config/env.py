@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -61,6 +62,17 @@ def env_list(name: str, default: list[str], *, sep: str = os.pathsep) -> list[st
     if raw is None:
         return default
     return [item.strip() for item in raw.split(sep) if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list[IPv4Network | IPv6Network]:
+    """Comma-separated networks in CIDR notation (a bare address is a network of one)."""
+    networks = []
+    for item in env_list(name, default, sep=","):
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a network (use CIDR, e.g. 127.0.0.0/8)") from None
+    return networks
 
 
 def local_secret_key(path: Path) -> str:

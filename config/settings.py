@@ -7,14 +7,16 @@ var/, which the entry points that use the database start (config/database.py).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import django_stubs_ext
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_from_url, database_owner, default_database_url
-from config.env import env_bool, env_float, env_int, env_list, env_str, local_secret_key
+from config.env import env_bool, env_float, env_int, env_list, env_networks, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -104,9 +106,6 @@ LECTERN_DATABASE_APP_ROLE: str = DATABASES["default"]["USER"]
 LECTERN_DATABASE_OWNER = database_owner(DATABASES["default"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -281,6 +280,60 @@ LECTERN_AUDIT_CHECKPOINT_DIR = Path(env_str("LECTERN_AUDIT_CHECKPOINT_DIR",
                                             str(BASE_DIR / "var" / "audit-checkpoints")))
 LECTERN_AUDIT_CHECKPOINT_KEY = env_str("LECTERN_AUDIT_CHECKPOINT_KEY", "")
 LECTERN_AUDIT_CHECKPOINT_MINUTES = env_int("LECTERN_AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
+
+# --- Outbound requests (issue 20, item 7) ------------------------------------------------
+# Webhook deliveries (and later git and web sources) never reach loopback, private,
+# link-local (cloud metadata), multicast, unspecified or reserved addresses, checked when
+# a URL is registered and again, after resolving it, before each request
+# (catalog/outbound). Networks listed here are let through: comma-separated CIDRs, e.g.
+# 127.0.0.0/8 for a receiver on this machine, 10.0.0.0/8 for one on a private network.
+LECTERN_OUTBOUND_ALLOWED_NETWORKS = env_networks("LECTERN_OUTBOUND_ALLOWED_NETWORKS", [])
+
+# --- Sign-in and browser hardening (issue 20, item 9) -------------------------------------
+# Passwords: Django's four validators wherever one is set (changepassword, createsuperuser,
+# the admin's user forms, the demo's admin).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": env_int("LECTERN_PASSWORD_MIN_LENGTH", 12, minimum=8)}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Sign-in throttling (django-axes, its attempts in the database so every process shares
+# them): after this many failures for one user name from one address, that pair is
+# refused, even with the right password, until the cool-off has passed since the last
+# failure. Only sign-ins (the sign-in page, the admin's) count: agents' bearer tokens
+# never meet it. Behind a proxy the address is the proxy's (REMOTE_ADDR).
+INSTALLED_APPS += ["axes"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("LECTERN_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LECTERN_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "config.signin.lockout_response"  # the sign-in page, saying why
+# Masked in the attempt rows (post_data) and log lines, as the password is: axes masks the
+# first two by default, and would keep the form's CSRF token in clear.
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]
+AXES_VERBOSE = False  # no banner on every process's stderr (a command's one-line errors stay one line)
+# Content-Security-Policy on every answer (django-csp; Django 5.2 has none of its own):
+# scripts and styles from this origin only, no inline script, no eval, no framing. The
+# dashboard's behaviour lives in static/js. data: images: the favicon placeholder and the
+# API docs' icons. /api/v1/redoc/ alone allows inline styles (config/urls.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+# Outermost, so even the answers the error middleware makes carry the policy; axes last,
+# as it asks, to turn a refused sign-in into the sign-in page.
+MIDDLEWARE = ["csp.middleware.CSPMiddleware", *MIDDLEWARE, "axes.middleware.AxesMiddleware"]
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,9 @@
+from csp.constants import UNSAFE_INLINE
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from config.health import HealthApi
 
@@ -15,10 +17,13 @@ urlpatterns = [
     path("api/v1/", include("approvals.urls")),
     path("api/v1/", include("approvals.channels.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
-    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
+    # Swagger UI's start-up script from ?script, not inline: it runs under the whole policy.
+    path("api/v1/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", permission_classes=[]),
          name="api-docs"),
-    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema", permission_classes=[]),
-         name="api-redoc"),
+    # Redoc injects its styles as <style> elements at run time and searches in a blob:
+    # worker: this page alone allows both (scripts stay 'self'; README, "Security headers").
+    path("api/v1/redoc/", csp_update({"style-src": [UNSAFE_INLINE], "worker-src": ["blob:"]})(
+        SpectacularRedocView.as_view(url_name="api-schema", permission_classes=[])), name="api-redoc"),
     path("", include("catalog.page_urls")),
     path("", include("approvals.page_urls")),
     path("", include("retrieval.dashboard.urls")),

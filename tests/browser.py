@@ -15,6 +15,7 @@ test has the page in front of it: `page_audit(page, "name")`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -58,7 +59,22 @@ HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"
 
 def htmx_settled(page: Any) -> None:
     """Wait until no htmx request, swap or settle is under way on the page."""
-    page.wait_for_function(f"() => document.querySelector({HTMX_BUSY!r}) === null")
+    wait_until(page, f"() => document.querySelector({HTMX_BUSY!r}) === null")
+
+
+def wait_until(page: Any, predicate: str, *, timeout_ms: int = 15_000) -> None:
+    """Wait until the JavaScript function `predicate` holds on the page, checked at each
+    animation frame; fail after `timeout_ms`. Page.wait_for_function would do it, but it
+    evaluates its predicate as a string inside the page, which the pages' policy refuses
+    (no 'unsafe-eval'); this is compiled by the browser's debugging protocol instead."""
+    page.evaluate(f"""async () => {{
+        const holds = {predicate};
+        const deadline = performance.now() + {timeout_ms};
+        while (!holds()) {{
+            if (performance.now() > deadline) {{ throw new Error({json.dumps("never held: " + predicate)}); }}
+            await new Promise((resolve) => requestAnimationFrame(resolve));
+        }}
+    }}""")
 
 
 def tab_to(page: Any, selector: str, *, limit: int = 80) -> None:
@@ -83,7 +99,9 @@ def screenshots_dir() -> Path:
 def axe_violations(page: Any) -> list[dict[str, Any]]:
     """axe-core's serious and critical violations on the page as it is now."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
-        page.add_script_tag(path=str(AXE))
+        # Evaluated by the browser's debugging protocol, as the test's own code: a <script>
+        # tag (add_script_tag) is inline script, which the pages' policy refuses.
+        page.evaluate(AXE.read_text(encoding="utf-8"))
     results = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
     return [violation for violation in results["violations"] if violation["impact"] in SERIOUS]
 
@@ -116,7 +134,8 @@ def page_audit(page: Any, name: str, *, widths: Iterable[int] = WIDTHS, allow: I
             page.set_viewport_size({"width": width, "height": original["height"] if original else 900})
             violations = axe_violations(page)
             assert not violations, f"{name} at {width} px: accessibility violations:\n{_describe(violations)}"
-            page.screenshot(path=str(screenshots_dir() / f"{name}-{width}.png"), full_page=True)
+            # caret="initial": hiding the caret adds a <style> element, which the pages' policy refuses
+            page.screenshot(path=str(screenshots_dir() / f"{name}-{width}.png"), full_page=True, caret="initial")
             overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{name}: {overflow} px wider than the {width} px window ({_widest(page)})"
     finally:

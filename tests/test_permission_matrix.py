@@ -21,6 +21,8 @@ token, a curator agent's token), and what each write leaves behind.
   refuses a session without it (bearer tokens are exempt by design, and so is the
   signed-decision endpoint, which reads no session: the signature is its credential).
 - Any other method is a 405, JSON under /api/.
+- Every answer, whoever asks and whatever the status, carries the Content-Security-Policy
+  (tests/policy.py).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from retrieval.evaluation.runs import evaluation_execute, evaluation_request
 from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet, Fact, MemoryEntry, Selection, Trace
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token, import_documents, person
+from tests.policy import assert_policy
 from tests.retrieval.evaluation.builders import qrels_tsv, queries_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -419,6 +422,7 @@ def assert_answer(response: Any, expected: Expected, path: str) -> None:
         assert response["Location"].startswith(f"{login}?next="), response["Location"]
     else:
         assert status == expected, f"{path}: {status}, expected {expected}: {response.content[:300]!r}"
+    assert_policy(response, path)  # every answer, page or API, allowed or refused
     if path.startswith("/api/") and status >= 400:
         assert response["Content-Type"] == "application/json", f"{path}: an API error that is not JSON"
         body = response.json()

@@ -1,32 +1,57 @@
 """The channels in the admin: endpoints changed through their services (audited; made
 by `manage.py webhook_endpoint create` or the API, which show the secret once, so not
-here), the secret only as its hint; deliveries and events read-only, the history."""
+here), the secret only as its hint, a URL leading inside refused with the reason shown;
+deliveries and events read-only, the history."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet, URLField
 from django.http import HttpRequest
 
 from approvals.admin import ReadOnly
 from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
-from approvals.channels.webhooks.endpoints import FIELDS, endpoint_delete, endpoint_update
+from approvals.channels.webhooks.endpoints import FIELDS, endpoint_delete, endpoint_update, endpoint_url_check
+from catalog.outbound.client import url_refusal
 
 
 def _person(request: HttpRequest) -> User | None:
     return request.user if isinstance(request.user, User) else None
 
 
+class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
+    def clean(self) -> dict[str, object]:
+        """A new URL passes the service's check here, where the form can show why not."""
+        cleaned = super().clean() or {}
+        if "url" in self.changed_data and "url" in cleaned:
+            try:
+                endpoint_url_check(str(cleaned["url"]))
+            except ValidationError as exc:
+                self.add_error(None, exc)
+        return cleaned
+
+
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
+    form = WebhookEndpointForm
     list_display = ["pk", "catalog", "url", "active", "accepts_decisions", "secret_hint", "updated_at"]
     list_filter = ["catalog", "active", "accepts_decisions"]
-    fields = ["catalog", "url", "description", "event_types", "active", "accepts_decisions", "secret",
+    fields = ["catalog", "url", "outbound", "description", "event_types", "active", "accepts_decisions", "secret",
               "created_by", "created_at", "updated_at"]
-    readonly_fields = ["catalog", "secret", "created_by", "created_at", "updated_at"]
+    readonly_fields = ["catalog", "outbound", "secret", "created_by", "created_at", "updated_at"]
     formfield_overrides = {URLField: {"assume_scheme": "https"}}
+
+    @admin.display(description="deliveries")
+    def outbound(self, obj: WebhookEndpoint) -> str:
+        """Why deliveries to the stored URL are refused (one stored before the rule, or a
+        name that resolves inside now), checked as each delivery checks it."""
+        reason = url_refusal(obj.url)
+        if reason is not None:
+            return f"Deliveries are refused: {reason}. Change the URL, or disable the endpoint."
+        return "Allowed (the URL is checked again, resolved, before each delivery)."
 
     @admin.display(description="secret")
     def secret(self, obj: WebhookEndpoint) -> str:

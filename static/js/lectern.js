@@ -8,7 +8,16 @@
    field's (.has-error), as the server rendered it.
    Filter errors: a list page's htmx answer swaps each filter's error slot (span.filter-error,
    id "<control id>_error") out of band and leaves the controls alone, so what is being typed
-   stays; the control is then marked invalid, and described by its error, to match. */
+   stays; the control is then marked invalid, and described by its error, to match.
+   The page's wiring, kept out of the templates so the Content-Security-Policy needs no
+   inline script and no eval (hx-on would need both):
+   - the body's data-login-url: an htmx request whose session ended lands on the sign-in
+     page, which is shown whole; a response marked X-Lectern-Partial (a refused decision,
+     403 or 409) is a partial to show whatever its status;
+   - input[data-select-all="NAME"] checks or unchecks its form's enabled NAME boxes;
+   - form[data-confirm] asks its question before it is sent;
+   - [data-failure-note="ID"]: element ID shows while the last htmx request it made failed;
+   - [data-share="N"] is N% wide (a win/tie/loss bar: data, not a class per width). */
 (function () {
   "use strict";
 
@@ -47,6 +56,53 @@
       fallback();
     }
   });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var xhr = event.detail.xhr;
+    if (new URL(xhr.responseURL).pathname === document.body.dataset.loginUrl) {
+      event.detail.shouldSwap = false;
+      window.location.assign(xhr.responseURL);
+    } else if (xhr.getResponseHeader("X-Lectern-Partial")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var all = event.target.closest("input[data-select-all]");
+    if (!all) { return; }
+    all.form.querySelectorAll("input[name='" + all.dataset.selectAll + "']:not(:disabled)").forEach(function (box) {
+      box.checked = all.checked;
+    });
+  });
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) { event.preventDefault(); }
+  });
+
+  function failureNote(event) {
+    var source = event.target.closest && event.target.closest("[data-failure-note]");
+    return source ? document.getElementById(source.dataset.failureNote) : null;
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var note = failureNote(event);
+    if (note) { note.hidden = true; }
+  });
+  ["htmx:responseError", "htmx:sendError"].forEach(function (name) {
+    document.addEventListener(name, function (event) {
+      var note = failureNote(event);
+      if (note) { note.hidden = false; }
+    });
+  });
+
+  function drawShares(root) {
+    root.querySelectorAll("[data-share]").forEach(function (part) {
+      part.style.width = part.dataset.share + "%";  // the CSS object model: no inline style for the policy to refuse
+    });
+  }
+  drawShares(document);
+  document.addEventListener("htmx:load", function (event) { drawShares(event.detail.elt); });
 
   document.addEventListener("htmx:afterSettle", function () {
     document.querySelectorAll(".field input[hx-preserve]").forEach(function (input) {

@@ -31,6 +31,9 @@ from tests.approvals.builders import approved, document, raised
 from tests.approvals.receiver import Receiver
 from tests.factories import import_documents
 
+# Every receiver here listens on 127.0.0.1 (tests/approvals/test_webhook_outbound.py tests the refusal).
+pytestmark = pytest.mark.usefixtures("outbound_to_loopback")
+
 
 @pytest.fixture
 def receiver():
@@ -78,7 +81,7 @@ def test_a_raised_request_is_delivered_signed_with_its_payload_and_no_content(kb
     assert "Rotate the vault keys" not in received.body.decode()  # the source's text never travels
     assert sent.status == "delivered" and sent.attempts == 1 and sent.last_status_code == 200
     assert sent.delivered_at is not None and sent.next_attempt_at is None
-    assert len(sent.last_response) == 1000  # the answer kept, truncated
+    assert len(sent.last_response) == delivery_module.RESPONSE_KEPT_CHARS  # the answer's start, no more
 
 
 def test_decisions_revocations_and_their_reviewers_are_events_too(kb, agent, hook, receiver, rita):

@@ -64,7 +64,8 @@ def test_the_command_prints_the_secret_once_and_lists_only_its_hint(kb, capsys):
                      "--events", "approval.whatever")
 
 
-def test_curators_make_endpoints_and_read_deliveries_over_the_api(kb, agent, client, cora, rita):
+def test_curators_make_endpoints_and_read_deliveries_over_the_api(kb, agent, client, cora, rita,
+                                                                  outbound_to_loopback):
     client.force_login(cora)
     with Receiver() as receiver:
         made = client.post("/api/v1/catalogs/kb/webhooks", {"url": receiver.url, "event_types": [

@@ -20,7 +20,7 @@ from approvals.audit.log import Action
 from approvals.models import AuditEntry
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from tests.browser import page_audit, tab_to
+from tests.browser import page_audit, tab_to, wait_until
 from tests.browser import sign_in as browser_sign_in
 from tests.factories import agent_with_token, import_documents, person
 
@@ -86,7 +86,7 @@ def copied_token(page, base_url: str) -> str:
     """Copy the token with its button and read it back from the clipboard."""
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
     page.click("button[data-copy=token]")
-    page.wait_for_function("document.querySelector('#copy-status').textContent.includes('Copied')")
+    wait_until(page, "() => document.querySelector('#copy-status').textContent.includes('Copied')")
     token = page.evaluate("navigator.clipboard.readText()")
     assert token == page.input_value("#token") and token.startswith("lct_")
     return str(token)
@@ -219,7 +219,7 @@ def test_an_agent_is_created_and_its_token_copied_by_keyboard_alone(page, live_s
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     tab_to(page, "button[data-copy=token]")
     page.keyboard.press("Enter")
-    page.wait_for_function("document.querySelector('#copy-status').textContent.includes('Copied')")
+    wait_until(page, "() => document.querySelector('#copy-status').textContent.includes('Copied')")
     assert page.evaluate("navigator.clipboard.readText()") == page.input_value("#token")
     agent = Agent.objects.get(name="keyboard-bot")
     assert [c.slug for c in agent.catalogs.all()] == ["hr"] and list(agent.preselected.all()) == [desk.leave]

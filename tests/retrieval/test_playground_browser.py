@@ -23,7 +23,7 @@ from catalog.tags import tags_ensure
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import enrich
 from retrieval.models import Trace
-from tests.browser import page_audit, tab_to
+from tests.browser import page_audit, tab_to, wait_until
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -178,7 +178,7 @@ def test_a_runs_link_opened_afresh_runs_it_again(page, live_server, studio):
     page.wait_for_selector("#run pre.enriched")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     page.click("button[data-copy=share-link]")
-    page.wait_for_function("document.querySelector('#share-status').textContent.includes('Copied')")
+    wait_until(page, "() => document.querySelector('#share-status').textContent.includes('Copied')")
     link = page.evaluate("navigator.clipboard.readText()")
     assert link == page.url
 
@@ -237,7 +237,7 @@ def test_the_traces_list_filters_and_a_trace_reads_pass_by_pass(page, live_serve
 
     page.select_option("#id_withheld", "yes")
     page.wait_for_url(re.compile(r"withheld=yes"))
-    page.wait_for_function("document.querySelectorAll('table.traces tbody tr').length === 1")
+    wait_until(page, "() => document.querySelectorAll('table.traces tbody tr').length === 1")
     assert "vault" in page.locator("table.traces tbody").inner_text()
     page_audit(page, "traces-02-filtered")
 
@@ -271,7 +271,7 @@ def test_the_traces_are_filtered_and_opened_by_keyboard_alone(page, live_server,
     tab_to(page, "#id_withheld")
     page.keyboard.press("ArrowDown")  # "something withheld"
     page.wait_for_url(re.compile(r"withheld=yes"))
-    page.wait_for_function("document.querySelectorAll('table.traces tbody tr').length === 1")
+    wait_until(page, "() => document.querySelectorAll('table.traces tbody tr').length === 1")
     tab_to(page, "table.traces a.trace-link")
     page.keyboard.press("Enter")
 

@@ -7,8 +7,14 @@ attempt count goes up and `next_attempt_at` moves past the attempt's longest pos
 duration), so two workers never send one attempt; then it signs and POSTs outside any
 transaction; then it records the answer, only if the row is still at its attempt. A
 worker that dies mid-attempt leaves the row pending, due again when the claim ends:
-delivery is at least once, and receivers tell repeats apart by `webhook-id`. Redirects
-are not followed (a 3xx is a failed attempt); the answer's body is kept truncated.
+delivery is at least once, and receivers tell repeats apart by `webhook-id`.
+
+Each attempt goes out through catalog.outbound: the URL is resolved once and checked, and
+the request goes to the address checked; an endpoint leading inside (loopback, private,
+link-local, metadata; LECTERN_OUTBOUND_ALLOWED_NETWORKS lets networks through) is refused,
+and the delivery fails at once, saying why (no retry would change it). Redirects are not
+followed (a 3xx is a failed attempt): each hop would be a URL no one checked. Of the
+answer's body only a short excerpt is kept, so an internal page is never shown whole.
 """
 
 from __future__ import annotations
@@ -16,8 +22,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,10 +35,11 @@ from django.utils import timezone
 from approvals.channels.models import InboundWebhookMessage, WebhookDelivery
 from approvals.channels.webhooks.sealing import SecretUnreadable, unseal
 from approvals.channels.webhooks.signing import signed_headers
+from catalog.outbound import client as outbound
 
 logger = logging.getLogger(__name__)
 
-RESPONSE_KEPT_CHARS = 1000
+RESPONSE_KEPT_CHARS = 200  # enough to tell a receiver's error; not enough to read an internal page
 ERROR_KEPT_CHARS = 500
 SWEEP_BATCH = 100
 INBOUND_IDS_KEPT = timedelta(days=1)  # far past the 5-minute tolerance after which a replay is stale anyway
@@ -60,40 +65,34 @@ class Answer:
     error: str
     body: str
     ms: int
+    refused: bool = False  # the URL leads where outbound requests may not go: nothing was sent
 
     @property
     def ok(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # urllib then raises HTTPError with the 3xx
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
 def post(url: str, *, body: bytes, headers: dict[str, str], timeout: float) -> Answer:
-    """POST `body`; the endpoint's answer, or why there was none."""
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
+    """POST `body` to `url` once its address passed the outbound check; the endpoint's
+    answer, or why there was none."""
     started = time.monotonic()
 
     def took() -> int:
         return round((time.monotonic() - started) * 1000)
 
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            return Answer(response.status, "", _text(response.read(RESPONSE_KEPT_CHARS)), took())
-    except urllib.error.HTTPError as exc:
-        kept = _text(exc.read(RESPONSE_KEPT_CHARS)) if exc.fp is not None else ""
-        moved = " (redirects are not followed)" if 300 <= exc.code < 400 else ""
-        return Answer(exc.code, f"HTTP {exc.code}{moved}", kept, took())
-    except urllib.error.URLError as exc:
-        return Answer(None, f"{type(exc.reason).__name__}: {exc.reason}", "", took())
-    except (OSError, HTTPException, ValueError) as exc:  # timeouts, resets, bad answers, an unusable URL
+        destination = outbound.destination_check(url)
+        reply = outbound.post(destination, body=body, timeout=timeout, keep=RESPONSE_KEPT_CHARS * 4, headers={
+            "Content-Type": "application/json", "User-Agent": USER_AGENT, **headers})
+    except outbound.OutboundRefused as exc:
+        return Answer(None, f"refused: {exc}", "", took(), refused=True)
+    except (OSError, HTTPException, ValueError) as exc:  # no such name, timeouts, resets, bad answers
         return Answer(None, f"{type(exc).__name__}: {exc}", "", took())
+    kept = _text(reply.excerpt)
+    if 200 <= reply.status < 300:
+        return Answer(reply.status, "", kept, took())
+    moved = " (redirects are not followed)" if 300 <= reply.status < 400 else ""
+    return Answer(reply.status, f"HTTP {reply.status}{moved}", kept, took())
 
 
 def _text(raw: bytes) -> str:
@@ -122,7 +121,7 @@ def delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> Webhoo
     headers = signed_headers(secret=secret, message_id=event.message_id, at=now, body=event.body)
     answer = post(endpoint.url, body=event.body.encode("utf-8"), headers=headers,
                   timeout=settings.LECTERN_WEBHOOK_TIMEOUT_SECONDS)
-    return _record(delivery, answer, now)
+    return _record(delivery, answer, now, final=answer.refused)
 
 
 def _record(delivery: WebhookDelivery, answer: Answer, now: datetime, *, final: bool = False) -> WebhookDelivery:

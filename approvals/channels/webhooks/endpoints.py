@@ -1,7 +1,9 @@
 """Webhook endpoints, managed by curators (or an operator's `manage.py webhook_endpoint`,
 who acts as no one person) and audited. The secret is made here, returned once by
 endpoint_create and endpoint_rotate_secret, and stored only sealed; no audit entry,
-log line or listing ever holds it (the hint, its last characters, tells secrets apart)."""
+log line or listing ever holds it (the hint, its last characters, tells secrets apart).
+A URL that leads inside (loopback, private, link-local, metadata: catalog.outbound) is
+refused when set; delivery checks it again, since names move and rules tighten."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append
@@ -19,6 +22,7 @@ from approvals.channels.webhooks.signing import new_secret
 from approvals.services.errors import forbidden, not_found
 from catalog.auth import is_curator
 from catalog.models import Catalog
+from catalog.outbound.client import url_refusal
 
 FIELDS = ("url", "description", "event_types", "active", "accepts_decisions")
 
@@ -45,6 +49,14 @@ def _check_curator(by: User | None) -> Actor:
     return Actor.of(by, system="command")
 
 
+def endpoint_url_check(url: str) -> None:
+    """Raises ValidationError (on `url`) when deliveries could not reach `url`: an
+    address inside, or a name resolving to one (the form, the API and the command show it)."""
+    reason = url_refusal(url)
+    if reason is not None:
+        raise ValidationError({"url": [reason]})
+
+
 def _set_secret(endpoint: WebhookEndpoint) -> str:
     secret = new_secret()
     endpoint.secret_sealed, endpoint.secret_hint = sealing.seal(secret), sealing.hint(secret)
@@ -61,6 +73,7 @@ def endpoint_create(*, catalog: Catalog, url: str, by: User | None, event_types:
                                accepts_decisions=accepts_decisions, created_by=by)
     secret = _set_secret(endpoint)
     endpoint.full_clean()
+    endpoint_url_check(endpoint.url)
     with transaction.atomic():
         endpoint.save()
         audit_append(AuditEvent(Action.WEBHOOK_ENDPOINT_CREATED, actor,
@@ -77,11 +90,14 @@ def _locked(endpoint_id: int) -> WebhookEndpoint:
 
 def endpoint_update(*, endpoint_id: int, by: User | None, **fields: Any) -> WebhookEndpoint:
     """Change `fields` (url, description, event_types, active, accepts_decisions); the
-    audit entry holds the endpoint before and after."""
+    audit entry holds the endpoint before and after. A new URL is checked; an endpoint
+    whose stored URL is now refused can still be disabled, described or deleted."""
     actor = _check_curator(by)
     unknown = set(fields) - set(FIELDS)
     if unknown:
         raise TypeError(f"endpoint_update() cannot change {', '.join(sorted(unknown))}")
+    if "url" in fields:
+        endpoint_url_check(fields["url"])  # before the row is locked: it may wait on a resolver
     with transaction.atomic():
         endpoint = _locked(endpoint_id)
         before = endpoint_as_dict(endpoint)

@@ -1,5 +1,6 @@
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.demo_loader import ADMIN_USERNAME, AGENT_NAME, demo_load
@@ -27,6 +28,8 @@ class Command(BaseCommand):
             report = demo_load(progress=progress)
         except SourceError as exc:
             raise CommandError(str(exc)) from None
+        except ValidationError as exc:  # AUTH_PASSWORD_VALIDATORS refused the admin's new password
+            raise CommandError(f"the {ADMIN_USERNAME} user's new password: {' '.join(exc.messages)}") from None
         finally:
             progress.close()
         catalog = report.catalog

@@ -18,7 +18,7 @@ from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from catalog.models import Agent, Catalog, ReferenceSource
 from tests.approvals.builders import document
-from tests.browser import page_audit
+from tests.browser import page_audit, wait_until
 from tests.browser import sign_in as browser_sign_in
 from tests.factories import agent_with_token, import_documents, person
 
@@ -138,7 +138,7 @@ def test_a_reviewer_approves_a_changed_reference_and_the_count_drops(page, live_
 
     assert page.url == f"{live_server.url}/approvals/{desk.changed}/", "the panel updates in place"
     assert "approved" in page.locator("#decision-panel .panel-head .state").inner_text()
-    page.wait_for_function("document.querySelector('#pending-badge').textContent.trim() === '2'")
+    wait_until(page, "() => document.querySelector('#pending-badge').textContent.trim() === '2'")
     assert ApprovalRequest.objects.get(pk=desk.changed).state == "approved"
     shot(page, "04-request-approved")
 
@@ -165,7 +165,7 @@ def test_bulk_decisions_report_each_request(page, live_server, desk):
     report = page.wait_for_selector("#bulk-report .bulk-report")
 
     assert "3" in report.inner_text() and "approvals recorded" in report.inner_text()
-    page.wait_for_function("document.querySelector('#pending-badge').textContent.trim() === '0'")
+    wait_until(page, "() => document.querySelector('#pending-badge').textContent.trim() === '0'")
     page.wait_for_selector("table.queue td.empty")
     shot(page, "06-bulk-report")
 
@@ -205,9 +205,9 @@ def test_the_queue_filters_in_place(page, live_server, desk):
     assert page.locator("#pending-badge").count() == 0  # curators see the queue, not the count
     page.select_option("#queue-filters select[name=agent]", str(desk.deploy.pk))
     page.wait_for_url(re.compile(rf"agent={desk.deploy.pk}"))
-    page.wait_for_function("document.querySelectorAll('table.queue tbody tr').length === 1")
+    wait_until(page, "() => document.querySelectorAll('table.queue tbody tr').length === 1")
     page.select_option("#queue-filters select[name=state]", "")
-    page.wait_for_function("document.querySelectorAll('table.queue tbody tr').length === 2")
+    wait_until(page, "() => document.querySelectorAll('table.queue tbody tr').length === 2")
     assert page.locator("th.pick").count() == 0  # no bulk controls for a curator
     shot(page, "11-queue-filtered-curator")
 

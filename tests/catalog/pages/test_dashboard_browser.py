@@ -18,7 +18,7 @@ from approvals.services.decisions import request_decide
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.tags import tags_ensure
 from tests.approvals.builders import raised
-from tests.browser import page_audit, tab_to
+from tests.browser import page_audit, tab_to, wait_until
 from tests.browser import sign_in as browser_sign_in
 from tests.catalog.pages.conftest import build_ops
 from tests.factories import agent_with_token, person
@@ -174,7 +174,7 @@ def test_sources_of_every_kind_are_created_the_refusals_shown_in_place(page, liv
     cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 20, "downloadThroughput": -1,
                                                   "uploadThroughput": 8 * 1024})
     page.click("#source-form button[type=submit]")
-    page.wait_for_function("() => { const bar = document.querySelector('.upload-progress progress');"
+    wait_until(page, "() => { const bar = document.querySelector('.upload-progress progress');"
                            " return bar && !bar.closest('[hidden]') && bar.value > 0 && bar.value < 100 }")
     cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1,
                                                   "uploadThroughput": -1})
