@@ -434,8 +434,13 @@ class Run:
             self.decide(pending[step.index % len(pending)], step.reviewer, step.verdict)
         elif isinstance(step, Revoke) and (approved := m.in_state("approved")):
             pk = approved[step.index % len(approved)]
-            approval_revoke(request_id=pk, by=w.reviewers["rita"])
-            m.requests[pk].state = "revoked"
+            if m.over(m.requests[pk]):  # its time is up, marked or not: nothing left to revoke
+                with pytest.raises(DomainError) as refused:
+                    approval_revoke(request_id=pk, by=w.reviewers["rita"])
+                assert refused.value.error_code == "not_approved"
+            else:
+                approval_revoke(request_id=pk, by=w.reviewers["rita"])
+                m.requests[pk].state = "revoked"
         elif isinstance(step, Advance):
             w.clock.hours = m.hour = m.hour + step.hours
         elif isinstance(step, Expire):  # what the gate refuses by time, marked

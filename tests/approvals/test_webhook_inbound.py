@@ -294,7 +294,8 @@ def test_a_decision_on_content_that_changed_is_refused_even_when_signed_for_the_
     assert (_state(old), _state(new)) == ("lapsed", "pending")
 
 
-def test_the_receiver_answers_the_requested_event_with_a_decision_lectern_accepts(kb, agent, cora, rita, client):
+def test_the_receiver_answers_the_requested_event_with_a_decision_lectern_accepts(kb, agent, cora, rita, client,
+                                                                                 outbound_to_loopback):
     with Receiver() as receiver:
         issued = endpoint_create(catalog=kb.catalog, url=receiver.url, by=cora, event_types=["approval.requested"])
         receiver.secret = issued.secret

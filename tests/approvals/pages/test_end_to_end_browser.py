@@ -256,11 +256,14 @@ def test_a_withheld_reference_is_approved_injected_changed_on_disk_and_withheld_
     # The same prompt now injects the reference, and its file reads as the reviewer read it.
     assert assert_injected(agent) == APPROVED
 
-    # The file changes on disk. Until it is reindexed, the agent reads the text that was
-    # indexed and approved: never the new text, which no one has approved.
+    # The file changes on disk. Until it is reindexed, a read is refused as changed: the
+    # agent gets neither the new text, which no one has approved, nor the old one as if
+    # it were still the file's.
     (files / FILE).write_text(CHANGED, encoding="utf-8")
     assert len(CHANGED.encode()) != len(APPROVED.encode())  # the scan sees sizes and mtimes, not contents
-    assert assert_injected(agent) == APPROVED
+    status, refused = agent.read_file()
+    assert (status, refused["error"]["code"]) == (409, "reference_changed"), refused
+    assert [text for text in GOVERNED if text in json.dumps(refused)] == []
 
     # The scheduled scan reindexes it; the switch lapses the approval and raises a request
     # for the new content.
