@@ -37,12 +37,13 @@ class Migration(migrations.Migration):
             name='catalog',
             field=models.ForeignKey(help_text='The catalog it was uploaded for and runs on; empty only for a set whose catalog was deleted before sets had one (it runs nowhere).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='evaluation_sets', to='catalog.catalog'),
         ),
-        migrations.RunPython(sets_to_their_catalogs, migrations.RunPython.noop),
+        # Names are unique per catalog from here: the copies the data step makes share their name.
         migrations.AlterField(
             model_name='evaluationset',
             name='name',
             field=models.CharField(max_length=100),
         ),
+        migrations.RunPython(sets_to_their_catalogs, migrations.RunPython.noop),
         migrations.AlterField(
             model_name='evaluationrun',
             name='query_set',

@@ -5,12 +5,12 @@ search ranks, so a source needing approval is left out and said to be."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
-from django.apps import apps as django_apps
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
+from config.database_roles import app_role_grant
 from retrieval.evaluation import ranking, runs
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import evaluation_execute, evaluation_request, evaluations_recover
@@ -62,25 +62,35 @@ def test_a_set_runs_only_on_the_catalog_it_was_uploaded_for(indexed_catalog, mak
     assert not EvaluationRun.objects.exists()
 
 
-def test_the_migration_gives_each_set_the_catalog_of_its_runs(indexed_catalog, make_catalog):
-    """0009's data step over sets made before they had a catalog: the first run's catalog
-    takes the set, each other catalog a copy its runs point at; a set never run keeps none."""
-    other = make_catalog("other")
-    shared = ops_set("shared", catalog=indexed_catalog)
-    unrun = ops_set("unrun", catalog=indexed_catalog)
-    first = EvaluationRun.objects.create(catalog=indexed_catalog, query_set=shared, modes=["bm25"])
-    second = EvaluationRun.objects.create(catalog=other, query_set=shared, modes=["bm25"])
-    EvaluationSet.objects.update(catalog=None)  # as they were
+def test_the_migration_gives_each_set_the_catalog_of_its_runs(as_owner):
+    """0009 over sets made before they had a catalog (names unique then): the first run's
+    catalog takes the set, each other catalog a copy of the same name its runs point at; a
+    set never run keeps none. Migrated for real, from 0008, as `manage.py migrate` does."""
+    executor = MigrationExecutor(connection)
+    counts = {"query_count": 1, "judgement_count": 1, "created_by": "cora"}
+    try:
+        executor.migrate([("retrieval", "0008_facts_and_memory")])
+        old = executor.loader.project_state([("retrieval", "0008_facts_and_memory")]).apps
+        Catalog, Set, Run = (old.get_model(*name) for name in (
+            ("catalog", "Catalog"), ("retrieval", "EvaluationSet"), ("retrieval", "EvaluationRun")))
+        ops, other = Catalog.objects.create(slug="ops", name="Ops"), Catalog.objects.create(slug="other", name="Other")
+        shared = Set.objects.create(name="shared", queries={"q1": "retry"}, qrels={"q1": {"d1": 1}}, **counts)
+        unrun = Set.objects.create(name="unrun", queries={"q1": "retry"}, qrels={"q1": {"d1": 1}}, **counts)
+        first = Run.objects.create(catalog=ops, query_set=shared, modes=["bm25"])
+        second = Run.objects.create(catalog=other, query_set=shared, modes=["bm25"])
 
-    migration = importlib.import_module("retrieval.migrations.0009_evaluation_set_catalog")
-    migration.sets_to_their_catalogs(django_apps, None)
+        executor = MigrationExecutor(connection)
+        executor.migrate([("retrieval", "0009_evaluation_set_catalog")])
 
-    first.refresh_from_db()
-    second.refresh_from_db()
-    assert (first.query_set_id, first.query_set.catalog_id) == (shared.pk, indexed_catalog.pk)
-    assert second.query_set_id != shared.pk and second.query_set.catalog_id == other.pk
-    assert (second.query_set.name, second.query_set.queries) == ("shared", shared.queries)
-    assert EvaluationSet.objects.get(pk=unrun.pk).catalog_id is None
+        first_set, second_set = (EvaluationRun.objects.get(pk=run.pk).query_set for run in (first, second))
+        assert (first_set.pk, first_set.catalog_id) == (shared.pk, ops.pk)
+        assert second_set.pk != shared.pk and second_set.catalog_id == other.pk
+        assert (second_set.name, second_set.queries) == ("shared", shared.queries)
+        assert EvaluationSet.objects.get(pk=unrun.pk).catalog_id is None
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        app_role_grant(connection=connection)  # what `manage.py migrate` does after migrating
 
 
 def test_a_run_is_done_mode_by_mode_and_recorded_at_once(governed_ops, django_capture_on_commit_callbacks,
