@@ -303,13 +303,19 @@ AUTH_PASSWORD_VALIDATORS = [
 # them): after this many failures for one user name from one address, that pair is
 # refused, even with the right password, until the cool-off has passed since the last
 # failure. Only sign-ins (the sign-in page, the admin's) count: agents' bearer tokens
-# never meet it. Behind a proxy the address is the proxy's (REMOTE_ADDR).
+# never meet it.
 INSTALLED_APPS += ["axes"]
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("LECTERN_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LECTERN_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# The address is the client's: the peer (REMOTE_ADDR), or behind this many reverse proxies
+# that each append to X-Forwarded-For, the entry the outermost one added. 0: the header is
+# ignored, as any client can send it; behind a proxy with 0, every sign-in shares the
+# proxy's address.
+LECTERN_TRUSTED_PROXIES = env_int("LECTERN_TRUSTED_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "config.signin.client_address"
 AXES_LOCKOUT_CALLABLE = "config.signin.lockout_response"  # the sign-in page, saying why
 # Masked in the attempt rows (post_data) and log lines, as the password is: axes masks the
 # first two by default, and would keep the form's CSRF token in clear.

@@ -1,5 +1,7 @@
-"""Sign-in refused by django-axes (too many failures for one user name from one address):
-the sign-in page again, saying why and for how long, with 429 Too Many Requests."""
+"""Sign-in throttling around django-axes: whose address a sign-in comes from (behind
+LECTERN_TRUSTED_PROXIES proxies), and what a refused sign-in gets (too many failures for
+one user name from one address): the sign-in page again, saying why and for how long,
+with 429 Too Many Requests."""
 
 from __future__ import annotations
 
@@ -10,6 +12,15 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
+
+from config.forwarded import forwarded_client
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """AXES_CLIENT_IP_CALLABLE: the address every lock and attempt row is kept under."""
+    return forwarded_client(peer=request.META.get("REMOTE_ADDR"),
+                            forwarded_for=request.META.get("HTTP_X_FORWARDED_FOR", ""),
+                            trusted_proxies=settings.LECTERN_TRUSTED_PROXIES)
 
 
 def _next(request: HttpRequest) -> str:

@@ -1,7 +1,9 @@
 """Sign-in throttling (issue 20, item 9; django-axes): failures for one user name from one
 address lock that pair out, the right password included, until the cool-off has passed
 (the clock moved by time-machine, never slept on); the page says so; other addresses and
-agents' bearer tokens are not affected; no password or token is kept in the attempts."""
+agents' bearer tokens are not affected; no password or token is kept in the attempts.
+The address is the client's: behind LECTERN_TRUSTED_PROXIES proxies it is read from
+X-Forwarded-For, counted from the right; with none, that header is ignored."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ pytestmark = pytest.mark.django_db
 LOGIN = reverse("login")
 QUEUE = reverse("approvals-queue")
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+PROXY = "10.0.0.2"  # the reverse proxy in front, as gunicorn sees it (REMOTE_ADDR)
 
 
 def sign_in(client: Client, password: str, *, username: str = "rita", **extra):
@@ -114,3 +117,42 @@ def test_the_attempts_keep_no_password_and_no_csrf_token(rita):
     kept = f"{attempt.post_data} {attempt.get_data} {attempt.username} {attempt.http_accept}"
     assert "hunter2-guess" not in kept and token not in kept
     assert attempt.username == "rita" and attempt.failures_since_start == 1
+
+
+def behind_proxy(forwarded_for: str) -> dict[str, str]:
+    """A request as the proxy passes it on: from the proxy, with the header it built."""
+    return {"REMOTE_ADDR": PROXY, "HTTP_X_FORWARDED_FOR": forwarded_for}
+
+
+def attempt_addresses() -> set[str | None]:
+    return set(apps.get_model("axes", "AccessAttempt").objects.values_list("ip_address", flat=True))
+
+
+def test_behind_one_trusted_proxy_two_clients_are_counted_apart(rita, settings):
+    settings.LECTERN_TRUSTED_PROXIES = 1
+    for _ in range(10):
+        sign_in(Client(), "wrong", **behind_proxy("203.0.113.5"))
+
+    assert sign_in(Client(), "pw", **behind_proxy("203.0.113.5")).status_code == 429
+    assert sign_in(Client(), "pw", **behind_proxy("203.0.113.6")).status_code == 302  # rita, another client
+    assert attempt_addresses() == {"203.0.113.5"}  # never the proxy's
+
+
+def test_behind_one_trusted_proxy_what_the_client_wrote_in_the_header_is_not_believed(rita, settings):
+    settings.LECTERN_TRUSTED_PROXIES = 1
+    for n in range(10):  # nginx appends the address it saw to what the client sent
+        sign_in(Client(), "wrong", **behind_proxy(f"198.51.100.{n}, 203.0.113.5"))
+
+    assert sign_in(Client(), "pw", **behind_proxy("198.51.100.99, 203.0.113.5")).status_code == 429
+    assert attempt_addresses() == {"203.0.113.5"}
+
+
+def test_with_no_trusted_proxy_a_forged_header_changes_nothing(rita, settings):
+    settings.LECTERN_TRUSTED_PROXIES = 0
+    for n in range(10):  # an attacker at 127.0.0.1 naming another address each time
+        sign_in(Client(), "wrong", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}")
+
+    assert sign_in(Client(), "pw", HTTP_X_FORWARDED_FOR="203.0.113.200").status_code == 429  # still counted
+    assert sign_in(Client(), "pw", REMOTE_ADDR="203.0.113.1").status_code == 302  # and no one else locked
+    assert attempt_addresses() == {"127.0.0.1"}
+
