@@ -302,13 +302,16 @@ AUTH_PASSWORD_VALIDATORS = [
 # Sign-in throttling (django-axes, its attempts in the database so every process shares
 # them): after this many failures for one user name from one address, that pair is
 # refused, even with the right password, until the cool-off has passed since the last
-# failure. Only sign-ins (the sign-in page, the admin's) count: agents' bearer tokens
-# never meet it.
+# failure; after the larger address limit over any names (password spraying), the
+# address is (config.signin.SigninHandler). Only sign-ins (the sign-in page, the admin's)
+# count: agents' bearer tokens never meet it.
 INSTALLED_APPS += ["axes"]
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("LECTERN_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+LECTERN_SIGNIN_ADDRESS_FAILURE_LIMIT = env_int("LECTERN_SIGNIN_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LECTERN_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "config.signin.SigninHandler"
 AXES_RESET_ON_SUCCESS = True
 # The address is the client's: the peer (REMOTE_ADDR), or behind this many reverse proxies
 # that each append to X-Forwarded-For, the entry the outermost one added. 0: the header is

@@ -2,7 +2,8 @@
 address lock that pair out, the right password included, until the cool-off has passed
 (the clock moved by time-machine, never slept on); the page says so; other addresses and
 agents' bearer tokens are not affected; no password or token is kept in the attempts.
-The address is the client's: behind LECTERN_TRUSTED_PROXIES proxies it is read from
+Failures over many names from one address lock the address (password spraying). The
+address is the client's: behind LECTERN_TRUSTED_PROXIES proxies it is read from
 X-Forwarded-For, counted from the right; with none, that header is ignored."""
 
 from __future__ import annotations
@@ -155,4 +156,52 @@ def test_with_no_trusted_proxy_a_forged_header_changes_nothing(rita, settings):
     assert sign_in(Client(), "pw", HTTP_X_FORWARDED_FOR="203.0.113.200").status_code == 429  # still counted
     assert sign_in(Client(), "pw", REMOTE_ADDR="203.0.113.1").status_code == 302  # and no one else locked
     assert attempt_addresses() == {"127.0.0.1"}
+
+
+def spray(count: int, **extra: str) -> None:
+    """One common password tried once on each of `count` user names."""
+    for n in range(count):
+        sign_in(Client(), "Spring2026!", username=f"staff{n}", **extra)
+
+
+def test_spraying_one_password_over_many_names_locks_the_address_until_the_cool_off(rita, settings):
+    settings.LECTERN_SIGNIN_ADDRESS_FAILURE_LIMIT = 8
+    with time_machine.travel(START, tick=False) as clock:
+        spray(8)
+
+        client = Client()
+        refused = sign_in(client, "pw")  # rita, right password, from the sprayer's address
+
+        assert refused.status_code == 429 and not signed_in(client)
+        assert "Too many failed sign-ins from your address" in refused.content.decode()
+        assert sign_in(Client(), "pw", REMOTE_ADDR="192.0.2.7").status_code == 302  # rita elsewhere
+
+        clock.shift(settings.AXES_COOLOFF_TIME + timedelta(seconds=1))
+        assert sign_in(Client(), "pw").status_code == 302
+
+
+def test_spraying_fewer_names_than_the_address_limit_locks_nothing(rita, settings):
+    settings.LECTERN_SIGNIN_ADDRESS_FAILURE_LIMIT = 8
+    spray(7)
+
+    assert sign_in(Client(), "pw").status_code == 302
+
+
+def test_signing_in_to_one_account_does_not_clear_the_address_count(rita, settings):
+    settings.LECTERN_SIGNIN_ADDRESS_FAILURE_LIMIT = 8
+    spray(7)
+    assert sign_in(Client(), "pw").status_code == 302  # the sprayer's own account: its name's count only
+
+    spray(1)
+
+    assert sign_in(Client(), "pw").status_code == 429
+
+
+def test_behind_the_proxy_a_sprayer_locks_its_own_address_only(rita, settings):
+    settings.LECTERN_TRUSTED_PROXIES = 1
+    settings.LECTERN_SIGNIN_ADDRESS_FAILURE_LIMIT = 8
+    spray(8, **behind_proxy("203.0.113.5"))
+
+    assert sign_in(Client(), "pw", **behind_proxy("203.0.113.5")).status_code == 429
+    assert sign_in(Client(), "pw", **behind_proxy("203.0.113.6")).status_code == 302
 
