@@ -28,10 +28,11 @@ from django.conf import settings
 
 from catalog.embedder import get_embedder
 from retrieval.conversation.chunking import SPECIAL_TOKENS
+from retrieval.conversation.context_text import context_text
 from retrieval.conversation.memory import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.conversation.messages import USER, Message
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.formatting import append_blocks, one_line, strip_injection
+from retrieval.enrichment.formatting import append_blocks, strip_injection
 from retrieval.enrichment.signing import caller_signer
 from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Fact, Trace
@@ -40,7 +41,6 @@ from retrieval.search.vector import SearchUnavailable, embed_query
 
 TOKENIZERS = ("model", "characters")
 CHARS_PER_TOKEN = 4  # the "characters" tokenizer's estimate
-CONTEXT_ITEM_CHARS = 600  # of one memory or passage in the [context: ...] line
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,6 @@ class ContextItem:
         return {"kind": self.kind, "text": self.text, "score": round(self.score, 4), "ref": self.ref,
                 "catalog": self.catalog, "source_id": self.source, "document_id": self.document_id,
                 "memory_id": self.memory_id}
-
-    def line(self) -> str:
-        text = one_line(self.text)
-        if len(text) > CONTEXT_ITEM_CHARS:
-            text = text[: CONTEXT_ITEM_CHARS - 1] + "…"
-        return f"@{self.ref}: {text}" if self.ref else text
 
 
 @dataclass
@@ -132,7 +126,8 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     text = restored[index].content if index is not None else ""
     recalled = _recall(caller, text, user_id if memory else "", threshold, max_results, steps)
     context = recalled.context(threshold, max_results)
-    block = "\n".join(line for line in (facts_line(recalled.facts), _context_line(context)) if line)
+    context_line = context_text((item.ref, item.text) for item in context)  # each item escaped
+    block = "\n".join(line for line in (facts_line(recalled.facts), context_line) if line)
     result = list(restored)
     if index is not None and block:
         result[index] = Message(USER, append_blocks(text, [block], signer=signer))
@@ -180,11 +175,6 @@ def _recall(caller: Caller, text: str, user_id: str, threshold: float, max_resul
                       "hits": [{**_traced(item), "kept": item.score >= threshold} for item in recalled.passages],
                       "withheld": recalled.withheld})
     return recalled
-
-
-def _context_line(context: list[ContextItem]) -> str:
-    """Seed 001's `[context: a | b | c]` ('' when there is nothing)."""
-    return "[context: " + " | ".join(item.line() for item in context) + "]" if context else ""
 
 
 def _ms(started: float) -> float:
