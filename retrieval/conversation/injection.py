@@ -6,8 +6,10 @@ out with `[facts: ...]` and `[context: ...]` postfixed onto its newest user mess
 - What Lectern added to earlier turns is stripped first, exactly (the signed markers of
   retrieval.enrichment.formatting): a client may send back what it received, and each
   message gets its pre-injection text again. The tokens that frees are reported. Only
-  what was placed for this agent and end user, at the end of the message it was
-  appended to: a block pasted elsewhere, or from another conversation, is the user's.
+  what was placed for this agent and end user, or for this agent alone (enrich's blocks
+  on a message the agent sent on), at the end of the message it was appended to: a
+  block pasted elsewhere, or from another end user's or agent's conversation, is the
+  user's.
 - Context is the end user's memories (with `memory`) and passages of the caller's
   catalogs, each at least `threshold` relevant (a memory's score, a passage's cosine
   similarity to the message), the best `max_results` of both. Passages come through
@@ -113,7 +115,8 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     started = time.perf_counter()
     threshold = caller.profile.rag_relevance_threshold if threshold is None else threshold
     max_results = caller.profile.rag_max_results if max_results is None else max_results
-    signer, count = caller_signer(caller, user_id), token_counter(tokenizer)  # this agent's, for this end user
+    # signs for this agent and end user; strips that and the agent's own enrich blocks
+    signer, count = caller_signer(caller, user_id), token_counter(tokenizer)
     steps: list[dict[str, Any]] = []
     restored = [Message(m.role, strip_injection(m.content, signer=signer)) for m in messages]
     before, restored_total = _total(count, messages), _total(count, restored)
