@@ -246,7 +246,8 @@ class ConversationSearchApi(APIView):
                                        help_text="approximate (the HNSW index) or exact (every chunk compared).")
         user_id = user_id_field(required=False, help_text=(
             "The end user whose conversation it is (enrich/conversation's `user_id`): what Lectern added to "
-            "their messages is removed before searching. Absent: what enrich added for the caller."))
+            "their messages, and what enrich added for the caller, is removed before searching. Absent: what "
+            "enrich added for the caller."))
 
     class OutputSerializer(serializers.Serializer[dict[str, Any]]):
         results = ConversationHitSerializer(many=True)

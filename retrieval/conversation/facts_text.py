@@ -14,12 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-_ESCAPES = {"\\": "\\\\", ",": "\\,", "=": "\\=", "[": "\\[", "]": "\\]", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# What every injected block escapes: the escape itself, what opens or closes a block, and
+# line breaks; each block adds its own separators.
+BLOCK_ESCAPES = {"\\": "\\\\", "[": "\\[", "]": "\\]", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_FACT_ESCAPES = {**BLOCK_ESCAPES, ",": "\\,", "=": "\\="}
+
+
+def escaped(text: str, escapes: dict[str, str]) -> str:
+    """`text` with each character of `escapes` replaced, and any other character that is
+    not printable written `\\u{hex}`."""
+    return "".join(escapes.get(char) or (char if char.isprintable() else f"\\u{{{ord(char):x}}}") for char in text)
 
 
 def fact_escaped(text: str) -> str:
     """A key or value as the facts line writes it."""
-    return "".join(_ESCAPES.get(char) or (char if char.isprintable() else f"\\u{{{ord(char):x}}}") for char in text)
+    return escaped(text, _FACT_ESCAPES)
 
 
 def facts_text(facts: Iterable[tuple[str, str]]) -> str:

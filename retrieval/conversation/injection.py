@@ -6,8 +6,10 @@ out with `[facts: ...]` and `[context: ...]` postfixed onto its newest user mess
 - What Lectern added to earlier turns is stripped first, exactly (the signed markers of
   retrieval.enrichment.formatting): a client may send back what it received, and each
   message gets its pre-injection text again. The tokens that frees are reported. Only
-  what was placed for this agent and end user, at the end of the message it was
-  appended to: a block pasted elsewhere, or from another conversation, is the user's.
+  what was placed for this agent and end user, or for this agent alone (enrich's blocks
+  on a message the agent sent on), at the end of the message it was appended to: a
+  block pasted elsewhere, or from another end user's or agent's conversation, is the
+  user's.
 - Context is the end user's memories (with `memory`) and passages of the caller's
   catalogs, each at least `threshold` relevant (a memory's score, a passage's cosine
   similarity to the message), the best `max_results` of both. Passages come through
@@ -28,10 +30,11 @@ from django.conf import settings
 
 from catalog.embedder import get_embedder
 from retrieval.conversation.chunking import SPECIAL_TOKENS
+from retrieval.conversation.context_text import context_text
 from retrieval.conversation.memory import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.conversation.messages import USER, Message
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.formatting import append_blocks, one_line, strip_injection
+from retrieval.enrichment.formatting import append_blocks, strip_injection
 from retrieval.enrichment.signing import caller_signer
 from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Fact, Trace
@@ -40,7 +43,6 @@ from retrieval.search.vector import SearchUnavailable, embed_query
 
 TOKENIZERS = ("model", "characters")
 CHARS_PER_TOKEN = 4  # the "characters" tokenizer's estimate
-CONTEXT_ITEM_CHARS = 600  # of one memory or passage in the [context: ...] line
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,6 @@ class ContextItem:
         return {"kind": self.kind, "text": self.text, "score": round(self.score, 4), "ref": self.ref,
                 "catalog": self.catalog, "source_id": self.source, "document_id": self.document_id,
                 "memory_id": self.memory_id}
-
-    def line(self) -> str:
-        text = one_line(self.text)
-        if len(text) > CONTEXT_ITEM_CHARS:
-            text = text[: CONTEXT_ITEM_CHARS - 1] + "…"
-        return f"@{self.ref}: {text}" if self.ref else text
 
 
 @dataclass
@@ -119,7 +115,8 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     started = time.perf_counter()
     threshold = caller.profile.rag_relevance_threshold if threshold is None else threshold
     max_results = caller.profile.rag_max_results if max_results is None else max_results
-    signer, count = caller_signer(caller, user_id), token_counter(tokenizer)  # this agent's, for this end user
+    # signs for this agent and end user; strips that and the agent's own enrich blocks
+    signer, count = caller_signer(caller, user_id), token_counter(tokenizer)
     steps: list[dict[str, Any]] = []
     restored = [Message(m.role, strip_injection(m.content, signer=signer)) for m in messages]
     before, restored_total = _total(count, messages), _total(count, restored)
@@ -132,7 +129,8 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     text = restored[index].content if index is not None else ""
     recalled = _recall(caller, text, user_id if memory else "", threshold, max_results, steps)
     context = recalled.context(threshold, max_results)
-    block = "\n".join(line for line in (facts_line(recalled.facts), _context_line(context)) if line)
+    context_line = context_text((item.ref, item.text) for item in context)  # each item escaped
+    block = "\n".join(line for line in (facts_line(recalled.facts), context_line) if line)
     result = list(restored)
     if index is not None and block:
         result[index] = Message(USER, append_blocks(text, [block], signer=signer))
@@ -180,11 +178,6 @@ def _recall(caller: Caller, text: str, user_id: str, threshold: float, max_resul
                       "hits": [{**_traced(item), "kept": item.score >= threshold} for item in recalled.passages],
                       "withheld": recalled.withheld})
     return recalled
-
-
-def _context_line(context: list[ContextItem]) -> str:
-    """Seed 001's `[context: a | b | c]` ('' when there is nothing)."""
-    return "[context: " + " | ".join(item.line() for item in context) + "]" if context else ""
 
 
 def _ms(started: float) -> float:

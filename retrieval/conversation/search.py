@@ -3,8 +3,8 @@ conversation, not only the one a single query of it would average towards.
 
 conversation_search() runs:
   1. the messages as markdown (conversation_markdown), without what Lectern injected
-     for the caller (and the end user, `user_id`), cut into query chunks at
-     paragraph boundaries, each what the embedding model reads whole
+     for the caller (and, with `user_id`, in that end user's conversation), cut into
+     query chunks at paragraph boundaries, each what the embedding model reads whole
      (retrieval.conversation.chunking, the catalog's chunker settings for a paragraph
      too long for one chunk)
   2. every chunk embedded in one call of the model (one batch: a conversation costs one
@@ -102,8 +102,9 @@ class ConversationResult:
 def conversation_search(*, catalog: Catalog, messages: Sequence[Message], options: ConversationOptions,
                         agent: Agent | None = None, signer: InjectionSigner | None = None) -> ConversationResult:
     """`catalog`'s passages for the conversation `messages`, as `agent` may read them
-    (None: a signed-in person); what Lectern injected for `signer` (default: the agent,
-    without an end user) is removed first. See the module docstring for the steps."""
+    (None: a signed-in person); what Lectern injected for `signer`'s scopes (default:
+    the agent's, without an end user; retrieval.enrichment.signing) is removed first.
+    See the module docstring for the steps."""
     started = time.perf_counter()
     embedder = get_embedder()
     if embedder is None:

@@ -6,11 +6,11 @@ marker, `<!-- lectern S N MAC -->`: S newlines before the blocks, N characters o
 and an HMAC-SHA256 (128 bits) under a server key over whom it was placed for (the
 signer's scope: the agent, or person, and the end user), the text it was appended to,
 the newlines and the blocks. Stripping removes an injection only where Lectern placed
-it: at the end of the text it was appended to, for that agent and end user, byte for
-byte. Anything else is the user's and stays, however much it looks like a block: a
-block pasted mid-text or at the end of another text, one placed for another agent or
-end user, a changed one, a forged one (nobody without the key can make a marker that
-verifies)."""
+it: at the end of the text it was appended to (whitespace after the marker aside), for
+a scope the stripper names, byte for byte. Anything else is the user's and stays,
+however much it looks like a block: a block pasted mid-text or at the end of another
+text, one placed for another agent or end user, a changed one, a forged one (nobody
+without the key can make a marker that verifies)."""
 
 from __future__ import annotations
 
@@ -136,12 +136,13 @@ def reading_block(reference: ReferenceText, path: str) -> str:
 
 @dataclass(frozen=True)
 class InjectionSigner:
-    """Whom injections are placed for, `scope` (the agent, or person, and the end user:
-    retrieval.enrichment.signing), and the keys that sign them (the first) and recognise
-    them (all: the current key, then earlier ones)."""
+    """Whom injections are placed for, and the keys that sign them. `scopes` (the agent,
+    or person, and the end user: retrieval.enrichment.signing): the first is whom new
+    injections are signed for, all are whose injections are stripped. `keys`: the first
+    signs, all recognise (the current key, then earlier ones)."""
 
     keys: Sequence[bytes]
-    scope: str
+    scopes: Sequence[str]
 
 
 def _mac(key: bytes, scope: str, text: str, separator: str, body: str) -> str:
@@ -152,22 +153,24 @@ def _mac(key: bytes, scope: str, text: str, separator: str, body: str) -> str:
 
 def append_blocks(text: str, blocks: list[str], *, signer: InjectionSigner) -> str:
     """`text` as it is, then the blocks (a blank line apart from it) and their marker,
-    signed for `signer.scope` and this very text. The text's own ending is kept, so
+    signed for `signer.scopes[0]` and this very text. The text's own ending is kept, so
     stripping gives it back whole."""
     body = "\n\n".join(block for block in blocks if block)
     if not body:
         return text
     separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-    mac = _mac(signer.keys[0], signer.scope, text, separator, body)
+    mac = _mac(signer.keys[0], signer.scopes[0], text, separator, body)
     marker = f"<!-- lectern {len(separator)} {len(body)} {mac} -->"
     return f"{text}{separator}{body}\n{marker}"
 
 
 def strip_injection(text: str, *, signer: InjectionSigner) -> str:
-    """The text without the injection `append_blocks` placed at its end for
-    `signer.scope`, or the text as it is: an injection anywhere else, or for anyone else,
-    is the user's text."""
-    head, newline, last = text.rpartition("\n")
+    """The text without the injection `append_blocks` placed at its end for one of
+    `signer.scopes`, or the text as it is: an injection anywhere else, or for anyone
+    else, is the user's text. Whitespace after the marker (a client that ends each
+    message with a line break) goes with the injection: the text it was appended to
+    comes back exactly."""
+    head, newline, last = text.rstrip().rpartition("\n")
     found = _MARKER.fullmatch(last) if newline else None
     if found is None:
         return text
@@ -176,7 +179,11 @@ def strip_injection(text: str, *, signer: InjectionSigner) -> str:
     if start < 0:
         return text
     before, separator, body = text[:start], text[start:body_start], head[body_start:]
-    if separator.strip("\n") or not any(hmac.compare_digest(_mac(key, signer.scope, before, separator, body), found[3])
-                                        for key in signer.keys):
+    if separator.strip("\n") or not _verifies(signer, before, separator, body, found[3]):
         return text
     return before
+
+
+def _verifies(signer: InjectionSigner, text: str, separator: str, body: str, mac: str) -> bool:
+    return any(hmac.compare_digest(_mac(key, scope, text, separator, body), mac)
+               for key in signer.keys for scope in signer.scopes)

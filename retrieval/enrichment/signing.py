@@ -1,8 +1,13 @@
 """Who an injection is signed for (retrieval.enrichment.formatting.InjectionSigner):
 the agent (by id) or the person signed in (by username), and the end user whose
-conversation it was placed in (enrich/conversation's `user_id`; none for enrich). An
-injection is stripped only for that scope: a block an agent's end user pastes from
-another end user's conversation, or from another agent's, is their text."""
+conversation it was placed in (enrich/conversation's `user_id`; none for enrich).
+
+Stripped for that scope and, in an end user's conversation, for the same agent's scope
+without an end user: the hint blocks enrich added to a message the agent then sends on
+in that conversation, which would otherwise pile up there turn after turn. That widens
+nothing: the MAC covers the text the block was appended to, so it is removed only from
+that very text, and only the agent's own. Never another agent's injection, nor one
+placed for another end user: a block pasted from such a conversation is the user's text."""
 
 from __future__ import annotations
 
@@ -24,10 +29,14 @@ def injection_keys() -> list[bytes]:
 
 def injection_signer(*, agent: Agent | None, person: str = "", end_user: str = "") -> InjectionSigner:
     """The signer of injections placed for `agent` (else the person `person`) and, in a
-    conversation, for its `end_user`. The end user's id is only hashed into the marker's
-    MAC, never written."""
+    conversation, for its `end_user`; with an end user, it strips the agent's own
+    injections without one too. The end user's id is only hashed into the marker's MAC,
+    never written."""
     who = f"agent {agent.pk}" if agent is not None else f"person {person}"
-    return InjectionSigner(keys=injection_keys(), scope=f"{who}\nend user {end_user}")
+    scopes = [f"{who}\nend user {end_user}"]
+    if end_user:
+        scopes.append(f"{who}\nend user ")  # what enrich added for the agent, in no one's conversation
+    return InjectionSigner(keys=injection_keys(), scopes=scopes)
 
 
 def caller_signer(caller: Caller, end_user: str = "") -> InjectionSigner:

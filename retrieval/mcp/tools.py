@@ -276,7 +276,8 @@ async def search_conversation(
         str | None,
         Field(max_length=END_USER_MAX, pattern=NOT_BLANK_PATTERN,
               description="The end user whose conversation it is (enrich_conversation's user_id): what Lectern "
-                          "added to their messages is removed before searching."),
+                          "added to their messages, and what enrich added for the caller, is removed before "
+                          "searching."),
         SkipValidation,
     ] = None,
 ) -> CallToolResult:

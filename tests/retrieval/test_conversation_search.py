@@ -397,3 +397,35 @@ def test_what_enrich_conversation_added_and_a_client_sent_back_is_not_searched(o
     # another end user's conversation, or no end user named: the block is the conversation's text
     for other in ({"user_id": "ana"}, {}):
         assert untimed(ask(ops, messages=sent_back, top_k=4, **other)) != untimed(ask(ops, messages=talk, top_k=4))
+
+
+def test_what_enrich_added_for_the_agent_is_not_searched_in_an_end_users_conversation(ops, indexed_catalog,
+                                                                                      agent_token):
+    """A message the agent enriched (a block for the agent alone) and sent on in steve's
+    conversation; another agent's block is the conversation's text."""
+    asked = "See @handbook: how long should cached responses live before they are invalidated?"
+    stranger = client_with(agent_token("other-agent", [indexed_catalog]))
+
+    def enriched_by(client: APIClient) -> list[dict[str, str]]:
+        response = client.post("/api/v1/enrich", {"text": asked, "surface": "prompt"}, format="json")
+        assert response.status_code == 200 and response.json()["text"] != asked
+        return messages(("user", response.json()["text"]))
+
+    def untimed(body: dict) -> dict:
+        return {key: value for key, value in body.items() if key != "took_ms"}
+
+    plain = untimed(ask(ops, messages=messages(("user", asked)), top_k=4))
+    assert untimed(ask(ops, messages=enriched_by(ops), top_k=4, user_id="steve")) == plain
+    assert untimed(ask(ops, messages=enriched_by(stranger), top_k=4, user_id="steve")) != plain
+
+
+def test_a_block_followed_by_a_line_break_is_not_searched(ops):
+    talk = messages(("user", "How long should cached responses live before they are invalidated?"))
+    enriched = ops.post("/api/v1/enrich/conversation", {"messages": talk, "user_id": "steve"}, format="json")
+    assert enriched.status_code == 200 and enriched.json()["injected_into"] == 0
+    sent_back = [{**m, "content": m["content"] + "\n"} for m in enriched.json()["messages"]]  # the client's habit
+
+    def untimed(body: dict) -> dict:
+        return {key: value for key, value in body.items() if key != "took_ms"}
+
+    assert untimed(ask(ops, messages=sent_back, top_k=4, user_id="steve")) == untimed(ask(ops, messages=talk, top_k=4))

@@ -361,3 +361,37 @@ def test_a_block_placed_for_another_end_user_or_another_agent_is_the_users_text(
     assert sent_back_as_is(bot, placed_for_steve, user_id="ana") == placed_for_steve  # another end user
     assert sent_back_as_is(stranger, placed_for_steve) == placed_for_steve  # another agent, the same end user id
     assert sent_back_as_is(bot, placed_for_steve) == enriched[0]
+
+
+def enriched_by(client, text: str) -> str:
+    """`text` as POST /api/v1/enrich gives it back to `client`: with a block placed for
+    the agent alone (enrich names no end user)."""
+    response = client.post("/api/v1/enrich", {"text": text, "surface": "prompt"}, format="json")
+    assert response.status_code == 200 and response.json()["text"] != text, response.content
+    return response.json()["text"]
+
+
+def test_what_enrich_added_for_the_agent_is_removed_from_its_end_users_conversation(bot, governed):
+    """The agent enriched a message, then sent it on in steve's conversation: its block
+    is Lectern's and goes, its tokens freed, so blocks do not pile up turn after turn.
+    Another agent's block stays the user's text."""
+    other, token = agent_with_token(name="other-bot", catalogs=[governed])
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    asked = "See @handbook: should a circuit breaker open after repeated failures?"
+    own, others = enriched_by(bot, asked), enriched_by(stranger, asked)
+
+    body = call(bot, [user(own), assistant("Noted."), user("And retries?")], options={"tokenizer": "characters"})
+
+    assert body["messages"][0]["content"] == asked
+    assert body["tokens"]["freed"] == math.ceil(len(own) / 4) - math.ceil(len(asked) / 4) > 0
+    assert sent_back_as_is(bot, others) == others  # byte for byte
+    assert sent_back_as_is(bot, own, user_id="ana") == asked  # the agent's own, whichever its end user
+
+
+@pytest.mark.parametrize("after", ["\n", "\r\n", "  \n"])
+def test_a_client_that_ends_messages_with_a_line_break_still_gets_the_block_removed(bot, enriched, after):
+    question, block = enriched
+
+    assert sent_back_as_is(bot, question + block + after) == question  # the text it was appended to, exactly
+    assert sent_back_as_is(bot, question + block + after + "PS") == question + block + after + "PS"
