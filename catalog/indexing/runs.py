@@ -30,9 +30,11 @@ interrupted one was full), and a queued run whose task is no longer in the queue
 enqueued again. A run that fails an interrupted full run itself becomes full.
 
 sources_scan() also queues a run for every source with a document cut under other
-chunking settings than its catalog's now (catalog.indexing.chunks.chunking_stamp): a
+chunking settings than its catalog's now (catalog.indexing.chunks.CurrentCut): a
 change of chunk size, overlap, model or chunker is rebuilt even where no full run was
-asked for, or where one was lost.
+asked for, or where one was lost. A worker without a model (switched off, or failing to
+load) rebuilds nothing for the model's sake; once it has one, it cuts again and embeds
+what was cut lexically meanwhile.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from catalog.embedder import get_embedder
-from catalog.indexing.chunks import chunking_stamp
+from catalog.indexing.chunks import current_cut
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, Document, IndexRun, ReferenceSource
 from catalog.progress import Progress
@@ -311,12 +313,13 @@ def runs_recover() -> list[IndexRun]:
 
 
 def sources_cut_otherwise() -> set[int]:
-    """Sources with a document whose chunks were cut under other chunking settings than
-    its catalog's now (a size, overlap, model or chunker since changed)."""
+    """Sources with a document a run would cut again (catalog.indexing.chunks.CurrentCut):
+    a size, overlap or chunker since changed; with a model loaded, also a model since
+    changed, or chunks cut lexically while it was down (so they get their vectors)."""
     embedder = get_embedder()
     found: set[int] = set()
     for catalog in Catalog.objects.all():
-        found.update(Document.objects.filter(catalog=catalog).exclude(chunking=chunking_stamp(catalog, embedder))
+        found.update(Document.objects.filter(catalog=catalog).exclude(current_cut(catalog, embedder).held())
                      .order_by().values_list("source_id", flat=True).distinct())
     return found
 
