@@ -15,9 +15,10 @@ index_run_execute() is what a worker (or a command, in its own process) does:
 
 A request never hands back a running run: that run may have read the source before the
 caller's edit. It gets the source's queued run, or a new one, which waits for the lock
-and reads the source as it is then. An edit and the request for the run that indexes it
-are one transaction (source_edit_queued): both are stored or neither, and one that loses
-a deadlock or a serialization failure to another writer is tried again.
+and reads the source as it is then. An edit (or a new source) and the request for the
+run that indexes it are one transaction (source_edit_queued, source_create_queued: the
+API's edits and the dashboard's): both are stored or neither, and one that loses a
+deadlock or a serialization failure to another writer is tried again.
 
 Row locks are taken in one order, catalog -> source -> run: a run's switch locks the
 catalog row (catalog.indexing.writes) and then updates the source row; a request locks
@@ -161,29 +162,48 @@ class EditConflict(Exception):
     was stored, so the caller may simply try again."""
 
 
-def source_edit_queued(*, source: ReferenceSource, trigger: str,
-                       edit: Callable[[], Edited]) -> tuple[Edited, IndexRun | None]:
-    """`edit()` (a catalog.sources.editing service changing `source`) and the run that
-    indexes it, in one transaction: the edit is never stored with an error answered.
-    An edit that changed nothing (a falsy result) requests no run. Losing a deadlock or
-    a serialization failure rolls both back; the edit is tried EDIT_ATTEMPTS times in
-    all, then EditConflict."""
+def source_edit_queued(*, source: ReferenceSource, trigger: str, edit: Callable[[], Edited],
+                       reindex: Callable[[Edited], bool] = bool) -> tuple[Edited, IndexRun | None]:
+    """`edit()` (a catalog.sources service changing `source`) and the run that indexes
+    it, in one transaction: the edit is never stored with an error answered. An edit
+    whose result `reindex` refuses (by default a falsy one: it changed nothing) requests
+    no run. Losing a deadlock or a serialization failure rolls both back; the edit is
+    tried EDIT_ATTEMPTS times in all, then EditConflict."""
+    return _edit_and_request(name=source.slug, trigger=trigger, edit=edit,
+                             indexed=lambda result: source if reindex(result) else None)
+
+
+def source_create_queued(*, slug: str, trigger: str,
+                         create: Callable[[], ReferenceSource]) -> tuple[ReferenceSource, IndexRun]:
+    """`create()` (catalog.sources.lifecycle.source_create making source `slug`) and the
+    run that indexes the new source, in one transaction, tried again as
+    source_edit_queued's edits are."""
+    created, run = _edit_and_request(name=slug, trigger=trigger, edit=create, indexed=lambda source: source)
+    assert run is not None  # `indexed` names the new source
+    return created, run
+
+
+def _edit_and_request(*, name: str, trigger: str, edit: Callable[[], Edited],
+                      indexed: Callable[[Edited], ReferenceSource | None]) -> tuple[Edited, IndexRun | None]:
+    """`edit()` and a run of the source `indexed(result)` names (None: no run), in one
+    transaction, tried EDIT_ATTEMPTS times while it loses to other writers."""
     for attempt in range(1, EDIT_ATTEMPTS + 1):
         try:
             with transaction.atomic():
                 result = edit()
-                run = index_run_request(source=source, trigger=trigger)[0] if result else None
+                source = indexed(result)
+                run = index_run_request(source=source, trigger=trigger)[0] if source is not None else None
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) not in _LOST_TO_ANOTHER_WRITER:
                 raise
-            logger.warning("edit of %s, attempt %d of %d, lost to another writer: %s", source, attempt,
+            logger.warning("edit of source %r, attempt %d of %d, lost to another writer: %s", name, attempt,
                            EDIT_ATTEMPTS, exc)
             # The winner needs a moment to take what it waited for; retrying at once
             # can walk into the same cycle again.
             time.sleep(random.uniform(0.05, 0.2) * attempt)
             continue
         return result, run
-    raise EditConflict(f"source {source.slug!r} is being changed by others at the same time: nothing was changed; "
+    raise EditConflict(f"source {name!r} is being changed by others at the same time: nothing was changed; "
                        "try again")
 
 
