@@ -261,7 +261,7 @@ def model_outage(request, settings, tmp_path):
     reset_embedder()
 
 
-def vectors_by_chunk(source: ReferenceSource) -> dict[int, str]:
+def vectors_by_chunk(source: ReferenceSource) -> dict[int, str | None]:
     """Each chunk's vector (its text form; None: lexical only), by chunk id."""
     return {pk: None if vector is None else str(list(vector))
             for pk, vector in Chunk.objects.filter(source=source).values_list("pk", "embedding")}
