@@ -47,7 +47,7 @@ from catalog.forms import (
     source_form_data,
 )
 from catalog.indexing.removal import SourceBusy, catalog_delete, source_delete
-from catalog.indexing.runs import EditConflict, index_run_request, source_edit_queued
+from catalog.indexing.runs import EditConflict, index_run_request, source_create_queued, source_edit_queued
 from catalog.models import Catalog, IndexRun, ReferenceSource
 from catalog.panels import deletion_notes, source_panels
 from catalog.sources.editing import upload_delete, uploads_add
@@ -322,22 +322,29 @@ def source_new(request: HttpRequest, catalog: str) -> HttpResponse:
     posted = request.method == "POST"
     form = SourceForm(source_form_data(request.POST) if posted else None, request.FILES if posted else None,
                       kind=kind)
+    status = 400  # the form's errors; 409: other writers kept conflicting
     if form.is_valid():
         data = form.cleaned_data
+
+        def create() -> ReferenceSource:
+            return source_create(catalog=found, slug=data["slug"], kind=kind, settings=form.settings(),
+                                 location=data.get("location", ""), content=data.get("content", ""),
+                                 files=data.get("uploads"), by=_person(request))
         try:
-            source = source_create(catalog=found, slug=data["slug"], kind=kind, settings=form.settings(),
-                                   location=data.get("location", ""), content=data.get("content", ""),
-                                   files=data.get("uploads"), by=_person(request))
+            # The source and the run that indexes it are stored together (or neither).
+            source, _ = source_create_queued(slug=data["slug"], trigger=IndexRun.Trigger.UI, create=create)
         except ValidationError as error:
             apply_errors(form, error)
+        except EditConflict as conflict:
+            form.add_error(None, f"Not created: {conflict}.")
+            status = 409
         else:
-            index_run_request(source=source, trigger=IndexRun.Trigger.UI)
             return _done(request, reverse("catalogs-source", args=[found.slug, source.slug]),
                          f"Source {source.slug} created; it is being indexed.")
     context = _source_form_context(request, found, form, editing=None)
     if not posted:
         return render(request, "catalog/source_form.html", context)
-    return _form_response(request, "catalog/source_form.html", "catalog/partials/source_form.html", context)
+    return _form_response(request, "catalog/source_form.html", "catalog/partials/source_form.html", context, status)
 
 
 @viewers
@@ -369,23 +376,36 @@ def source_edit(request: HttpRequest, catalog: str, source: str) -> HttpResponse
     found = _source_or_404(request, catalog, source)
     posted = request.method == "POST"
     form = SourceForm(source_form_data(request.POST) if posted else None, kind=found.kind, editing=found)
+    status = 400  # the form's errors; 409: other writers kept conflicting
     if form.is_valid():
         data = form.cleaned_data
+
+        def update() -> list[str]:
+            return source_update(source=found, settings=form.settings(), location=data.get("location"),
+                                 content=data.get("content"), by=_person(request))
         try:
-            changed = source_update(source=found, settings=form.settings(), location=data.get("location"),
-                                    content=data.get("content"), by=_person(request))
+            # A content change and the run that indexes it are stored together (or neither).
+            changed, run = source_edit_queued(source=found, trigger=IndexRun.Trigger.UI, edit=update,
+                                              reindex=lambda fields: CONTENT_FIELD.get(found.kind) in fields)
         except ValidationError as error:
             apply_errors(form, error)
+        except EditConflict as conflict:
+            found.refresh_from_db()  # an attempt rolled back may have left its values on it
+            form.add_error(None, f"Not saved: {conflict}.")
+            status = 409
         else:
-            note = f"Source {found.slug} saved ({', '.join(changed)} changed)." if changed else "Nothing changed."
-            if CONTENT_FIELD.get(found.kind) in changed:
-                index_run_request(source=found, trigger=IndexRun.Trigger.UI)
-                note = f"Source {found.slug} saved; its content changed, so it is being reindexed."
-            return _done(request, reverse("catalogs-source", args=[found.catalog.slug, found.slug]), note)
+            return _done(request, reverse("catalogs-source", args=[found.catalog.slug, found.slug]),
+                         _saved_note(found, changed, reindexed=run is not None))
     context = _source_form_context(request, found.catalog, form, editing=found)
     if not posted:
         return render(request, "catalog/source_form.html", context)
-    return _form_response(request, "catalog/source_form.html", "catalog/partials/source_form.html", context)
+    return _form_response(request, "catalog/source_form.html", "catalog/partials/source_form.html", context, status)
+
+
+def _saved_note(source: ReferenceSource, changed: list[str], *, reindexed: bool) -> str:
+    if reindexed:
+        return f"Source {source.slug} saved; its content changed, so it is being reindexed."
+    return f"Source {source.slug} saved ({', '.join(changed)} changed)." if changed else "Nothing changed."
 
 
 @curators

@@ -1,13 +1,16 @@
 """A document's chunks as they are indexed: cut by the chunker to what the embedding model
 reads whole, each with its heading and its lexical postings; and the stamp that says how
 they were cut, which every document keeps so that a later run rebuilds what was cut
-otherwise (catalog.indexing.diffing)."""
+otherwise (catalog.indexing.diffing), and which a run without a model reads leniently
+(CurrentCut)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from django.db.models import Q
 
 from catalog import analysis
 from catalog.embedder import Embedder
@@ -33,12 +36,49 @@ class PreparedChunk:
         return indexed_text(self.heading, self.chunk.content)
 
 
+LEXICAL = "lexical"  # the fit of chunks cut with no model loaded: unfitted, without vectors
+
+
 def chunking_stamp(catalog: Catalog, embedder: Embedder | None) -> str:
-    """What decides how prepare_chunks cuts the catalog's documents: the chunker's rules,
-    the catalog's size and overlap, and the model (its token limit re-splits chunks, its
-    vectors are stored; none: lexical only)."""
-    model = f"{embedder.model_id}@{embedder.max_tokens}" if embedder is not None else "lexical"
-    return f"chunker{CHUNKER_VERSION} {catalog.chunk_size}/{catalog.chunk_overlap} {model}"
+    """The stamp a run with `embedder` writes on the documents it cuts: how chunk_text
+    cut them (the chunker's rules, the catalog's size and overlap), then what
+    fit_to_model fitted them to (the model's id and token limit; its vectors are stored)
+    or `lexical` (no model was loaded: chunks unfitted and without vectors)."""
+    model = f"{embedder.model_id}@{embedder.max_tokens}" if embedder is not None else LEXICAL
+    return f"{_cut(catalog)} {model}"
+
+
+def _cut(catalog: Catalog) -> str:
+    return f"chunker{CHUNKER_VERSION} {catalog.chunk_size}/{catalog.chunk_overlap}"
+
+
+@dataclass(frozen=True)
+class CurrentCut:
+    """Which stored documents a run leaves alone as cut the way it would cut them.
+
+    With a model loaded, only those stamped exactly as it would stamp them: a document
+    cut lexically (while the model was down or switched off) or for another model is cut
+    again, fitted to the model and embedded. With none loaded, every document cut by the
+    same chunker, size and overlap, whatever it was fitted to: a worker whose model
+    failed to load must not re-cut documents (dropping their vectors) merely because it
+    has no model; what it cuts for other reasons is stamped `lexical`, so the model,
+    once back, embeds it.
+    """
+
+    stamp: str  # what the run writes on the documents it cuts
+    cut: str  # the stamp's chunker, size and overlap
+    model_bound: bool  # a model is loaded: the stamp's model part must match too
+
+    def holds(self, stamp: str) -> bool:
+        return stamp == self.stamp if self.model_bound else stamp.startswith(f"{self.cut} ")
+
+    def held(self) -> Q:
+        """The documents `holds` accepts, as a filter."""
+        return Q(chunking=self.stamp) if self.model_bound else Q(chunking__startswith=f"{self.cut} ")
+
+
+def current_cut(catalog: Catalog, embedder: Embedder | None) -> CurrentCut:
+    return CurrentCut(chunking_stamp(catalog, embedder), _cut(catalog), embedder is not None)
 
 
 def _approximate_tokens(texts: list[str]) -> list[int]:

@@ -3,14 +3,15 @@
 Documents are matched by path (or external id) and compared by content sha256. A file
 whose size and mtime match the stored document is taken as unchanged without reading
 it (as git's stat cache does), so a scan of a large unchanged source reads no content.
-A document whose chunks were cut under other chunking settings than now (its stamp
-differs) is re-indexed as if it had changed: a change of chunk size, overlap, model or
-chunker reaches every document at the next run, full or not.
+A document whose chunks were cut otherwise than the run would cut them (its stamp is
+not one the run holds as current: catalog.indexing.chunks.CurrentCut) is re-indexed as
+if it had changed: a change of chunk size, overlap, model or chunker reaches every
+document at the next run, full or not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -61,10 +62,10 @@ def stat_unchanged(stored: StoredDocument, size: int, mtime: float | None) -> bo
     return stored.size == size and stored.mtime is not None and stored.mtime == mtime
 
 
-def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, chunking: str,
+def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, cut_as_now: Callable[[str], bool],
                    full: bool = False) -> Diff[Fresh]:
     """Classify `fresh` documents against `stored`, setting `replaces` on the changed
-    ones: new content, or chunks cut otherwise than `chunking` says they are now. With
+    ones: new content, or chunks whose stamp `cut_as_now` does not hold as current. With
     `full`, every document is re-indexed."""
     by_path = {doc.path: doc for doc in stored}
     diff: Diff[Fresh] = Diff()
@@ -74,7 +75,7 @@ def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, 
         old = by_path.get(doc.path)
         if old is None:
             diff.added.append(doc)
-        elif full or old.sha256 != doc.sha256 or old.chunking != chunking:
+        elif full or old.sha256 != doc.sha256 or not cut_as_now(old.chunking):
             doc.replaces = old.pk
             diff.changed.append(doc)
             diff.replaced.append(old.pk)

@@ -15,9 +15,10 @@ index_run_execute() is what a worker (or a command, in its own process) does:
 
 A request never hands back a running run: that run may have read the source before the
 caller's edit. It gets the source's queued run, or a new one, which waits for the lock
-and reads the source as it is then. An edit and the request for the run that indexes it
-are one transaction (source_edit_queued): both are stored or neither, and one that loses
-a deadlock or a serialization failure to another writer is tried again.
+and reads the source as it is then. An edit (or a new source) and the request for the
+run that indexes it are one transaction (source_edit_queued, source_create_queued: the
+API's edits and the dashboard's): both are stored or neither, and one that loses a
+deadlock or a serialization failure to another writer is tried again.
 
 Row locks are taken in one order, catalog -> source -> run: a run's switch locks the
 catalog row (catalog.indexing.writes) and then updates the source row; a request locks
@@ -30,9 +31,11 @@ interrupted one was full), and a queued run whose task is no longer in the queue
 enqueued again. A run that fails an interrupted full run itself becomes full.
 
 sources_scan() also queues a run for every source with a document cut under other
-chunking settings than its catalog's now (catalog.indexing.chunks.chunking_stamp): a
+chunking settings than its catalog's now (catalog.indexing.chunks.CurrentCut): a
 change of chunk size, overlap, model or chunker is rebuilt even where no full run was
-asked for, or where one was lost.
+asked for, or where one was lost. A worker without a model (switched off, or failing to
+load) rebuilds nothing for the model's sake; once it has one, it cuts again and embeds
+what was cut lexically meanwhile.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from catalog.embedder import get_embedder
-from catalog.indexing.chunks import chunking_stamp
+from catalog.indexing.chunks import current_cut
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, Document, IndexRun, ReferenceSource
 from catalog.progress import Progress
@@ -159,29 +162,48 @@ class EditConflict(Exception):
     was stored, so the caller may simply try again."""
 
 
-def source_edit_queued(*, source: ReferenceSource, trigger: str,
-                       edit: Callable[[], Edited]) -> tuple[Edited, IndexRun | None]:
-    """`edit()` (a catalog.sources.editing service changing `source`) and the run that
-    indexes it, in one transaction: the edit is never stored with an error answered.
-    An edit that changed nothing (a falsy result) requests no run. Losing a deadlock or
-    a serialization failure rolls both back; the edit is tried EDIT_ATTEMPTS times in
-    all, then EditConflict."""
+def source_edit_queued(*, source: ReferenceSource, trigger: str, edit: Callable[[], Edited],
+                       reindex: Callable[[Edited], bool] = bool) -> tuple[Edited, IndexRun | None]:
+    """`edit()` (a catalog.sources service changing `source`) and the run that indexes
+    it, in one transaction: the edit is never stored with an error answered. An edit
+    whose result `reindex` refuses (by default a falsy one: it changed nothing) requests
+    no run. Losing a deadlock or a serialization failure rolls both back; the edit is
+    tried EDIT_ATTEMPTS times in all, then EditConflict."""
+    return _edit_and_request(name=source.slug, trigger=trigger, edit=edit,
+                             indexed=lambda result: source if reindex(result) else None)
+
+
+def source_create_queued(*, slug: str, trigger: str,
+                         create: Callable[[], ReferenceSource]) -> tuple[ReferenceSource, IndexRun]:
+    """`create()` (catalog.sources.lifecycle.source_create making source `slug`) and the
+    run that indexes the new source, in one transaction, tried again as
+    source_edit_queued's edits are."""
+    created, run = _edit_and_request(name=slug, trigger=trigger, edit=create, indexed=lambda source: source)
+    assert run is not None  # `indexed` names the new source
+    return created, run
+
+
+def _edit_and_request(*, name: str, trigger: str, edit: Callable[[], Edited],
+                      indexed: Callable[[Edited], ReferenceSource | None]) -> tuple[Edited, IndexRun | None]:
+    """`edit()` and a run of the source `indexed(result)` names (None: no run), in one
+    transaction, tried EDIT_ATTEMPTS times while it loses to other writers."""
     for attempt in range(1, EDIT_ATTEMPTS + 1):
         try:
             with transaction.atomic():
                 result = edit()
-                run = index_run_request(source=source, trigger=trigger)[0] if result else None
+                source = indexed(result)
+                run = index_run_request(source=source, trigger=trigger)[0] if source is not None else None
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) not in _LOST_TO_ANOTHER_WRITER:
                 raise
-            logger.warning("edit of %s, attempt %d of %d, lost to another writer: %s", source, attempt,
+            logger.warning("edit of source %r, attempt %d of %d, lost to another writer: %s", name, attempt,
                            EDIT_ATTEMPTS, exc)
             # The winner needs a moment to take what it waited for; retrying at once
             # can walk into the same cycle again.
             time.sleep(random.uniform(0.05, 0.2) * attempt)
             continue
         return result, run
-    raise EditConflict(f"source {source.slug!r} is being changed by others at the same time: nothing was changed; "
+    raise EditConflict(f"source {name!r} is being changed by others at the same time: nothing was changed; "
                        "try again")
 
 
@@ -311,12 +333,13 @@ def runs_recover() -> list[IndexRun]:
 
 
 def sources_cut_otherwise() -> set[int]:
-    """Sources with a document whose chunks were cut under other chunking settings than
-    its catalog's now (a size, overlap, model or chunker since changed)."""
+    """Sources with a document a run would cut again (catalog.indexing.chunks.CurrentCut):
+    a size, overlap or chunker since changed; with a model loaded, also a model since
+    changed, or chunks cut lexically while it was down (so they get their vectors)."""
     embedder = get_embedder()
     found: set[int] = set()
     for catalog in Catalog.objects.all():
-        found.update(Document.objects.filter(catalog=catalog).exclude(chunking=chunking_stamp(catalog, embedder))
+        found.update(Document.objects.filter(catalog=catalog).exclude(current_cut(catalog, embedder).held())
                      .order_by().values_list("source_id", flat=True).distinct())
     return found
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from catalog.embedder import get_embedder
-from catalog.indexing.chunks import chunking_stamp, prepare_chunks
+from catalog.indexing.chunks import current_cut, prepare_chunks
 from catalog.indexing.diffing import diff_documents
 from catalog.indexing.embedding_cache import embed_texts
 from catalog.indexing.writes import source_apply_diff
@@ -51,7 +51,8 @@ def source_index(*, source: ReferenceSource, progress: Progress | None = None, f
     """Bring a source's index up to date; see the module docstring for the steps.
 
     Only added and changed documents are chunked and embedded (`full` re-does all); a
-    document cut under other chunking settings than the catalog's now counts as changed.
+    document cut otherwise than this run would cut it counts as changed (with no model
+    loaded, only a change of chunker, size or overlap does: CurrentCut).
     On failure the source keeps its previous rows and records the error.
     """
     timings: dict[str, float] = {}
@@ -59,10 +60,10 @@ def source_index(*, source: ReferenceSource, progress: Progress | None = None, f
     ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.INDEXING)
     try:
         embedder = get_embedder()
-        chunking = chunking_stamp(source.catalog, embedder)
+        cut = current_cut(source.catalog, embedder)
         stored = stored_documents(source)
         collected = source_collect(source=source, stored=stored)
-        diff = diff_documents(stored, collected.documents, chunking=chunking, full=full)
+        diff = diff_documents(stored, collected.documents, cut_as_now=cut.holds, full=full)
         _read_unread(source, diff.changed)
         timings["collect"] = time.perf_counter() - started
         _report(progress, "collect")
@@ -73,7 +74,7 @@ def source_index(*, source: ReferenceSource, progress: Progress | None = None, f
         if embedder is not None:
             vectors, reused = embed_texts(embedder, [p.text for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
-        source_apply_diff(source, collected, diff, prepared, vectors, chunking=chunking)
+        source_apply_diff(source, collected, diff, prepared, vectors, chunking=cut.stamp)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
         _report(progress, "write")
     except Exception as exc:

@@ -4,8 +4,9 @@ limit, an upload's files read by catalog.sources.uploads), tags made as needed, 
 changed it recorded and announced once per edit (editing.source_changed_by: four eyes
 reads it, approvals audits it).
 
-Indexing is the caller's next step, as for the API's edits: a content change (or a new
-source) asks catalog.indexing.runs.index_run_request for a run. Deleting lives with the
+Indexing is the caller's: a content change (or a new source) and the run that indexes
+it are one transaction, as for the API's edits (catalog.indexing.runs.source_edit_queued,
+source_create_queued). Deleting lives with the
 write path (catalog.indexing.removal): it removes index rows under the source's lock."""
 
 from __future__ import annotations

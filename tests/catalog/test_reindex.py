@@ -15,7 +15,7 @@ from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from catalog.catalogs import CatalogSettings, catalog_update
-from catalog.embedder import reset_embedder
+from catalog.embedder import default_model_files, get_embedder, reset_embedder
 from catalog.indexing.runs import (
     LOCK_NAMESPACE,
     _RunProgress,
@@ -228,6 +228,99 @@ def test_the_scan_rebuilds_a_source_cut_under_other_settings_with_unchanged_file
     assert snapshot(source.catalog) == snapshot(scratch.catalog)
     vectors = Chunk.objects.filter(source=source, embedding__isnull=False).count()
     assert vectors == Chunk.objects.filter(source=source).count() > 0
+    assert sources_scan() == []
+
+
+@pytest.fixture(params=["switched off", "failing to load"])
+def model_outage(request, settings, tmp_path):
+    """The embedding model, configured as a directory of its own (the default model's
+    files), taken away from this process and given back: switched off
+    (LECTERN_EMBEDDING_MODEL=none), or failing to load as a worker's does when its model
+    file is missing (get_embedder remembers the failure for the life of the process)."""
+    files = default_model_files()
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    (folder / "tokenizer.json").symlink_to(files.tokenizer)
+    (folder / "SHA256SUMS").write_text("".join(f"{digest}  {name}\n" for name, digest in files.sha256.items()))
+    model = folder / "model.onnx"
+    model.symlink_to(files.model)
+    configured = settings.LECTERN_EMBEDDING_MODEL = str(folder)
+    reset_embedder()
+
+    def outage(down: bool) -> None:
+        if request.param == "switched off":
+            settings.LECTERN_EMBEDDING_MODEL = "none" if down else configured
+        elif down:
+            model.unlink()
+        else:
+            model.symlink_to(files.model)
+        reset_embedder()
+        assert (get_embedder() is None) == down
+
+    yield outage
+    reset_embedder()
+
+
+def vectors_by_chunk(source: ReferenceSource) -> dict[int, str | None]:
+    """Each chunk's vector (its text form; None: lexical only), by chunk id."""
+    return {pk: None if vector is None else str(list(vector))
+            for pk, vector in Chunk.objects.filter(source=source).values_list("pk", "embedding")}
+
+
+def test_while_the_model_is_down_the_scan_queues_nothing_for_unchanged_sources(files, model_outage):
+    # given: a source indexed with the model, whose files do not change afterwards
+    written_files(files, 3, seed=32)
+    source = glob_source("outage")
+    source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    before = vectors_by_chunk(source)
+    assert before and None not in before.values()
+
+    # when: the model is down for this process (a worker) and the scan runs
+    model_outage(True)
+    runs = sources_scan()
+
+    # then: nothing is queued; every chunk keeps its vector
+    assert runs == []
+    assert vectors_by_chunk(source) == before
+
+
+def test_a_run_while_the_model_is_down_recuts_only_the_changed_document_and_the_model_embeds_it_later(
+        files, model_outage, django_capture_on_commit_callbacks):
+    # given: a source indexed with the model; then the model is down and one file changes
+    written_files(files, 3, seed=33)
+    source = glob_source("outage")
+    source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    kept = {pk: vector for pk, vector in vectors_by_chunk(source).items()
+            if Chunk.objects.filter(pk=pk).exclude(document__path="doc1.md").exists()}
+    model_outage(True)
+    files.write("doc1.md", random_text(random.Random(34)))
+
+    # when: a run of the source while the model is down
+    down = source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+
+    # then: only the changed document is cut again (lexical only); the others keep
+    # their chunks and vectors
+    assert (down.counts["documents_changed"], down.counts["documents_unchanged"]) == (1, 2)
+    after = vectors_by_chunk(source)
+    assert {pk: after.get(pk) for pk in kept} == kept
+    lexical = Chunk.objects.filter(source=source, document__path="doc1.md")
+    assert lexical.exists() and not lexical.filter(embedding__isnull=False).exists()
+
+    # when: the model is back and the scan runs
+    model_outage(False)
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = sources_scan()  # the sync queue executes each run on commit
+
+    # then: the scan's run cuts the lexical document again and embeds it, leaving the
+    # others alone: every chunk has a vector, the index is a from-scratch build's
+    assert [run.source_id for run in runs] == [source.pk]
+    back = IndexRun.objects.get(pk=runs[0].pk)
+    assert (back.counts["documents_changed"], back.counts["documents_unchanged"]) == (1, 2)
+    after = vectors_by_chunk(source)
+    assert {pk: after.get(pk) for pk in kept} == kept and None not in after.values()
+    scratch = glob_source("scratch")
+    source_index(source=scratch)
+    assert snapshot(source.catalog) == snapshot(scratch.catalog)
     assert sources_scan() == []
 
 

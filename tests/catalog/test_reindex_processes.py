@@ -9,7 +9,8 @@ of one source serialise on the source's advisory lock: one does the work, the ot
 waits and finds none; an import holds its source against the scan; an edit made while
 a run works is indexed by the run the API hands back, and is never answered with a 500
 (curators putting files at once while a worker indexes, a PUT arriving while a run
-holds the catalog row in its write, a PUT losing a deadlock).
+holds the catalog row in its write, a PUT losing a deadlock), nor is a dashboard save
+losing one (an edit of a source, or a new one, stored only with the run that indexes it).
 
 Every kill and every check happens at a point the test holds the child at (a barrier:
 a lock the child must wait for), never after a sleep or at a progress threshold, so the
@@ -39,7 +40,10 @@ from typing import TypeVar
 import numpy as np
 import psycopg
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
 from django_q.conf import Conf
 from django_q.models import Schedule
 from rest_framework.test import APIClient
@@ -56,6 +60,7 @@ from catalog.indexing.runs import (
     index_run_request,
     runs_recover,
     source_import,
+    source_index_now,
     sources_scan,
 )
 from catalog.indexing.source_index import source_index
@@ -64,12 +69,13 @@ from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import DocumentInput, source_fingerprint
 from catalog.sources.editing import upload_put, uploads_replace
 from catalog.sources.fingerprints import text_sha256
+from catalog.tag_keys import tag_key
 from config import embedded_pg
 from retrieval.search.lexical import bm25_search
 from retrieval.search.selectors import SearchOptions, chunk_search
 from tests.catalog.checks import term_postings_mismatches
 from tests.config.servers import child_env
-from tests.factories import agent_with_token
+from tests.factories import agent_with_token, person
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 FIRST = "firstgen"  # in every first-generation chunk (its document's title is the heading)
@@ -937,6 +943,113 @@ def test_a_put_that_loses_a_deadlock_is_retried_not_answered_with_a_500(tree, su
     assert doc0.text.startswith("Doc zero, rewritten")
     assert IndexRun.objects.get(pk=body["run"]["id"]).status == IndexRun.Status.SUCCEEDED  # sync queue in tests
     assert_every_upload_indexed(source)
+
+
+# --- the dashboard's saves losing a deadlock -------------------------------------------------
+
+
+class Save(threading.Thread):
+    """A curator's form post on the dashboard, in a thread of its own (so a database
+    connection of its own, whose backend pid it records); the answer's status and page
+    are kept."""
+
+    def __init__(self, user: User, url: str, data: dict[str, object]) -> None:
+        super().__init__()
+        self.user, self.url, self.data = user, url, data
+        self.pid: int | None = None
+        self.answer: tuple[int, str] | None = None
+
+    def run(self) -> None:
+        try:
+            client = Client(raise_request_exception=False)  # a 500 is an answer here, as a browser gets it
+            client.force_login(self.user)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self.pid = cursor.fetchone()[0]
+            response = client.post(self.url, self.data)
+            self.answer = (response.status_code, response.content.decode())
+        finally:
+            connection.close()
+
+
+def deadlock_the_save(holder: psycopg.Connection, save: Save, then: str, params: list[object]) -> tuple[int, str]:
+    """Start `save` while `holder` holds the catalog row FOR UPDATE: the save does its
+    writes, then waits at its commit, whose deferred foreign-key checks take the rows
+    referenced (KEY SHARE). Then the holder runs `then`, which waits for something the
+    save holds: a deadlock, which the save finds and loses (the holder waits ten minutes
+    before looking). The holder's statement goes through once the save's transaction
+    has rolled back; then the holder lets go, and the save's answer comes back."""
+    holder.execute("SET deadlock_timeout = '10min'")
+    save.start()
+    wait_for(lambda: not save.is_alive() or waiting_on_a_lock(save.pid), 60, "the save to wait on a lock")
+    assert save.is_alive(), save.answer
+    holder.execute(then, params)
+    holder.rollback()
+    save.join(timeout=120)
+    assert save.answer is not None
+    return save.answer
+
+
+def test_a_dashboard_edit_that_loses_a_deadlock_is_retried_with_its_run_not_answered_with_a_500(
+        tree, superuser_holder):
+    # given: an indexed inline source; another session holding its catalog row, which
+    # the edit's commit checks (the run it requests references it)
+    catalog = Catalog.objects.create(slug="edited", name="Edited", chunk_size=200, chunk_overlap=40)
+    source = ReferenceSource.objects.create(catalog=catalog, slug="intro", name="Intro", kind="inline",
+                                            content="The old welcome text.")
+    source_index_now(source=source, trigger=IndexRun.Trigger.COMMAND)
+    superuser_holder.execute("SELECT 1 FROM catalog_catalog WHERE id = %s FOR UPDATE", [catalog.pk])
+    new_text = "A new welcome text, saved while another session held the catalog."
+
+    # when: a curator saves new content; once the save waits for the catalog row, the
+    # holder asks for the source row, which the save has locked
+    status, page = deadlock_the_save(superuser_holder, Save(
+        person("cora", "curator"), reverse("catalogs-source-edit", args=["edited", "intro"]),
+        {"name": "Intro", "mode": "selectable", "content": new_text}),
+        "SELECT 1 FROM catalog_referencesource WHERE id = %s FOR UPDATE", [source.pk])
+
+    # then: the save, which lost its first attempt, tried again; it was saved with its
+    # run, which indexed the new text, or, should every retry lose on a loaded machine,
+    # refused as busy with nothing saved: never a 500, never the edit without its run
+    source.refresh_from_db()
+    if status == 409:
+        assert "Not saved: " in page and "try again" in page
+        assert source.content == "The old welcome text."
+        return
+    assert status == 302, status
+    assert source.content == new_text
+    run = IndexRun.objects.filter(source=source, trigger=IndexRun.Trigger.UI).get()
+    assert run.status == IndexRun.Status.SUCCEEDED  # sync queue in tests
+    assert Document.objects.get(source=source).text == new_text
+
+
+def test_a_dashboard_create_that_loses_a_deadlock_is_retried_not_answered_with_a_500(tree, superuser_holder):
+    # given: a catalog; another session holding its row, which a new source references
+    catalog = Catalog.objects.create(slug="created", name="Created", chunk_size=200, chunk_overlap=40)
+    superuser_holder.execute("SELECT 1 FROM catalog_catalog WHERE id = %s FOR UPDATE", [catalog.pk])
+
+    # when: a curator creates an inline source with a new tag; once the create waits for
+    # the catalog row, the holder creates the same tag, whose key the create has taken
+    status, page = deadlock_the_save(superuser_holder, Save(
+        person("cora", "curator"), reverse("catalogs-source-create", args=["created"]) + "?kind=inline",
+        {"slug": "oncall", "name": "On call", "mode": "selectable", "content": "Answer pages within five minutes.",
+         "tags_new": "Paging"}),
+        "INSERT INTO catalog_tag (name, key) VALUES ('Paging', %s)", [tag_key("Paging")])
+
+    # then: the create, which lost its first attempt, tried again; the source was
+    # created once, tagged, with the run that indexed it, or, should every retry lose,
+    # refused as busy with nothing created: never a 500
+    created = ReferenceSource.objects.filter(catalog=catalog, slug="oncall")
+    if status == 409:
+        assert "Not created: " in page and "try again" in page
+        assert not created.exists()
+        return
+    assert status == 302, status
+    source = created.get()
+    assert list(source.tags.values_list("name", flat=True)) == ["Paging"]
+    run = IndexRun.objects.filter(source=source).get()
+    assert (run.trigger, run.status) == (IndexRun.Trigger.UI, IndexRun.Status.SUCCEEDED)  # sync queue in tests
+    assert Document.objects.get(source=source).text == "Answer pages within five minutes."
 
 
 def test_a_failing_run_ends_a_command_with_one_line(tree, children):
