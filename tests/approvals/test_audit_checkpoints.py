@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.checks import WARNING, run_checks
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
@@ -189,3 +190,33 @@ def test_a_checkpoint_directory_that_cannot_be_written_ends_the_command_in_one_l
 
     with pytest.raises(CommandError, match=r"^audit checkpoint: cannot write to .*a-file/checkpoints: "):
         call_command("audit_checkpoint", stdout=io.StringIO())
+
+
+# --- where the folder lies ---------------------------------------------------------------
+
+
+def checkpoint_warnings() -> list[tuple[int, str, str]]:
+    found = run_checks(include_deployment_checks=True)  # `manage.py check --deploy`
+    return [(m.level, m.msg, m.hint or "") for m in found if m.id == "lectern.W002"]
+
+
+def test_the_system_check_warns_of_checkpoints_under_var_beside_the_embedded_database(settings, tmp_path):
+    # given a deployment (DEBUG off) keeping its checkpoints where they are by default
+    settings.DEBUG = False
+    folder = Path(settings.BASE_DIR) / "var" / "audit-checkpoints"
+    settings.LECTERN_AUDIT_CHECKPOINT_DIR = folder
+
+    # then `manage.py check --deploy` warns, pointing at the setting
+    assert checkpoint_warnings() == [(
+        WARNING,
+        f"the audit checkpoints are kept in {folder}, under var/ beside the embedded database's data directory: "
+        "whoever controls the database on this host (a superuser runs programs as its system user) can delete "
+        "them, and with them the proof of a cut tail",
+        "set LECTERN_AUDIT_CHECKPOINT_DIR to a folder outside var/ that the database's system user cannot "
+        "write, and back it up (README, Backups)")]
+
+    # and not for a folder elsewhere, nor on a developer's machine
+    settings.LECTERN_AUDIT_CHECKPOINT_DIR = tmp_path / "checkpoints"
+    assert checkpoint_warnings() == []
+    settings.DEBUG, settings.LECTERN_AUDIT_CHECKPOINT_DIR = True, folder
+    assert checkpoint_warnings() == []
