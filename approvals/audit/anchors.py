@@ -39,10 +39,11 @@ class Checkpoint:
         return {**body, "signature": _sign(body, key)}
 
 
-def checkpoint_key(secret: str) -> bytes:
+def checkpoint_key(secret: str | bytes) -> bytes:
     """The signing key: derived from a configured secret, never the secret itself, so a
-    checkpoint key and (say) SECRET_KEY's other uses stay apart."""
-    return hmac.new(secret.encode("utf-8"), KEY_LABEL, hashlib.sha256).digest()
+    checkpoint key and (say) SECRET_KEY's other uses stay apart. Bytes as Django allows
+    in SECRET_KEY_FALLBACKS."""
+    return hmac.new(secret.encode("utf-8") if isinstance(secret, str) else secret, KEY_LABEL, hashlib.sha256).digest()
 
 
 def key_id(key: bytes) -> str:
@@ -55,8 +56,9 @@ def _sign(body: Mapping[str, Any], key: bytes) -> str:
     return hmac.new(key, canonical, hashlib.sha256).hexdigest()
 
 
-def checkpoint_parse(text: str, key: bytes) -> Checkpoint:
-    """The checkpoint a file holds, its signature checked; CheckpointInvalid if not."""
+def checkpoint_parse(text: str, keys: Sequence[bytes]) -> Checkpoint:
+    """The checkpoint a file holds, its signature checked against each of `keys` (the
+    current key, then those it replaced); CheckpointInvalid if none matches."""
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -64,7 +66,7 @@ def checkpoint_parse(text: str, key: bytes) -> Checkpoint:
     if not isinstance(data, dict) or data.get("kind") != KIND or data.get("version") != VERSION:
         raise CheckpointInvalid(f"not a checkpoint (kind {KIND}, version {VERSION} expected)")
     signature = data.pop("signature", None)
-    if not isinstance(signature, str) or not hmac.compare_digest(signature, _sign(data, key)):
+    if not isinstance(signature, str) or not any(hmac.compare_digest(signature, _sign(data, key)) for key in keys):
         raise CheckpointInvalid("signature does not match (forged, altered, or signed with another key)")
     seq, digest, count, at = data.get("seq"), data.get("hash"), data.get("count"), data.get("at")
     if not (isinstance(seq, int) and isinstance(count, int) and isinstance(at, str) and isinstance(digest, str)

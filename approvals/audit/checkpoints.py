@@ -6,7 +6,8 @@ they were written), made once and never rewritten: written aside, then linked in
 place. It holds the newest entry's seq and hash, the count of entries, the time, the
 signing key's id and an HMAC-SHA256 signature (approvals.audit.anchors); never a secret.
 The schedule `lectern-audit-checkpoint` and `manage.py audit_checkpoint` write one when
-the chain's head has moved since the newest; `manage.py audit_verify` checks them all.
+the chain's head has moved since the newest; `manage.py audit_verify` checks them all,
+with the current key or any it replaced (the fallbacks).
 """
 
 from __future__ import annotations
@@ -42,8 +43,21 @@ class Written:
 
 
 def signing_key() -> bytes:
-    """LECTERN_AUDIT_CHECKPOINT_KEY, else SECRET_KEY, as a key of its own."""
-    return checkpoint_key(settings.LECTERN_AUDIT_CHECKPOINT_KEY or settings.SECRET_KEY)
+    """LECTERN_AUDIT_CHECKPOINT_KEY, else SECRET_KEY, as a key of its own: new
+    checkpoints are always signed with it."""
+    return verifying_keys()[0]
+
+
+def verifying_keys() -> list[bytes]:
+    """The signing key, then those it replaced, so a key rotated with the old one kept
+    still verifies the checkpoints it signed: LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS, and
+    for the key derived from SECRET_KEY, SECRET_KEY_FALLBACKS too (a key of its own
+    replaces SECRET_KEY here alone, so SECRET_KEY's old values do not apply to it)."""
+    current = settings.LECTERN_AUDIT_CHECKPOINT_KEY or settings.SECRET_KEY
+    configured: list[str | bytes] = [current, *settings.LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS]
+    if not settings.LECTERN_AUDIT_CHECKPOINT_KEY:
+        configured += settings.SECRET_KEY_FALLBACKS
+    return [checkpoint_key(secret) for secret in configured]
 
 
 def checkpoint_directory() -> Path:
@@ -57,13 +71,13 @@ def checkpoint_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.name.startswith(PREFIX) and p.name.endswith(SUFFIX))
 
 
-def checkpoints_read(directory: Path, key: bytes) -> list[tuple[str, Checkpoint]]:
+def checkpoints_read(directory: Path, keys: list[bytes]) -> list[tuple[str, Checkpoint]]:
     """Every checkpoint in `directory` as (file name, checkpoint), signatures checked;
     CheckpointInvalid naming the first file that does not hold."""
     found = []
     for path in checkpoint_files(directory):
         try:
-            found.append((path.name, checkpoint_parse(path.read_text(encoding="utf-8", errors="replace"), key)))
+            found.append((path.name, checkpoint_parse(path.read_text(encoding="utf-8", errors="replace"), keys)))
         except CheckpointInvalid as exc:
             raise CheckpointInvalid(f"audit checkpoint {path.name}: {exc}") from None
     return found
@@ -81,19 +95,19 @@ def audit_head() -> Checkpoint:
 def audit_checkpoint_write() -> Written | None:
     """Write a checkpoint of the chain's head, unless the chain is empty or the newest
     checkpoint already names that head (None then)."""
-    directory, key = checkpoint_directory(), signing_key()
+    directory = checkpoint_directory()
     head = audit_head()
     if head.seq == 0:
         return None
     newest = checkpoint_files(directory)[-1:]
     if newest:
         try:
-            last = checkpoint_parse(newest[0].read_text(encoding="utf-8", errors="replace"), key)
+            last = checkpoint_parse(newest[0].read_text(encoding="utf-8", errors="replace"), verifying_keys())
         except CheckpointInvalid:
             last = None  # audit_verify names it; a new checkpoint is written beside it
         if last is not None and (last.seq, last.hash) == (head.seq, head.hash):
             return None
-    return Written(_write(directory, head, key), head)
+    return Written(_write(directory, head, signing_key()), head)
 
 
 def _write(directory: Path, checkpoint: Checkpoint, key: bytes) -> Path:

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from approvals.audit.anchors import Checkpoint, CheckpointInvalid, first_contradiction
 from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
-from approvals.audit.checkpoints import checkpoint_directory, checkpoints_read, signing_key
+from approvals.audit.checkpoints import checkpoint_directory, checkpoints_read, verifying_keys
 from approvals.models import AuditEntry
 from approvals.signals import audited
 from catalog.models import Agent
@@ -197,7 +197,7 @@ def audit_verify(*, batch: int = 2000, checkpoints: bool = True) -> Verification
         return Verification(*first_break(_records(batch)))
     directory = checkpoint_directory()
     try:
-        found = tuple(checkpoints_read(directory, signing_key()))
+        found = tuple(checkpoints_read(directory, verifying_keys()))
     except CheckpointInvalid as exc:
         return Verification(0, None, problem=str(exc), checkpoints=(), directory=directory)
     count, broken = first_break(_records(batch))

@@ -20,6 +20,7 @@ from django.core.checks import WARNING, run_checks
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
+from approvals.audit.anchors import checkpoint_key, key_id
 from approvals.audit.chain import entry_hash
 from approvals.audit.checkpoints import audit_checkpoint_write, checkpoint_files, signing_key
 from approvals.audit.log import Actor, AuditEvent, audit_append, audit_verify
@@ -190,6 +191,39 @@ def test_a_checkpoint_directory_that_cannot_be_written_ends_the_command_in_one_l
 
     with pytest.raises(CommandError, match=r"^audit checkpoint: cannot write to .*a-file/checkpoints: "):
         call_command("audit_checkpoint", stdout=io.StringIO())
+
+
+# --- the key rotated --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("before", "after", "fallbacks"), [
+    ("SECRET_KEY", "SECRET_KEY", "SECRET_KEY_FALLBACKS"),
+    ("LECTERN_AUDIT_CHECKPOINT_KEY", "LECTERN_AUDIT_CHECKPOINT_KEY", "LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS"),
+    ("SECRET_KEY", "LECTERN_AUDIT_CHECKPOINT_KEY", "LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS"),
+], ids=["SECRET_KEY rotated", "checkpoint key rotated", "a checkpoint key of its own set"])
+def test_checkpoints_signed_before_the_key_changed_hold_while_the_old_one_is_a_fallback(settings, before, after,
+                                                                                        fallbacks):
+    # given a checkpoint signed with the key as it was (SECRET_KEY's, or one of its own)
+    settings.LECTERN_AUDIT_CHECKPOINT_KEY = "" if before == "SECRET_KEY" else "checkpoint-key-" + "a" * 40
+    old = getattr(settings, before)
+    append(2)
+    earlier = checkpoint()
+
+    # when the key changes, the old one kept as a fallback
+    setattr(settings, after, "changed-key-" + "b" * 40)
+    setattr(settings, fallbacks, ["unrelated-key-" + "c" * 40, old])
+    append(1)
+    later = checkpoint()
+
+    # then both checkpoints hold, and the new one is signed with the new key
+    assert verify() == f"audit chain intact: 3 entries; 2 checkpoints hold (newest: seq 3, {later.name})"
+    assert json.loads(later.read_text())["key_id"] == key_id(checkpoint_key(getattr(settings, after)))
+    assert json.loads(earlier.read_text())["key_id"] == key_id(checkpoint_key(old))
+
+    # and once the old key is dropped, its checkpoint no longer does
+    setattr(settings, fallbacks, [])
+    assert verify_fails() == (f"audit checkpoint {earlier.name}: signature does not match (forged, altered, or "
+                              "signed with another key)")
 
 
 # --- where the folder lies ---------------------------------------------------------------
