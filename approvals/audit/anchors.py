@@ -5,6 +5,9 @@ signed with HMAC-SHA256 under a key the database does not hold. The chain's own 
 show an entry changed or removed in the middle; only something kept outside the
 database shows entries cut from its tail (or cut, then grown again with other hashes):
 an entry a checkpoint names must still be in the chain with the hash it recorded.
+
+Each checkpoint also names the one written before it (its file name and a hash of its
+content), inside what is signed: a checkpoint removed from the middle shows.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from itertools import pairwise
+from typing import Any, TypeGuard
 
 KIND = "lectern.audit.checkpoint"
-VERSION = 1
+VERSION = 2  # 2: each names the checkpoint before it (`previous`)
 KEY_LABEL = b"lectern.audit.checkpoint.v1"
 HEX64 = frozenset("0123456789abcdef")
 
@@ -27,11 +31,20 @@ class CheckpointInvalid(ValueError):
 
 
 @dataclass(frozen=True)
+class Link:
+    """The checkpoint written before: its file name and the sha256 of its bytes."""
+
+    name: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     seq: int
     hash: str
     count: int
     at: str  # ISO 8601, UTC
+    previous: Link | None = None  # None: the first written in its folder
 
     def signed(self, key: bytes) -> dict[str, Any]:
         """The file's content: the fields, the key's id and the signature over both."""
@@ -69,10 +82,38 @@ def checkpoint_parse(text: str, keys: Sequence[bytes]) -> Checkpoint:
     if not isinstance(signature, str) or not any(hmac.compare_digest(signature, _sign(data, key)) for key in keys):
         raise CheckpointInvalid("signature does not match (forged, altered, or signed with another key)")
     seq, digest, count, at = data.get("seq"), data.get("hash"), data.get("count"), data.get("at")
-    if not (isinstance(seq, int) and isinstance(count, int) and isinstance(at, str) and isinstance(digest, str)
-            and len(digest) == 64 and set(digest) <= HEX64):
+    if not (isinstance(seq, int) and isinstance(count, int) and isinstance(at, str) and _is_hex64(digest)):
         raise CheckpointInvalid("not a checkpoint (seq, hash, count or at missing or malformed)")
-    return Checkpoint(seq, digest, count, at)
+    return Checkpoint(seq, digest, count, at, _link(data.get("previous")))
+
+
+def _is_hex64(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= HEX64
+
+
+def _link(value: object) -> Link | None:
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and isinstance(value.get("name"), str) and _is_hex64(value.get("sha256"))):
+        raise CheckpointInvalid("not a checkpoint (previous malformed)")
+    return Link(value["name"], value["sha256"])
+
+
+def first_gap(checkpoints: Sequence[tuple[Link, Checkpoint]]) -> str | None:
+    """The first checkpoint that does not name the one before it, as one line; None
+    when each does. `checkpoints`: (the file as a Link, what it holds), oldest first.
+    The oldest may name one that is gone: older checkpoints may be archived, since the
+    newest anchors every entry up to it."""
+    for (before, _), (after, point) in pairwise(checkpoints):
+        if point.previous is None:
+            return (f"audit checkpoint {after.name} names no checkpoint before it, but {before.name} precedes it "
+                    "(checkpoints removed or replaced)")
+        if point.previous.name != before.name:
+            return (f"audit checkpoint {after.name} names {point.previous.name} as the one before it, but "
+                    f"{before.name} precedes it (checkpoints removed or replaced)")
+        if point.previous.sha256 != before.sha256:
+            return f"audit checkpoint {before.name} was replaced: {after.name} recorded other content for it"
+    return None
 
 
 def first_contradiction(checkpoints: Sequence[tuple[str, Checkpoint]], hashes: Mapping[int, str],

@@ -190,9 +190,10 @@ class Verification:
 
 def audit_verify(*, batch: int = 2000, checkpoints: bool = True) -> Verification:
     """Steps: read the checkpoints first (any written later names an entry the walk will
-    read), their signatures checked; walk the whole chain in seq order for its first
-    broken link; then each checkpoint's entry must be in the chain with the hash it
-    recorded. `checkpoints=False`: the chain's own links only."""
+    read), their signatures checked and each naming the one before it; walk the whole
+    chain in seq order for its first broken link; then each checkpoint's entry must be
+    in the chain with the hash it recorded. `checkpoints=False`: the chain's own links
+    only."""
     if not checkpoints:
         return Verification(*first_break(_records(batch)))
     directory = checkpoint_directory()

@@ -2,7 +2,8 @@
 LECTERN_AUDIT_CHECKPOINT_DIR naming the newest entry (seq, hash) and the count, signed
 with a key the database does not hold. audit_verify then sees what the chain alone
 cannot: its tail cut off (or cut and grown again), an entry rewritten with every later
-hash recomputed, and a checkpoint file forged or altered.
+hash recomputed, and a checkpoint file forged or altered. Each checkpoint names the one
+before it, so one removed from the middle shows.
 
 The tampering runs as the schema's owner (tests/owner.py), which is what it takes now
 that the app's own role cannot (tests/config/test_database_roles.py); it commits, so
@@ -10,8 +11,10 @@ these tests are transactional."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,12 +23,13 @@ from django.core.checks import WARNING, run_checks
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
-from approvals.audit.anchors import checkpoint_key, key_id
+from approvals.audit.anchors import checkpoint_key, checkpoint_parse, key_id
 from approvals.audit.chain import entry_hash
 from approvals.audit.checkpoints import audit_checkpoint_write, checkpoint_files, signing_key
 from approvals.audit.log import Actor, AuditEvent, audit_append, audit_verify
 from approvals.models import AuditEntry
 from approvals.tasks import CHECKPOINT_SCHEDULE, write_audit_checkpoint
+from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock
 from tests.owner import audit_tamper
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -160,7 +164,9 @@ def test_a_checkpoint_is_written_only_when_the_head_moved_and_holds_no_secret(se
     body = json.loads(second.path.read_text())
     head = AuditEntry.objects.get(seq=3)
     assert (body["seq"], body["hash"], body["count"]) == (3, head.hash, 3)
-    assert set(body) == {"kind", "version", "seq", "hash", "count", "at", "key_id", "signature"}
+    assert set(body) == {"kind", "version", "seq", "hash", "count", "at", "previous", "key_id", "signature"}
+    assert json.loads(first.path.read_text())["previous"] is None
+    assert body["previous"] == {"name": first.path.name, "sha256": hashlib.sha256(first.path.read_bytes()).hexdigest()}
     text = second.path.read_text()
     for secret in (settings.SECRET_KEY, settings.LECTERN_AUDIT_CHECKPOINT_KEY, signing_key().hex()):
         assert secret not in text
@@ -191,6 +197,79 @@ def test_a_checkpoint_directory_that_cannot_be_written_ends_the_command_in_one_l
 
     with pytest.raises(CommandError, match=r"^audit checkpoint: cannot write to .*a-file/checkpoints: "):
         call_command("audit_checkpoint", stdout=io.StringIO())
+
+
+# --- checkpoints removed ---------------------------------------------------------------
+
+
+def three_checkpoints() -> list[Path]:
+    written = []
+    for count in (2, 1, 1):
+        append(count)
+        written.append(checkpoint())
+    return written
+
+
+def test_a_checkpoint_removed_from_the_middle_fails_audit_verify_naming_it():
+    # given three checkpoints, each naming the one before it
+    first, second, third = three_checkpoints()
+    assert verify() == f"audit chain intact: 4 entries; 3 checkpoints hold (newest: seq 4, {third.name})"
+
+    # when the middle one is deleted
+    second.unlink()
+
+    # then the one after it names what is missing
+    assert verify_fails() == (f"audit checkpoint {third.name} names {second.name} as the one before it, but "
+                              f"{first.name} precedes it (checkpoints removed or replaced)")
+
+
+def twin(path: Path) -> bytes:
+    """Another checkpoint naming the same one before it, validly signed (what two
+    writers at once would make, were they not kept apart)."""
+    point = checkpoint_parse(path.read_text(), [signing_key()])
+    return json.dumps(replace(point, at="2020-01-01T00:00:00.000000+00:00").signed(signing_key())).encode()
+
+
+@pytest.mark.parametrize("copied", ["first", "third", "twin"])
+def test_a_checkpoint_overwritten_with_another_validly_signed_one_fails_naming_it(copied):
+    first, second, third = three_checkpoints()
+
+    # its signature holds; what it names as the checkpoint before it, or the next one's record of it, does not
+    second.write_bytes({"first": first.read_bytes, "third": third.read_bytes, "twin": lambda: twin(second)}[copied]())
+
+    assert verify_fails() == {
+        "first": (f"audit checkpoint {second.name} names no checkpoint before it, but {first.name} precedes it "
+                  "(checkpoints removed or replaced)"),
+        "third": (f"audit checkpoint {second.name} names {second.name} as the one before it, but {first.name} "
+                  "precedes it (checkpoints removed or replaced)"),
+        "twin": f"audit checkpoint {second.name} was replaced: {third.name} recorded other content for it",
+    }[copied]
+
+
+def test_the_oldest_checkpoints_may_be_archived():
+    # the newest checkpoint anchors every entry up to it: moving the oldest aside loses nothing
+    first, second, third = three_checkpoints()
+    first.unlink()
+
+    assert verify() == f"audit chain intact: 4 entries; 2 checkpoints hold (newest: seq 4, {third.name})"
+
+
+def test_a_second_writer_waits_for_the_first_and_names_its_checkpoint():
+    # given one writer that wrote its checkpoint, its transaction still open
+    append(1)
+    first = Holder(audit_checkpoint_write).hold()
+    append(1)
+
+    # when another writes meanwhile, it waits for the first
+    second = Session(audit_checkpoint_write)
+    second.start()
+    waiting_on_a_lock(second)
+    held = first.release()
+
+    # then it names the first's checkpoint as the one before it: one line of checkpoints
+    written = second.outcome()
+    assert json.loads(written.path.read_text())["previous"]["name"] == held.path.name
+    assert verify() == f"audit chain intact: 2 entries; 2 checkpoints hold (newest: seq 2, {written.path.name})"
 
 
 # --- the key rotated --------------------------------------------------------------------
