@@ -7,7 +7,9 @@ database shows entries cut from its tail (or cut, then grown again with other ha
 an entry a checkpoint names must still be in the chain with the hash it recorded.
 
 Each checkpoint also names the one written before it (its file name and a hash of its
-content), inside what is signed: a checkpoint removed from the middle shows.
+content), inside what is signed: a checkpoint removed from the middle shows. The newest
+ones removed show only against the log's own clock: entries left long without a
+checkpoint (`staleness`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any, TypeGuard
 
@@ -114,6 +117,24 @@ def first_gap(checkpoints: Sequence[tuple[Link, Checkpoint]]) -> str | None:
         if point.previous.sha256 != before.sha256:
             return f"audit checkpoint {before.name} was replaced: {after.name} recorded other content for it"
     return None
+
+
+def staleness(newest: tuple[str, Checkpoint] | None, uncovered: tuple[int, datetime] | None, *, now: datetime,
+              minutes: int, folder: str) -> str | None:
+    """One line when the oldest entry no checkpoint names (`uncovered`: its seq and
+    time) was appended more than two intervals (`minutes` each) ago: checkpoints stopped
+    while the log grew. `newest`: the newest checkpoint as (name, checkpoint), None when
+    `folder` holds none. One interval is the schedule's; the second allows for a worker
+    busy or restarting."""
+    if uncovered is None or now - uncovered[1] <= timedelta(minutes=2 * minutes):
+        return None
+    seq, at = uncovered
+    age = int((now - at) / timedelta(minutes=1))
+    newest_said = (f"the newest, {newest[0]}, names seq {newest[1].seq} (newer checkpoints removed"
+                   if newest else f"there is none in {folder} (checkpoints removed")
+    return (f"audit checkpoints stale: seq {seq} (appended {at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}, {age} minutes "
+            f"ago) and after have no checkpoint, over twice LECTERN_AUDIT_CHECKPOINT_MINUTES ({minutes}); "
+            f"{newest_said}, or no worker writing them)")
 
 
 def first_contradiction(checkpoints: Sequence[tuple[str, Checkpoint]], hashes: Mapping[int, str],

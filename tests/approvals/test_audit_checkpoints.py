@@ -3,7 +3,8 @@ LECTERN_AUDIT_CHECKPOINT_DIR naming the newest entry (seq, hash) and the count, 
 with a key the database does not hold. audit_verify then sees what the chain alone
 cannot: its tail cut off (or cut and grown again), an entry rewritten with every later
 hash recomputed, and a checkpoint file forged or altered. Each checkpoint names the one
-before it, so one removed from the middle shows.
+before it, so one removed from the middle shows; the newest ones removed while the log
+grows on show as stale (the clock is moved, never slept on).
 
 The tampering runs as the schema's owner (tests/owner.py), which is what it takes now
 that the app's own role cannot (tests/config/test_database_roles.py); it commits, so
@@ -15,9 +16,11 @@ import hashlib
 import io
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import time_machine
 from django.conf import settings as django_settings
 from django.core.checks import WARNING, run_checks
 from django.core.management import CommandError, call_command
@@ -34,6 +37,8 @@ from tests.owner import audit_tamper
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
 
 def append(count: int) -> None:
     for n in range(count):
@@ -46,11 +51,14 @@ def verify() -> str:
     return out.getvalue().strip()
 
 
-def verify_fails() -> str:
+def verify_fails(*, returncode: int = 1) -> str:
+    """audit_verify's one line when it fails: exit 1 for what proves tampering, 3 for
+    checkpoints gone stale (tampering, or no worker writing them)."""
     with pytest.raises(CommandError) as failed:
         verify()
     message = str(failed.value)
     assert "\n" not in message
+    assert failed.value.returncode == returncode, message
     return message
 
 
@@ -252,6 +260,60 @@ def test_the_oldest_checkpoints_may_be_archived():
     first.unlink()
 
     assert verify() == f"audit chain intact: 4 entries; 2 checkpoints hold (newest: seq 4, {third.name})"
+
+
+def test_the_newest_checkpoints_removed_while_the_log_grew_fail_as_stale(settings):
+    settings.LECTERN_AUDIT_CHECKPOINT_MINUTES = 5
+    with time_machine.travel(START, tick=False) as clock:
+        # given a checkpoint every five minutes
+        append(2)
+        first = checkpoint()
+        for _ in range(2):
+            clock.shift(timedelta(minutes=5))
+            append(1)
+            newest = checkpoint()
+
+        # when the two newest are deleted and the log grows on without checkpoints
+        for path in checkpoint_files(_directory())[1:]:
+            path.unlink()
+        clock.shift(timedelta(minutes=4))
+        append(1)
+
+        # then while seq 3 is no older than two intervals, nothing is said
+        clock.shift(timedelta(minutes=1))
+        assert verify() == f"audit chain intact: 5 entries; 1 checkpoint holds (newest: seq 2, {first.name})"
+
+        # once it is, audit_verify says the checkpoints stopped while the log grew
+        clock.shift(timedelta(microseconds=1))
+        assert verify_fails(returncode=3) == (
+            "audit checkpoints stale: seq 3 (appended 2026-03-02T09:05:00Z, 10 minutes ago) and after have no "
+            f"checkpoint, over twice LECTERN_AUDIT_CHECKPOINT_MINUTES (5); the newest, {first.name}, names seq 2 "
+            "(newer checkpoints removed, or no worker writing them)")
+    assert not newest.exists()
+
+
+def test_every_checkpoint_removed_while_the_log_grew_fails_as_stale(settings):
+    settings.LECTERN_AUDIT_CHECKPOINT_MINUTES = 5
+    with time_machine.travel(START, tick=False) as clock:
+        append(3)
+        checkpoint().unlink()
+
+        clock.shift(timedelta(minutes=11))
+
+        assert verify_fails(returncode=3) == (
+            "audit checkpoints stale: seq 1 (appended 2026-03-02T09:00:00Z, 11 minutes ago) and after have no "
+            f"checkpoint, over twice LECTERN_AUDIT_CHECKPOINT_MINUTES (5); there is none in {_directory()} "
+            "(checkpoints removed, or no worker writing them)")
+
+
+def test_an_idle_log_never_goes_stale(settings):
+    with time_machine.travel(START, tick=False) as clock:
+        append(2)
+        written = checkpoint()
+
+        clock.shift(timedelta(days=30))  # nothing appended since: no checkpoint is due
+
+        assert verify() == f"audit chain intact: 2 entries; 1 checkpoint holds (newest: seq 2, {written.name})"
 
 
 def test_a_second_writer_waits_for_the_first_and_names_its_checkpoint():
