@@ -275,10 +275,14 @@ LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var"
 # Audit checkpoints (docs/architecture.md, "Audit log"): every few minutes, when the log
 # has grown, a file naming its newest entry, signed with a key the database does not
 # hold (this one, else one derived from SECRET_KEY), so that `manage.py audit_verify`
-# sees entries cut from its tail. Keep the folder outside the database's reach.
+# sees entries cut from its tail. Keep the folder outside the database's reach (a
+# deployment under var/ is warned: config.checks). Checkpoints signed with a key since
+# replaced still verify while it is listed in the fallbacks (these, comma-separated; and
+# SECRET_KEY_FALLBACKS while the key is SECRET_KEY's); new ones use the current key.
 LECTERN_AUDIT_CHECKPOINT_DIR = Path(env_str("LECTERN_AUDIT_CHECKPOINT_DIR",
                                             str(BASE_DIR / "var" / "audit-checkpoints")))
 LECTERN_AUDIT_CHECKPOINT_KEY = env_str("LECTERN_AUDIT_CHECKPOINT_KEY", "")
+LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS = env_list("LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS", [], sep=",")
 LECTERN_AUDIT_CHECKPOINT_MINUTES = env_int("LECTERN_AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 
 # --- Outbound requests (issue 20, item 7) ------------------------------------------------

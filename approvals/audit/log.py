@@ -19,13 +19,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.audit.anchors import Checkpoint, CheckpointInvalid, first_contradiction
+from approvals.audit.anchors import Checkpoint, CheckpointInvalid, first_contradiction, staleness
 from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
-from approvals.audit.checkpoints import checkpoint_directory, checkpoints_read, signing_key
+from approvals.audit.checkpoints import checkpoint_directory, checkpoints_read, verifying_keys
 from approvals.models import AuditEntry
 from approvals.signals import audited
 from catalog.models import Agent
@@ -165,39 +166,45 @@ def _record(entry: AuditEntry) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Verification:
     """What audit_verify found: the entries read and the first broken link, or else the
-    first checkpoint that does not hold (`problem`); and the checkpoints checked."""
+    first checkpoint that does not hold (`problem`); and the checkpoints checked. When
+    all of that holds, `stale` says the checkpoints stopped while the log grew."""
 
     entries: int
     broken: Break | None
     problem: str | None = None
     checkpoints: tuple[tuple[str, Checkpoint], ...] | None = None  # None: not checked
     directory: Path | None = None
+    stale: str | None = None
 
     def __str__(self) -> str:
         if self.broken is not None:
             return str(self.broken)
         if self.problem is not None:
             return self.problem
+        if self.stale is not None:
+            return self.stale
         summary = f"audit chain intact: {self.entries} entries"
         if self.checkpoints is None:
             return summary
         if not self.checkpoints:
             return f"{summary}; no checkpoint in {self.directory} yet"
-        name, newest = max(self.checkpoints, key=lambda item: (item[1].seq, item[0]))
+        name, newest = self.checkpoints[-1]
         holds = "1 checkpoint holds" if len(self.checkpoints) == 1 else f"{len(self.checkpoints)} checkpoints hold"
         return f"{summary}; {holds} (newest: seq {newest.seq}, {name})"
 
 
 def audit_verify(*, batch: int = 2000, checkpoints: bool = True) -> Verification:
     """Steps: read the checkpoints first (any written later names an entry the walk will
-    read), their signatures checked; walk the whole chain in seq order for its first
-    broken link; then each checkpoint's entry must be in the chain with the hash it
-    recorded. `checkpoints=False`: the chain's own links only."""
+    read), their signatures checked and each naming the one before it; walk the whole
+    chain in seq order for its first broken link; then each checkpoint's entry must be
+    in the chain with the hash it recorded; last, the entries after the newest must be
+    recent enough that no checkpoint is yet due. `checkpoints=False`: the chain's own
+    links only."""
     if not checkpoints:
         return Verification(*first_break(_records(batch)))
     directory = checkpoint_directory()
     try:
-        found = tuple(checkpoints_read(directory, signing_key()))
+        found = tuple(checkpoints_read(directory, verifying_keys()))
     except CheckpointInvalid as exc:
         return Verification(0, None, problem=str(exc), checkpoints=(), directory=directory)
     count, broken = first_break(_records(batch))
@@ -205,7 +212,15 @@ def audit_verify(*, batch: int = 2000, checkpoints: bool = True) -> Verification
         return Verification(count, broken)
     hashes = dict(AuditEntry.objects.filter(seq__in={point.seq for _, point in found}).values_list("seq", "hash"))
     problem = first_contradiction(found, hashes, last_seq=count)
-    return Verification(count, None, problem=problem, checkpoints=found, directory=directory)
+    stale = None if problem else _staleness(found[-1] if found else None, directory)
+    return Verification(count, None, problem=problem, checkpoints=found, directory=directory, stale=stale)
+
+
+def _staleness(newest: tuple[str, Checkpoint] | None, directory: Path) -> str | None:
+    """Whether the oldest entry after the newest checkpoint waited too long for one."""
+    after = AuditEntry.objects.filter(seq__gt=newest[1].seq if newest else 0).order_by("seq")
+    return staleness(newest, after.values_list("seq", "at").first(), now=timezone.now(),
+                     minutes=settings.LECTERN_AUDIT_CHECKPOINT_MINUTES, folder=str(directory))
 
 
 def _records(batch: int) -> Iterator[dict[str, Any]]:

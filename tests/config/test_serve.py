@@ -30,8 +30,10 @@ HTTPS = {"X-Forwarded-Proto": "https"}  # as the TLS-terminating proxy sets it
 
 
 def production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    # A deployment keeps its audit checkpoints outside var/ (else `check` warns: lectern.W002).
     env = child_env(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), LECTERN_HTTPS="1",
                     ALLOWED_HOSTS="127.0.0.1,lectern.example.com", LECTERN_STATIC_ROOT=str(tmp_path / "static"),
+                    LECTERN_AUDIT_CHECKPOINT_DIR=str(tmp_path / "audit-checkpoints"),
                     LECTERN_WEB_WORKERS="1", LECTERN_WEB_THREADS="2", LECTERN_Q_WORKERS="1")
     return {**env, **extra}
 
