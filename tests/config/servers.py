@@ -29,8 +29,11 @@ def child_database_url(*, owner: bool = False) -> str:
 
 
 def child_env(**extra: str) -> dict[str, str]:
+    """A child's environment on this test database; it anchors the audit chain in this
+    test's checkpoint folder, never in var/ (whose checkpoints are the dev database's)."""
     return {"DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": child_database_url(),
-            "DATABASE_OWNER_URL": child_database_url(owner=True), **extra}
+            "DATABASE_OWNER_URL": child_database_url(owner=True),
+            "LECTERN_AUDIT_CHECKPOINT_DIR": str(settings.LECTERN_AUDIT_CHECKPOINT_DIR), **extra}
 
 
 @contextmanager
