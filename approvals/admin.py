@@ -94,13 +94,20 @@ class DecisionInline(admin.TabularInline[Decision, ApprovalRequest]):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnly):
-    list_display = ["pk", "source", "agent", "state", "approvals", "raised_via", "caused_by", "created_at",
+    list_display = ["pk", "source", "agent", "state", "approvals", "raised_via", "causes", "created_at",
                     "decided_at", "expires_at"]
     list_filter = ["state", "raised_via", "source__catalog"]
     search_fields = ["source__slug", "agent__name", "context"]
-    list_select_related = ["source__catalog", "agent", "caused_by"]
+    list_select_related = ["source__catalog", "agent"]
     inlines = [DecisionInline]
     actions = ["approve", "reject", "revoke"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
+        return super().get_queryset(request).prefetch_related("caused_by")
+
+    @admin.display(description="caused by")
+    def causes(self, obj: ApprovalRequest) -> str:
+        return ", ".join(sorted(user.get_username() for user in obj.caused_by.all())) or "-"
 
     def _each(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], act: Any) -> None:
         done = 0
