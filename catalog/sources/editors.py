@@ -64,13 +64,15 @@ def content_read_locked(source: ReferenceSource) -> int:
 
 def content_editors_hand_over(*, source_id: int, edits: int, replaced: bool) -> None:
     """The switch of `source_id` to content holding its first `edits` content edits:
-    whoever made them is served now, no longer pending; when the content was replaced
-    (its fingerprint moved), the authors of the content before it no longer are."""
-    if replaced:
-        ContentEditor.objects.filter(source_id=source_id, pending=False).delete()
+    whoever made them is served now, no longer pending. When the content was replaced
+    (its fingerprint moved) by people's edits, the authors before them no longer are;
+    content that moved with no person's edit among those handed over (an agent's, an
+    import's, a file changed on disk) keeps its authors: no such edit removes anyone."""
     handed = ContentEditor.objects.filter(source_id=source_id, pending=True, edit__lte=edits)
+    people = list(handed.values_list("user_id", "edit"))
+    if replaced and people:
+        ContentEditor.objects.filter(source_id=source_id, pending=False).delete()
     ContentEditor.objects.bulk_create(
-        [ContentEditor(source_id=source_id, user_id=user_id, pending=False, edit=edit)
-         for user_id, edit in handed.values_list("user_id", "edit")],
+        [ContentEditor(source_id=source_id, user_id=user_id, pending=False, edit=edit) for user_id, edit in people],
         update_conflicts=True, unique_fields=["source", "user", "pending"], update_fields=["edit"])
     handed.delete()

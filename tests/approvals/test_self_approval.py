@@ -175,6 +175,27 @@ def test_a_curator_agents_put_after_the_edit_does_not_make_the_editors_change_an
     assert ApprovalRequest.objects.get(pk=new).state == "pending" and not Decision.objects.filter(request=new)
 
 
+def test_a_curator_agents_put_after_the_edit_was_indexed_leaves_the_editor_its_author(kb, agent, both,
+                                                                                     django_capture_on_commit_callbacks):
+    # given: the content indexed came from `both`; then a curator agent's PUT is indexed too
+    edits(both, kb)
+    reindexed(kb)
+    _, token = agent_with_token(name="both-helper", catalogs=[kb.catalog], is_curator=True)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.put("/api/v1/catalogs/kb/sources/vault/files",
+                   {"path": "extra.md", "title": "Extra", "text": "Seal the vault at night.\n"}, format="json")
+    assert Document.objects.filter(source=kb.vault, path="extra.md").exists()
+
+    # when: an agent that never had it approved reads it
+    request_id = raised(agent, kb.vault, via="enrichment")
+
+    # then: `both`'s text is still served, and so theirs to leave to another reviewer
+    assert causes(request_id) == ["both"]
+    assert refused(request_id, both).error_code == "self_approval"
+
+
 def test_an_import_after_the_edit_does_not_make_the_editors_change_anyones(kb, agent, both, rita):
     old = approved(agent, kb.vault, rita)
     edits(both, kb)
