@@ -5,7 +5,7 @@ audit log are read-only here; the audit log cannot be changed anywhere."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -14,10 +14,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, AuditEntry, Decision
+from approvals.queries import with_state_now
 from approvals.services.decisions import request_decide
 from approvals.services.policies import FIELDS, policy_create, policy_delete, policy_update
 from approvals.services.revocation import approval_revoke
 from catalog.rest.errors import DomainError
+
+if TYPE_CHECKING:
+    from approvals.queries import RequestNow
 
 
 def _person(request: HttpRequest) -> User:
@@ -92,15 +96,43 @@ class DecisionInline(admin.TabularInline[Decision, ApprovalRequest]):
         return False
 
 
+class StateNowFilter(admin.SimpleListFilter):
+    """By the state the gate concludes (with_state_now), as the queue and the API filter:
+    an approval whose time is up is expired, whether or not the expiry task marked it."""
+
+    title = "state"
+    parameter_name = "state_now"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(ApprovalRequest.State.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset if value is None else queryset.filter(state_now=value)
+
+
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnly):
-    list_display = ["pk", "source", "agent", "state", "approvals", "raised_via", "caused_by", "created_at",
+    list_display = ["pk", "source", "agent", "state_now", "approvals", "raised_via", "causes", "created_at",
                     "decided_at", "expires_at"]
-    list_filter = ["state", "raised_via", "source__catalog"]
+    list_filter = [StateNowFilter, "raised_via", "source__catalog"]
     search_fields = ["source__slug", "agent__name", "context"]
-    list_select_related = ["source__catalog", "agent", "caused_by"]
+    list_select_related = ["source__catalog", "agent"]
+    readonly_fields = ["state_now"]
     inlines = [DecisionInline]
     actions = ["approve", "reject", "revoke"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
+        """With the state the gate concludes now (the stored one lags the expiry task)."""
+        return with_state_now(super().get_queryset(request)).prefetch_related("caused_by")
+
+    @admin.display(description="state now", ordering="state_now")
+    def state_now(self, obj: RequestNow) -> str:
+        return obj.state_now
+
+    @admin.display(description="caused by")
+    def causes(self, obj: ApprovalRequest) -> str:
+        return ", ".join(sorted(user.get_username() for user in obj.caused_by.all())) or "-"
 
     def _each(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], act: Any) -> None:
         done = 0

@@ -137,10 +137,11 @@ class ApprovalRequest(models.Model):
                                  help_text="The request this one follows (lapsed by a content change).")
     diff = models.TextField(blank=True, help_text="Unified diff of the last approved text against this content.")
     diff_base = models.CharField(max_length=64, blank=True, help_text="The approved fingerprint the diff is against.")
-    caused_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="The person whose change of the source it asks to approve (who last changed it when it was "
-                  "raised); they never decide it unless the policies allow self-approval. Empty: no person.")
+    caused_by = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="+",
+        help_text="The people whose changes of the source's content it asks to approve (its authors when it was "
+                  "raised: catalog.sources.editors); none of them decides it unless the policies allow "
+                  "self-approval. Empty: no person.")
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True, help_text="When it was approved or rejected.")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="When its approval ends; empty: never.")

@@ -95,7 +95,7 @@ def in_states_now(states: Iterable[str], now: datetime) -> Q:
 
 
 def _with_decisions(requests: QuerySet[_Request]) -> QuerySet[_Request]:
-    return requests.select_related("source__catalog", "agent", "previous", "caused_by").prefetch_related(
+    return requests.select_related("source__catalog", "agent", "previous").prefetch_related(
         Prefetch("decisions", queryset=Decision.objects.select_related("reviewer").order_by("pk")))
 
 

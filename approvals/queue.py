@@ -19,7 +19,7 @@ from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry, Decisi
 from approvals.queries import request_detail, requests_queue, with_state_now
 from approvals.rules import Rule
 from approvals.selectors import self_approval_allowed
-from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.models import Agent, Catalog, ContentEditor, ReferenceSource
 
 if TYPE_CHECKING:
     from approvals.queries import RequestNow
@@ -95,7 +95,7 @@ class RequestReview:
     decisions: list[Decision]
     policies: list[ApprovalPolicy]
     changed_by: list[str]
-    caused_by: str | None
+    caused_by: list[str]
     self_approval: bool  # the policies let caused_by decide it
     revocation: Revocation | None
     followed_by: int | None
@@ -109,22 +109,29 @@ def request_review(*, request_id: int) -> RequestReview | None:
     request = detail.request
     policies = list(ApprovalPolicy.objects.filter(pk__in=detail.rule.policy_ids).select_related(
         "catalog", "source__catalog", "tag", "changed_by"))
-    changed_by = {p.changed_by.get_username() for p in policies if p.changed_by is not None}
-    source_changer = ReferenceSource.objects.filter(pk=request.source_id, changed_by__isnull=False) \
-        .values_list("changed_by__username", flat=True).first()
-    if source_changer is not None:
-        changed_by.add(source_changer)
+    caused_by = sorted(user.get_username() for user in request.caused_by.all())
     revoked = request.state == ApprovalRequest.State.REVOKED
     return RequestReview(request=request, rule=detail.rule, current=request.fingerprint == request.source.fingerprint,
                        documents=None if detail.documents is None else _shown(detail.documents),
-                       decisions=detail.decisions, policies=policies, changed_by=sorted(changed_by),
-                       caused_by=request.caused_by.get_username() if request.caused_by is not None else None,
+                       decisions=detail.decisions, policies=policies,
+                       changed_by=_four_eyes_barred(request.source_id, policies, caused_by),
+                       caused_by=caused_by,
                        self_approval=self_approval_allowed(detail.rule),
                        revocation=revocations([request.pk]).get(request.pk) if revoked else None,
                        followed_by=ApprovalRequest.objects.filter(previous_id=request.pk).order_by("-pk")
                        .values_list("pk", flat=True).first(),
                        previous_state=with_state_now(ApprovalRequest.objects.filter(pk=request.previous_id))
                        .values_list("state_now", flat=True).first() if request.previous_id else None)
+
+
+def _four_eyes_barred(source_id: int, policies: list[ApprovalPolicy], caused_by: list[str]) -> list[str]:
+    """Whom four eyes keeps from approving, as check_decide reads them: the request's
+    causes, the source's content editors and last changer, each policy's last changer."""
+    names = {p.changed_by.get_username() for p in policies if p.changed_by is not None} | set(caused_by)
+    names.update(ContentEditor.objects.filter(source_id=source_id).values_list("user__username", flat=True))
+    names.update(ReferenceSource.objects.filter(pk=source_id, changed_by__isnull=False)
+                 .values_list("changed_by__username", flat=True))
+    return sorted(names)
 
 
 def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:

@@ -108,7 +108,7 @@ def _panel_context(request: HttpRequest, detail: RequestReview, **extra: Any) ->
     user, state = _person(request), detail.request.state_now
     mine = next((d for d in detail.decisions if d.reviewer_id == user.pk), None)
     reviewer = is_reviewer(user)
-    own = detail.request.caused_by_id == user.pk and not detail.self_approval
+    own = user.get_username() in detail.caused_by and not detail.self_approval
     return {"detail": detail, "req": detail.request, "my_decision": mine, "is_reviewer": reviewer, "own_change": own,
             "can_decide": reviewer and state == ApprovalRequest.State.PENDING and mine is None and detail.current
             and not own,

@@ -39,7 +39,8 @@ class ReferenceSourceAdmin(admin.ModelAdmin[ReferenceSource]):
     list_filter = ["catalog", "mode", "kind", "status", "requires_approval"]
     search_fields = ["slug", "name", "description"]
     filter_horizontal = ["tags"]
-    readonly_fields = ["fingerprint", "status", "last_error", "indexed_at", "changed_by", "created_at", "updated_at"]
+    readonly_fields = ["fingerprint", "status", "last_error", "indexed_at", "changed_by", "content_edits", "created_at",
+                       "updated_at"]
 
     def save_model(self, request: HttpRequest, obj: ReferenceSource, form: forms.ModelForm[ReferenceSource],
                    change: bool) -> None:

@@ -104,6 +104,9 @@ class ReferenceSource(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="Who last changed its content or settings (none: a command, a scan, an agent). "
                   "Under four eyes they may not approve it.")
+    content_edits = models.PositiveBigIntegerField(
+        default=0, help_text="How many times its content was changed: a reindex reads it with the content, so it "
+                             "knows whose edits it switches in (ContentEditor).")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
     last_error = models.TextField(blank=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
@@ -133,6 +136,26 @@ class ReferenceSource(models.Model):
             raise ValidationError({"location": "A glob source needs a glob pattern."})
         if self.kind == self.Kind.INLINE and not self.content.strip():  # whitespace would index as nothing
             raise ValidationError({"content": "An inline source needs its text."})
+
+
+class ContentEditor(models.Model):
+    """A person answerable for a source's content, whom self-approval and four eyes keep
+    from deciding on it: `pending`, they changed it since the content served now was
+    read (`edit`: the source's content_edits after their last change); served, the
+    content served now came from their edits (until a reindex switches in other
+    content). Only a person's edit adds one; none but that switch removes one."""
+
+    source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="content_editors")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    pending = models.BooleanField(help_text="Their edit is not in the content served yet.")
+    edit = models.PositiveBigIntegerField(help_text="The source's content_edits after their last change.")
+
+    class Meta:
+        ordering = ["source", "user"]
+        constraints = [models.UniqueConstraint(fields=["source", "user", "pending"], name="content_editor_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} on {self.source_id} ({'pending' if self.pending else 'served'})"
 
 
 class UploadedFile(models.Model):

@@ -9,10 +9,12 @@ reviewers deciding one request at once: the second waits on the request's row lo
 then finds it decided and gets a 409 `request_decided`, unless more approvals were
 still needed, when both approvals count.
 
-Self-approval: the person whose change raised a request (`caused_by`) never decides it,
-approve or reject, on any channel, unless every policy covering the source allows it
-(`allow_self_approval`). Four eyes goes further, for approvals: whoever last changed the
-source or a covering policy, whatever raised the request.
+Self-approval: none of the people whose changes a request asks to approve (`caused_by`)
+decides it, approve or reject, on any channel, unless every policy covering the source
+allows it (`allow_self_approval`). Four eyes goes further, for approvals: besides them,
+every person answerable for the source's content now (catalog.sources.editors: served or
+pending), whoever last changed the source's settings, and whoever last changed a
+covering policy, whatever raised the request.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from approvals.selectors import self_approval_allowed, source_rules
 from approvals.services.contents import approved_content_keep
 from approvals.services.errors import conflict, forbidden, invalid, not_found
 from catalog.auth import is_reviewer
-from catalog.models import ReferenceSource
+from catalog.models import ContentEditor, ReferenceSource
 
 
 def request_decide(*, request_id: int, reviewer: User, verdict: str, comment: str = "",
@@ -84,19 +86,22 @@ def check_decide(*, request_id: int, reviewer: User, verdict: str, comment: str,
                        code="content_changed")
     rule = source_rules(agent=request.agent, source_ids=[source.pk]).get(source.pk)
     rule_now = rule.rule if rule is not None else Rule()  # no longer governed: one approval settles it
-    if rule_now.four_eyes and reviewer.pk in _last_changed_by(source, rule_now):
-        raise forbidden(f"four eyes: {reviewer.get_username()} last changed {source} or a policy covering it, "
+    causes = set(request.caused_by.values_list("pk", flat=True))
+    if rule_now.four_eyes and reviewer.pk in causes | _changed_by(source, rule_now):
+        raise forbidden(f"four eyes: {reviewer.get_username()} changed {source} or a policy covering it, "
                         "so another reviewer decides", code="four_eyes")
-    if request.caused_by_id == reviewer.pk and not self_approval_allowed(rule_now):
+    if reviewer.pk in causes and not self_approval_allowed(rule_now):
         raise forbidden(f"self-approval: request {request.pk} asks to approve a change {reviewer.get_username()} "
                         "made, so another reviewer decides it", code="self_approval")
     return request, rule_now
 
 
-def _last_changed_by(source: ReferenceSource, rule: Rule) -> set[int]:
-    """Who last changed the source's content or settings, and each policy covering it."""
+def _changed_by(source: ReferenceSource, rule: Rule) -> set[int]:
+    """Who is answerable for the source's content now (its authors and pending editors),
+    who last changed its settings, and who last changed each policy covering it."""
     people = set(ApprovalPolicy.objects.filter(pk__in=rule.policy_ids, changed_by__isnull=False)
                  .values_list("changed_by_id", flat=True))
+    people.update(ContentEditor.objects.filter(source=source).values_list("user_id", flat=True))
     if source.changed_by_id is not None:
         people.add(source.changed_by_id)
     return people

@@ -3,7 +3,9 @@ and pending requests for the old content lapse, inside the switch's own transact
 (catalog.signals.content_switched, sent before it commits): no reader ever sees the new
 text under an old approval. Each agent that had one gets a new pending request for the
 new content (raised_via reindex), carrying the unified diff of the text it last had
-approved against the new text, so the reviewer reads only what changed.
+approved against the new text, so the reviewer reads only what changed. It names whom its content came from
+(approvals.services.requests), and, when it follows a request that was still pending,
+whom that one named: their changes, never approved, are in the diff too.
 
 An approval whose time was up before the content changed (the gate refused it already;
 the expiry task had not marked it yet) is marked expired, as of when it ended, not
@@ -60,13 +62,15 @@ def approvals_lapse(*, source_id: int, new_fingerprint: str) -> list[int]:
         audit_append_many([_ended_event(row, source_id, new_fingerprint) for row in ended])
         lapsed = [(pk, agent_id, fingerprint, was) for pk, agent_id, fingerprint, was, _, _ in ended]
         follows = _follows(source_id, lapsed)
+        was_pending = {pk for pk, _, _, was in lapsed if was == ApprovalRequest.State.PENDING}
         diffs = _diffs(source_id, {base for _, base in follows.values()})
         raised: list[int] = []
         for agent in Agent.objects.filter(pk__in=list(follows)).order_by("pk"):
             previous_id, base = follows[agent.pk]
             diff = diffs.get(base)
             item = RaiseItem(source_id=source_id, fingerprint=new_fingerprint, previous_id=previous_id,
-                             diff=diff.text if diff else "", diff_base=base or "")
+                             diff=diff.text if diff else "", diff_base=base or "",
+                             inherits_causes=previous_id in was_pending)
             context = f"the content changed since request {previous_id}" + (
                 f": {_summary(diff)}" if diff else " (no approved text to compare it with)")
             raised += requests_raise(agent=agent, items=[item], via=ApprovalRequest.Via.REINDEX, context=context,

@@ -5,11 +5,15 @@ Never two pending for the same (source, agent, fingerprint): a unique partial in
 (`one_pending_request_per_content`) says so, and the insert is ON CONFLICT DO NOTHING,
 so read paths racing each other raise one request and all get its id.
 
-Each request records who caused it (`caused_by`): the person who last changed the
-source when it is raised, read in the insert itself. A reindex raises inside the
-switch to the new content, so that is whoever's edit the new content came from; a read
-path raises for the content indexed now, whose last editor it is. request_decide keeps
-them from deciding it (self-approval) unless the policies allow it.
+Each request records who caused it (`caused_by`): every person whose edits the content
+it is raised for came from, read in the insert itself from the source's served content
+editors (catalog.sources.editors). A reindex raises inside the switch to the new
+content, after the switch made the people whose edits it holds its authors; a read path
+raises for the content indexed now, whose authors they still are (not whoever edited it
+since). A request that follows a pending one for older content, with a diff against
+what was approved before both, also names the people the older one named: the diff
+shows their changes too. request_decide keeps all of them from deciding it
+(self-approval) unless the policies allow it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class RaiseItem:
     previous_id: int | None = None
     diff: str = ""
     diff_base: str = ""
+    # It follows (`previous_id`) a pending request for older content, with a diff
+    # against what was approved before both: it names whom that one named too.
+    inherits_causes: bool = False
 
 
 def excerpt(text: str, limit: int = CONTEXT_MAX_CHARS) -> str:
@@ -58,16 +65,29 @@ def request_context(what: str, text: str = "") -> str:
 
 
 _INSERT = """
-INSERT INTO approvals_approvalrequest (source_id, agent_id, fingerprint, raised_via, context, state, approvals,
-                                       previous_id, diff, diff_base, caused_by_id, created_at)
-SELECT x.source_id, %(agent)s, x.fingerprint, %(via)s, %(context)s, 'pending', 0, x.previous_id, x.diff,
-       x.diff_base, s.changed_by_id, %(now)s
-FROM unnest(%(sources)s::bigint[], %(fingerprints)s::text[], %(previous)s::bigint[], %(diffs)s::text[],
-            %(bases)s::text[]) AS x(source_id, fingerprint, previous_id, diff, diff_base)
-JOIN catalog_referencesource s ON s.id = x.source_id
-ORDER BY x.source_id
-ON CONFLICT (source_id, agent_id, fingerprint) WHERE state = 'pending' DO NOTHING
-RETURNING id, source_id, fingerprint, caused_by_id
+WITH raised AS (
+    INSERT INTO approvals_approvalrequest (source_id, agent_id, fingerprint, raised_via, context, state, approvals,
+                                           previous_id, diff, diff_base, created_at)
+    SELECT x.source_id, %(agent)s, x.fingerprint, %(via)s, %(context)s, 'pending', 0, x.previous_id, x.diff,
+           x.diff_base, %(now)s
+    FROM unnest(%(sources)s::bigint[], %(fingerprints)s::text[], %(previous)s::bigint[], %(diffs)s::text[],
+                %(bases)s::text[]) AS x(source_id, fingerprint, previous_id, diff, diff_base)
+    JOIN catalog_referencesource s ON s.id = x.source_id
+    ORDER BY x.source_id
+    ON CONFLICT (source_id, agent_id, fingerprint) WHERE state = 'pending' DO NOTHING
+    RETURNING id, source_id, fingerprint, previous_id
+), causes AS (
+    INSERT INTO approvals_approvalrequest_caused_by (approvalrequest_id, user_id)
+    SELECT r.id, e.user_id FROM raised r JOIN catalog_contenteditor e ON e.source_id = r.source_id AND NOT e.pending
+    UNION
+    SELECT r.id, c.user_id
+    FROM raised r JOIN approvals_approvalrequest_caused_by c ON c.approvalrequest_id = r.previous_id
+    WHERE r.previous_id = ANY(%(inheriting)s::bigint[])
+    RETURNING approvalrequest_id, user_id
+)
+SELECT r.id, r.source_id, r.fingerprint,
+       array(SELECT c.user_id FROM causes c WHERE c.approvalrequest_id = r.id ORDER BY c.user_id)
+FROM raised r ORDER BY r.id
 """
 
 
@@ -86,7 +106,8 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
                 "agent": agent.pk, "via": via, "context": excerpt(context), "now": timezone.now(),
                 "sources": [i.source_id for i in items], "fingerprints": [i.fingerprint for i in items],
                 "previous": [i.previous_id for i in items], "diffs": [i.diff for i in items],
-                "bases": [i.diff_base for i in items]})
+                "bases": [i.diff_base for i in items],
+                "inheriting": [i.previous_id for i in items if i.inherits_causes]})
             inserted = cursor.fetchall()
         found = {source_id: request_id for request_id, source_id, _, _ in inserted}
         waiting = [i for i in items if i.source_id not in found]
@@ -96,12 +117,12 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
                 fingerprint__in=[i.fingerprint for i in waiting]).values_list("source_id", "fingerprint", "id")
             wanted = {(i.source_id, i.fingerprint) for i in waiting}
             found.update({source: pk for source, fingerprint, pk in pending if (source, fingerprint) in wanted})
-        causes = _usernames({caused_by for *_, caused_by in inserted if caused_by is not None})
+        names = _usernames({user_id for *_, caused_by in inserted for user_id in caused_by})
         audit_append_many([
             AuditEvent(Action.REQUEST_RAISED, actor or Actor.of(agent), request_id=request_id, source_id=source_id,
                        agent_id=agent.pk, fingerprint=fingerprint,
                        payload={"raised_via": via, "context": excerpt(context, 200),
-                                "caused_by": causes.get(caused_by) if caused_by is not None else None})
+                                "caused_by": sorted(names[user_id] for user_id in caused_by)})
             for request_id, source_id, fingerprint, caused_by in inserted])
         reviewers_notify_on_commit([request_id for request_id, *_ in inserted])
     return found

@@ -17,6 +17,7 @@ from catalog.indexing.diffing import Diff
 from catalog.models import Catalog, Document, ReferenceSource
 from catalog.signals import content_switched
 from catalog.sources.documents import Collected, DocumentInput, stored_documents
+from catalog.sources.editors import content_editors_hand_over
 
 
 def delete_document_rows(cursor: CursorWrapper, document_pks: list[int]) -> None:
@@ -128,9 +129,10 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
                       prepared: list[PreparedChunk], vectors: np.ndarray | None, *, chunking: str) -> None:
     """Switch the source to its new state in one transaction: readers see the old rows
     or the new ones, never a mix; unchanged documents and their chunks are untouched,
-    new ones record `chunking`, how `prepared` was cut. When the fingerprint moves,
-    `content_switched` is sent before the commit, so what acts on it (approvals lapse)
-    commits or fails with the switch."""
+    new ones record `chunking`, how `prepared` was cut. The people whose edits it holds
+    become its authors (catalog.sources.editors). When the fingerprint moves,
+    `content_switched` is sent before the commit, so what acts on it (approvals lapse,
+    which reads those authors) commits or fails with the switch."""
     with transaction.atomic():
         # One writer per catalog at a time: term frequencies and statistics stay exact.
         # no_key: rows that reference the catalog (runs, sources) can still be inserted.
@@ -153,7 +155,11 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),
             indexed_at=timezone.now(),
         )
-        if old_fingerprint is not None and old_fingerprint != collected.fingerprint:
+        if old_fingerprint is None:  # deleted meanwhile: its rows went with it
+            return
+        replaced = old_fingerprint != collected.fingerprint
+        content_editors_hand_over(source_id=source.pk, edits=collected.edits, replaced=replaced)
+        if replaced:
             content_switched.send(sender=ReferenceSource, source_id=source.pk, old_fingerprint=old_fingerprint,
                                   new_fingerprint=collected.fingerprint)
 

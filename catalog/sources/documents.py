@@ -8,8 +8,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from django.db import transaction
+
 from catalog.indexing.diffing import StoredDocument, stat_unchanged
 from catalog.models import Document, ReferenceSource, UploadedFile
+from catalog.sources.editors import content_read_locked
 from catalog.sources.fingerprints import fingerprint, text_sha256, uploads_fingerprint
 from catalog.sources.globs import glob_entries
 
@@ -44,6 +47,7 @@ class Collected:
     documents: list[DocumentInput]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     fingerprint: str = ""
+    edits: int = 0  # how many content edits of the source it holds (catalog.sources.editors)
 
 
 def title_of(path: str, text: str) -> str:
@@ -96,10 +100,19 @@ def stored_documents(source: ReferenceSource) -> list[StoredDocument]:
 
 
 def source_collect(*, source: ReferenceSource, stored: list[StoredDocument] | None = None) -> Collected:
-    """The documents a source holds now, with its fingerprint. Glob files whose size and
-    mtime match `stored` are not read (their text is None)."""
-    if source.kind == ReferenceSource.Kind.GLOB:
-        return _read_glob(source, {doc.path: doc for doc in stored or []})
+    """The documents a source holds now, with its fingerprint and the count of content
+    edits they hold, read together (the pattern, text and upload rows under the
+    row's share lock; a glob's files after it, as no person edits them). Glob files
+    whose size and mtime match `stored` are not read (their text is None)."""
+    with transaction.atomic():
+        edits = content_read_locked(source)
+        rows = None if source.kind == ReferenceSource.Kind.GLOB else _read_rows(source)
+    collected = _read_glob(source, {doc.path: doc for doc in stored or []}) if rows is None else rows
+    collected.edits = edits
+    return collected
+
+
+def _read_rows(source: ReferenceSource) -> Collected:
     if source.kind == ReferenceSource.Kind.INLINE:
         path = f"{source.slug}.md"
         doc = DocumentInput(path, source.name or source.slug, source.content, len(source.content.encode()))

@@ -2,7 +2,9 @@
 them at once for an import) and the text of inline sources. The next index run reads it.
 
 Each edit records who made it (`ReferenceSource.changed_by`: the person, or None for a
-command, an import or an agent), which four eyes reads, and announces it
+command, an import or an agent), and an edit of the content counts itself and keeps its
+person among the source's content editors until a reindex switches it in
+(catalog.sources.editors), which self-approval and four eyes read; each is announced
 (`catalog.signals.source_changed`)."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from django.db import transaction
 from catalog.models import Catalog, ReferenceSource, UploadedFile
 from catalog.signals import source_changed
 from catalog.sources.documents import DocumentInput
+from catalog.sources.editors import content_edit_record, is_content_edit
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import upload_path_problem
 from catalog.sources.uploads import text_size_problem
@@ -31,11 +34,16 @@ def upload_source_ensure(*, catalog: Catalog, slug: str) -> ReferenceSource:
     return source
 
 
+@transaction.atomic
 def source_changed_by(*, source: ReferenceSource, by: User | None, fields: Iterable[str]) -> None:
-    """Record who last changed `source` (None: no person) and announce what changed."""
+    """Record who last changed `source` (None: no person), and who changed its content
+    when `fields` name it; announce what changed. Inside the edit's transaction."""
+    changed = sorted(fields)
     ReferenceSource.objects.filter(pk=source.pk).update(changed_by=by)
+    if is_content_edit(changed):
+        content_edit_record(source_id=source.pk, by=by)
     source.changed_by = by
-    source_changed.send(sender=ReferenceSource, source=source, by=by, fields=sorted(fields))
+    source_changed.send(sender=ReferenceSource, source=source, by=by, fields=changed)
 
 
 def uploads_write(*, source: ReferenceSource, documents: list[DocumentInput]) -> None:

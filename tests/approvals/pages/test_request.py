@@ -118,7 +118,7 @@ def test_a_conflict_without_htmx_renders_the_page_with_the_message(client_for, p
 def test_four_eyes_keeps_whoever_changed_the_policy_from_approving(client_for, kb, pending, bea, rob):
     policy_create(by=bea, source=kb.vault, four_eyes=True)
     client = client_for(bea)
-    assert b"Four eyes: you last changed" in page_of(client, pending).content
+    assert b"Four eyes: you changed" in page_of(client, pending).content
 
     refused = decide(client, pending, "approve")
 
