@@ -8,7 +8,8 @@ connection without a thread, also gathers each request's head and body (up to
 LECTERN_MAX_BODY_BYTES: every body the API accepts), and a thread gets it only once it
 is whole. What is not whole within LECTERN_WEB_READ_TIMEOUT seconds is answered 408 and
 closed; a head over gunicorn's limits is answered 414 or 431 here, while its target is
-known: in the API's JSON error shape under /api/, in gunicorn's HTML page elsewhere.
+known: in the API's JSON error shape under /api/, in gunicorn's HTML page elsewhere;
+so is an API body the API would refuse unread (chunked: 411, over the limit: 413).
 A larger body (a curator's upload of many files) is read by its thread as before, each
 read bounded by the same timeout.
 
@@ -35,7 +36,14 @@ from gunicorn.http.message import DEFAULT_MAX_HEADERFIELD_SIZE, MAX_HEADERS, MAX
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from config.env import env_int
-from config.request_head import HEADERS_TOO_LARGE, URI_TOO_LONG, Limits, judge
+from config.request_head import (
+    CONTENT_TOO_LARGE,
+    HEADERS_TOO_LARGE,
+    LENGTH_REQUIRED,
+    URI_TOO_LONG,
+    Limits,
+    judge,
+)
 
 # Read when gunicorn loads this class, before any worker starts: a bad value stops the start.
 READ_TIMEOUT_S = env_int("LECTERN_WEB_READ_TIMEOUT", 30, minimum=1)
@@ -193,6 +201,12 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
             return ("Request Header Fields Too Large", "request_header_fields_too_large",
                     f"A header line is over {limits.field} bytes, or there are over {limits.fields} of them.",
                     {"max_field_bytes": limits.field, "max_fields": limits.fields})
+        if status == LENGTH_REQUIRED:
+            return ("Length Required", "length_required",
+                    "Send the body with a Content-Length; chunked bodies are not read.", {})
+        if status == CONTENT_TOO_LARGE:
+            return ("Content Too Large", "payload_too_large", f"Request body over {limits.body} bytes.",
+                    {"max_bytes": limits.body})
         return ("Request Timeout", "request_timeout",
                 f"The request did not arrive whole within {READ_TIMEOUT_S} seconds; nothing was done.",
                 {"timeout_seconds": READ_TIMEOUT_S})

@@ -6,7 +6,8 @@ has threads, /api/v1/health still answers, while every one of them is verified t
 still open and unanswered; a late body is then served. A body that stops arriving is
 answered with a JSON 408 once LECTERN_WEB_READ_TIMEOUT has passed, and nothing is
 written. An over-long request line or header under /api/ answers the JSON error (414,
-431), not gunicorn's HTML page. Every wait is on an answer or a condition; the timeouts
+431), not gunicorn's HTML page, and so does a chunked or oversized API body (411, 413)
+before any of it is awaited. Every wait is on an answer or a condition; the timeouts
 are failure safety nets only.
 """
 
@@ -25,6 +26,7 @@ from tests.config.test_serve import production_env
 
 SAFETY_S = 60  # a failing server is given this long; a working one answers at once
 WORKERS, THREADS = 1, 2
+MAX_BODY = 1_048_576  # LECTERN_MAX_BODY_BYTES by default: the largest body the worker holds
 
 
 @pytest.fixture
@@ -62,6 +64,7 @@ def request(server: Server, head: bytes) -> tuple[int, http.client.HTTPMessage, 
         return answer(client)
 
 
+
 def waiting_unanswered(client: socket.socket) -> bool:
     """Open, and the server has sent nothing on it (neither an answer nor a close)."""
     timeout = client.gettimeout()
@@ -78,6 +81,7 @@ def waiting_unanswered(client: socket.socket) -> bool:
 def post_head(path: str, token: str, length: int) -> bytes:
     return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n").encode()
+
 
 
 def error_of(status: int, headers: http.client.HTTPMessage, body: bytes) -> tuple[int, str, str]:
@@ -142,3 +146,25 @@ def test_over_long_request_lines_and_headers_under_api_answer_json(serve):
     assert status == 414 and headers["Content-Type"].startswith("text/html")
     # and a request within the limits is served
     assert request(server, f"GET {health}{'a' * 3_000} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())[0] == 200
+
+
+
+
+def test_chunked_and_oversized_bodies_under_api_are_refused_before_they_are_read(serve, make_catalog, agent_token):
+    server = serve()
+    token = agent_token("bulk-agent", [make_catalog("bulk")])
+    search = f"POST /api/v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+
+    # Given heads whose bodies are never sent: the refusal comes at once, and the connection closes
+    with send(server, f"{search}Transfer-Encoding: chunked\r\n\r\n".encode()) as client:
+        assert error_of(*answer(client)) == (411, "length_required", "close")
+        assert client.recv(1) == b""
+    with send(server, f"{search}Content-Length: {MAX_BODY + 1}\r\n\r\n".encode()) as client:
+        status, headers, body = answer(client)
+        assert error_of(status, headers, body) == (413, "payload_too_large", "close")
+        assert json.loads(body)["error"]["details"] == {"max_bytes": MAX_BODY}
+        assert client.recv(1) == b""
+    # a client that waits for `100 Continue` gets the refusal instead
+    with send(server, f"{search}Expect: 100-continue\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode()) as client:
+        assert client.makefile("rb").read(12) == b"HTTP/1.1 413"
+
