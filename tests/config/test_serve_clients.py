@@ -7,26 +7,34 @@ still open and unanswered; a late body is then served. A body that stops arrivin
 answered with a JSON 408 once LECTERN_WEB_READ_TIMEOUT has passed, and nothing is
 written. An over-long request line or header under /api/ answers the JSON error (414,
 431), not gunicorn's HTML page, and so does a chunked or oversized API body (411, 413)
-before any of it is awaited. Every wait is on an answer or a condition; the timeouts
-are failure safety nets only.
+before any of it is awaited.
+
+Uploads too large for the worker to hold (read by their thread) never take the last
+thread: with more of them trickling in than the server has threads, health still
+answers. One that keeps trickling is cut off with a 408 at the deadline, which a quiet
+read would never reach. Every wait is on an answer or a condition; the timeouts are
+failure safety nets only.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.connections import Server
+from benchmarks.connections import Server, wait_until
 from retrieval.models import MemoryEntry
 from tests.config.test_serve import production_env
 
 SAFETY_S = 60  # a failing server is given this long; a working one answers at once
 WORKERS, THREADS = 1, 2
 MAX_BODY = 1_048_576  # LECTERN_MAX_BODY_BYTES by default: the largest body the worker holds
+PACE_S = 0.3  # between the bytes of a trickled body: well within any read timeout
 
 
 @pytest.fixture
@@ -82,6 +90,14 @@ def post_head(path: str, token: str, length: int) -> bytes:
     return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n").encode()
 
+
+def trickled_upload(server: Server) -> socket.socket:
+    """A form posted with a body too large for the worker to hold, so that a thread reads
+    it (as a dashboard upload): to the sign-in page, which anyone may reach, with a
+    CSRF cookie so that Django reads the form; its first bytes sent."""
+    head = (f"POST /accounts/login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: csrftoken={'a' * 32}\r\n"
+            f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {2 * MAX_BODY}\r\n\r\n").encode()
+    return send(server, head + b'--b\r\nContent-Disposition: form-data; name="f"; filename="f.txt"\r\n\r\n')
 
 
 def error_of(status: int, headers: http.client.HTTPMessage, body: bytes) -> tuple[int, str, str]:
@@ -148,6 +164,43 @@ def test_over_long_request_lines_and_headers_under_api_answer_json(serve):
     assert request(server, f"GET {health}{'a' * 3_000} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())[0] == 200
 
 
+def test_more_large_bodies_trickling_in_than_threads_leave_a_thread_for_everyone_else(serve):
+    server = serve(LECTERN_WEB_READ_TIMEOUT="600")  # far longer than the test: nothing expires
+
+    # Given more slow uploads than the server has threads, each still sending its body
+    held = [trickled_upload(server) for _ in range(WORKERS * THREADS + 2)]
+    for client in held:
+        client.sendall(b"x")
+
+    # When a monitor asks for health, it is answered
+    status, _, health = request(server, b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert status == 200, health
+
+    # while every upload is still open and unanswered
+    assert [waiting_unanswered(client) for client in held] == [True] * len(held)
+    for client in held:
+        client.close()
+
+
+def test_a_large_body_trickling_in_is_cut_off_at_the_deadline_not_at_a_silence(serve):
+    server = serve(LECTERN_WEB_READ_TIMEOUT="2")
+
+    # Given an upload whose body keeps coming, a byte at a time, never silent for long
+    with trickled_upload(server) as client:
+        started = time.monotonic()
+        while not select.select([client], [], [], PACE_S)[0]:  # until the server answers or closes
+            assert time.monotonic() - started < 20, "the server is still reading a body it should have given up on"
+            client.sendall(b"x")
+
+        # Then the server's deadline, not a quiet read, ends it: a 408, and the connection closed
+        status, headers, _ = answer(client)
+        assert (status, headers["Connection"]) == (408, "close")
+        assert client.recv(1) == b""
+    assert request(server, b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")[0] == 200
+    # logged in one line, without a traceback (the access log's line follows whatever Django logs)
+    wait_until(lambda: '"POST /accounts/login/ HTTP/1.1"' in server.output(tail=None), SAFETY_S, "the access log")
+    assert "did not arrive whole within 2 seconds" in server.output(tail=None)
+    assert "Traceback" not in server.output(tail=None)
 
 
 def test_chunked_and_oversized_bodies_under_api_are_refused_before_they_are_read(serve, make_catalog, agent_token):
