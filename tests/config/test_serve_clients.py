@@ -12,14 +12,16 @@ before any of it is awaited.
 Uploads too large for the worker to hold (read by their thread) never take the last
 thread: with more of them trickling in than the server has threads, health still
 answers. One that keeps trickling is cut off with a 408 at the deadline, which a quiet
-read would never reach. Every wait is on an answer or a condition; the timeouts are
-failure safety nets only.
+read would never reach. And a body the application never read is not taken for the next
+request on a kept-alive connection. Every wait is on an answer or a condition; the
+timeouts are failure safety nets only.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import select
 import socket
 import time
@@ -71,6 +73,16 @@ def request(server: Server, head: bytes) -> tuple[int, http.client.HTTPMessage, 
     with send(server, head) as client:
         return answer(client)
 
+
+def statuses(client: socket.socket, count: int) -> list[int]:
+    """The statuses of the next `count` answers on a connection (read raw: one
+    http.client response per answer could buffer the start of the next)."""
+    received = b""
+    while len(found := re.findall(rb"HTTP/1\.1 (\d{3}) ", received)) < count:
+        chunk = client.recv(65536)
+        assert chunk, f"closed after {received!r}"
+        received += chunk
+    return [int(status) for status in found]
 
 
 def waiting_unanswered(client: socket.socket) -> bool:
@@ -221,3 +233,17 @@ def test_chunked_and_oversized_bodies_under_api_are_refused_before_they_are_read
     with send(server, f"{search}Expect: 100-continue\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode()) as client:
         assert client.makefile("rb").read(12) == b"HTTP/1.1 413"
 
+
+def test_a_body_the_application_never_read_is_not_taken_for_the_next_request(serve):
+    server = serve()
+    # a body of one long line, which read as the next request's head would be over-long (414)
+    unread = b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 6000\r\n\r\n" + b"a" * 6000
+    health = b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+    with send(server, unread) as client:
+        status, headers, _ = answer(client)
+        assert (status, headers["Connection"]) == (200, "keep-alive")
+        client.sendall(health)  # the next request on the kept-alive connection
+        assert answer(client)[0] == 200
+        client.sendall(unread + health)  # and the same two pipelined
+        assert statuses(client, 2) == [200, 200]
