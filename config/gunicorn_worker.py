@@ -8,9 +8,15 @@ connection without a thread, also gathers each request's head and body (up to
 LECTERN_MAX_BODY_BYTES: every body the API accepts), and a thread gets it only once it
 is whole. What is not whole within LECTERN_WEB_READ_TIMEOUT seconds is answered 408 and
 closed; a head over gunicorn's limits is answered 414 or 431 here, while its target is
-known: in the API's JSON error shape under /api/, in gunicorn's HTML page elsewhere.
-A larger body (a curator's upload of many files) is read by its thread as before, each
-read bounded by the same timeout.
+known: in the API's JSON error shape under /api/, in gunicorn's HTML page elsewhere; so
+is an API body the API would refuse unread (chunked: 411, over the limit: 413).
+
+A larger body outside the API (a curator's upload of many files) is read by its thread,
+all of it by the same deadline as any request, however slowly it trickles in (a
+timeout per read would let a byte every few seconds hold the thread forever); past it
+the client gets a 408 and the connection closes. At most all threads but one read such
+bodies at once: the others wait, unread, in the main loop, so that slow uploads never
+take the thread every other request needs.
 
 Tied to gunicorn's gthread internals (TConn, the parser's unreader, the poller and
 finish_request), so gunicorn is pinned; tests/config/test_serve_clients.py runs it for
@@ -21,21 +27,32 @@ the stock behaviour is kept.
 from __future__ import annotations
 
 import json
+import math
 import os
 import selectors
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import BadRequest
 from gunicorn import util
 from gunicorn.http.message import DEFAULT_MAX_HEADERFIELD_SIZE, MAX_HEADERS, MAX_REQUEST_LINE
+from gunicorn.http.unreader import SocketUnreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from config.env import env_int
-from config.request_head import HEADERS_TOO_LARGE, URI_TOO_LONG, Limits, judge
+from config.request_head import (
+    CONTENT_TOO_LARGE,
+    HEADERS_TOO_LARGE,
+    LENGTH_REQUIRED,
+    URI_TOO_LONG,
+    Limits,
+    judge,
+)
 
 # Read when gunicorn loads this class, before any worker starts: a bad value stops the start.
 READ_TIMEOUT_S = env_int("LECTERN_WEB_READ_TIMEOUT", 30, minimum=1)
@@ -52,6 +69,50 @@ class Gathering:
     received: bytearray
     api: bool = False
     continued: bool = False
+    waits: bool = False  # whole but for a body its thread reads, waiting for a thread that may
+
+
+class BodyTimedOut(BadRequest):
+    """Raised into the application reading a body past its request's deadline: a client's
+    fault (Django answers BadRequest 400, logged as a warning, not a 500 with a
+    traceback), and an exception rather than an early end of the body, which the
+    application would take for the whole of it."""
+
+    lectern_logged = True  # config.log_filters.LOGGED: the worker logs it in one line, Django not again
+
+
+class DeadlineReader(SocketUnreader):  # type: ignore[misc]  # gunicorn has no annotations: Any
+    """A connection's reader (the parser's unreader): every read a thread makes for a
+    request ends by that request's deadline, each waiting at most the time left to it.
+    Past the deadline, while the application reads, `on_expiry` answers the client and
+    the read raises BodyTimedOut; after the application (gunicorn draining a body it left
+    unread) the read raises TimeoutError, on which gunicorn closes the connection."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock)
+        self.deadline = math.inf
+        self.on_expiry: Callable[[], None] | None = None
+        self.expired = False
+
+    def chunk(self, size_hint: int | None = None) -> bytes:
+        if (left := self.deadline - time.monotonic()) > 0:
+            bound = self.sock.gettimeout()  # gunicorn's drain sets one of its own
+            ours = bound is None or left <= bound
+            self.sock.settimeout(left if ours else bound)
+            try:
+                data: bytes = super().chunk(size_hint)
+                return data
+            except TimeoutError:
+                if not ours:
+                    raise  # the caller's own, shorter bound
+            finally:
+                self.sock.settimeout(bound)
+        if self.on_expiry is None:
+            raise TimeoutError("the request's deadline has passed")
+        if not self.expired:
+            self.expired = True
+            self.on_expiry()
+        raise BodyTimedOut(f"The request did not arrive whole within {READ_TIMEOUT_S} seconds.")
 
 
 class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no annotations: Any
@@ -60,6 +121,8 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
         self.gathering: dict[TConn, Gathering] = {}
         self.whole: set[TConn] = set()  # gathered, on their way to a thread
         self.streaming: set[TConn] = set()  # handed over with a body their thread reads itself
+        # one thread is always left to requests gathered whole (health checks, the API)
+        self.stream_slots = max(self.cfg.threads - 1, 1)
         self.gathers = not self.cfg.is_ssl and self.cfg.http2_cleartext == "off"
 
     @cached_property
@@ -84,10 +147,26 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
             self._gather(conn)
 
     def handle_request(self, req: Any, conn: TConn) -> Any:
-        if conn in self.streaming:  # a body this thread reads itself: no read may wait forever
-            self.streaming.discard(conn)
-            conn.sock.settimeout(READ_TIMEOUT_S)
-        return super().handle_request(req, conn)
+        """Run the application (a thread), which reads what is left of the body by the
+        request's deadline or gets BodyTimedOut."""
+        reader = conn.parser.unreader
+        if not isinstance(reader, DeadlineReader):  # not gathered (TLS, h2c): stock
+            return super().handle_request(req, conn)
+        reader.on_expiry = partial(self._expire, conn, api=req.path.startswith("/api/"))
+        reader.expired = False
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            reader.on_expiry = None  # gunicorn's drain after the answer: past the deadline, close
+
+    def finish_request(self, conn: TConn, fs: Any) -> None:
+        """A thread is done with the connection (the main thread): a thread that read a
+        body is free for the next upload waiting for one."""
+        freed = conn in self.streaming
+        self.streaming.discard(conn)
+        super().finish_request(conn, fs)
+        if freed:
+            self._admit_waiting()
 
     def murder_pending(self) -> None:
         """Each turn of the main loop: requests not whole by their deadline are answered
@@ -96,7 +175,7 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
         now = time.monotonic()
         stopping = not self.alive or self.ppid != os.getppid()
         for conn, request in list(self.gathering.items()):
-            if request.received and request.deadline <= now:
+            if request.received and request.deadline <= now:  # an upload still waiting for a thread too
                 self._refuse(conn, REQUEST_TIMEOUT)
             elif not request.received and (stopping or request.deadline <= now):
                 self._leave(conn)
@@ -130,6 +209,8 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
         request.api = verdict.api
         if verdict.refuse:
             self._refuse(conn, verdict.refuse)
+        elif verdict.ready and verdict.streams and len(self.streaming) >= self.stream_slots:
+            self._wait_for_a_thread(conn)
         elif verdict.ready:
             self._hand_over(conn, streams=verdict.streams)
         elif closed:  # the client went away before its request was whole
@@ -145,10 +226,23 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
             except OSError:
                 pass
 
+    def _wait_for_a_thread(self, conn: TConn) -> None:
+        """Leave the rest of its body unread (in the kernel's buffers, then the client's)
+        until a thread that may read it is free, or its deadline passes."""
+        self.gathering[conn].waits = True
+        self.poller.unregister(conn.sock)
+
+    def _admit_waiting(self) -> None:
+        waiting = [conn for conn, request in self.gathering.items() if request.waits]
+        if waiting and len(self.streaming) < self.stream_slots:
+            self._hand_over(min(waiting, key=lambda conn: self.gathering[conn].deadline), streams=True)
+
     def _hand_over(self, conn: TConn, *, streams: bool) -> None:
         request = self._leave(conn)
         conn.init()  # the parser, unless it has one (plain HTTP/1.1: this reads nothing)
-        conn.parser.unreader.unread(bytes(request.received))
+        reader = _deadline_reader(conn)
+        reader.unread(bytes(request.received))
+        reader.deadline = request.deadline
         conn.data_ready = True
         self.whole.add(conn)
         if streams:
@@ -172,6 +266,15 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
 
     # --- refusals (a thread) ------------------------------------------------------------
 
+    def _expire(self, conn: TConn, *, api: bool) -> None:
+        """The application still reads a body past the request's deadline: answer 408, and
+        send nothing more, so whatever the application answers instead is dropped."""
+        try:
+            self._answer(conn, REQUEST_TIMEOUT, api=api)
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:  # the client is gone
+            pass
+
     def _answer(self, conn: TConn, status: int, *, api: bool) -> bool:
         """Write the refusal; False: finish_request closes the connection. The target is
         not logged: its query may carry an end user's id."""
@@ -193,9 +296,25 @@ class GatheringWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no an
             return ("Request Header Fields Too Large", "request_header_fields_too_large",
                     f"A header line is over {limits.field} bytes, or there are over {limits.fields} of them.",
                     {"max_field_bytes": limits.field, "max_fields": limits.fields})
+        if status == LENGTH_REQUIRED:
+            return ("Length Required", "length_required",
+                    "Send the body with a Content-Length; chunked bodies are not read.", {})
+        if status == CONTENT_TOO_LARGE:
+            return ("Content Too Large", "payload_too_large", f"Request body over {limits.body} bytes.",
+                    {"max_bytes": limits.body})
         return ("Request Timeout", "request_timeout",
                 f"The request did not arrive whole within {READ_TIMEOUT_S} seconds; nothing was done.",
                 {"timeout_seconds": READ_TIMEOUT_S})
+
+
+def _deadline_reader(conn: TConn) -> DeadlineReader:
+    """The connection's reader, made a DeadlineReader when its parser is new."""
+    reader = conn.parser.unreader
+    if not isinstance(reader, DeadlineReader):
+        reader = DeadlineReader(conn.sock)
+        reader.unread(conn.parser.unreader.take_buffered())
+        conn.parser.unreader = reader
+    return reader
 
 
 def _json_error(status: int, reason: str, code: str, message: str, details: dict[str, int]) -> bytes:

@@ -9,15 +9,20 @@ import re
 # The request attribute config.api_errors.note_uncaught() sets on a request whose
 # exception it has logged.
 NOTED = "lectern_uncaught"
+# The attribute, true, of an exception logged in one line where it was raised (the web
+# worker's BodyTimedOut: a client too slow to send its body, config/gunicorn_worker.py).
+LOGGED = "lectern_logged"
 
 
 class SkipNotedRequests(logging.Filter):
     """Drops django.request's own record of an exception note_uncaught() already logged
     (with its error id): one traceback per bug, and no traceback per request while the
-    database is down."""
+    database is down; and its record of an exception marked LOGGED: no traceback per
+    slow client."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return getattr(getattr(record, "request", None), NOTED, None) is None
+        exception = record.exc_info[1] if record.exc_info else None
+        return getattr(getattr(record, "request", None), NOTED, None) is None and not getattr(exception, LOGGED, False)
 
 
 class DropQueryStrings(logging.Filter):

@@ -96,7 +96,7 @@ def api_input_refusal(request: HttpRequest) -> JsonResponse | None:
         return json_error("malformed_request", "Content-Length is not a number.", 400)
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     if length > limit:
-        return json_error("payload_too_large", f"Request body over {limit} bytes.", 413)
+        return json_error("payload_too_large", f"Request body over {limit} bytes.", 413, {"max_bytes": limit})
     if "\x00" in request.path or any("\x00" in key or any("\x00" in value for value in values)
                                      for key, values in request.GET.lists()):
         return json_error("malformed_request", "The URL may not contain NUL (%00) characters.", 400)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
 from pathlib import Path
 
 from config.env import env_str
 
 LISTEN = "0A"  # the TCP state column of /proc/net/tcp
+PORT = re.compile(r"[0-9]+")
+MAX_PORT = 65535
 
 
 def lectern_bind() -> str:
@@ -23,20 +26,33 @@ def lectern_bind() -> str:
     return env_str("LECTERN_BIND", "127.0.0.1:8000")
 
 
-def split_address(address: str) -> tuple[str, int] | None:
-    """host and port of a `host:port` or `[v6]:port` address; None for a unix socket."""
+def split_address(address: str, *, dev: bool = False) -> tuple[str, int] | None:
+    """host and port of a `host:port` or `[v6]:port` address; None for a unix socket.
+    `dev`: read as runserver reads it (`make run HOST=...`), where digits alone are a port
+    on 127.0.0.1; gunicorn reads a word alone as a host, on port 8000. ValueError: the
+    port is not a port number."""
     if address.startswith(("unix:", "fd://")):
         return None
+    if dev and PORT.fullmatch(address):
+        return "127.0.0.1", _port(address)
     host, _, port = address.rpartition(":")
-    if not host:  # gunicorn's "HOST" alone listens on 8000
-        return address, 8000
-    return host.strip("[]"), int(port)
+    if not host or address.endswith("]"):  # gunicorn's "HOST" (or "[v6]") alone listens on 8000
+        return address.strip("[]"), 8000
+    return host.strip("[]"), _port(port)
 
 
-def address_holder(address: str) -> str | None:
+def _port(text: str) -> int:
+    if not PORT.fullmatch(text) or int(text) > MAX_PORT:
+        raise ValueError(f"{text!r} is not a port number (0 to {MAX_PORT})")
+    return int(text)
+
+
+def address_holder(address: str, *, dev: bool = False) -> str | None:
     """None when this process could listen on `address` (as gunicorn binds: SO_REUSEADDR,
-    which a closing connection does not block); else one line saying who listens there."""
-    split = split_address(address)
+    which a closing connection does not block); else one line saying who listens there.
+    OSError: it cannot be listened on for another reason (a host that does not resolve,
+    or is not this machine's); ValueError: it is no address (split_address)."""
+    split = split_address(address, dev=dev)
     if split is None:
         return None
     host, port = split

@@ -5,7 +5,9 @@ over a limit. Pure: no Django, no sockets.
 The limits are gunicorn's own (limit_request_line, limit_request_field_size,
 limit_request_fields), applied at the same sizes gunicorn would, so a request gunicorn
 would refuse is refused here first, while its target is still known and the answer can
-be the API's JSON error rather than gunicorn's HTML page.
+be the API's JSON error rather than gunicorn's HTML page. So is a body the API would
+refuse unread (config.middleware): chunked (411) or over the limit (413), before any of
+it is awaited.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CRLF = b"\r\n"
+LENGTH_REQUIRED = 411
+CONTENT_TOO_LARGE = 413
 URI_TOO_LONG = 414
 HEADERS_TOO_LARGE = 431
 
@@ -28,7 +32,7 @@ class Limits:
 @dataclass(frozen=True)
 class Verdict:
     ready: bool = False  # hand it to the application: the head is whole, and the body unless too large
-    refuse: int = 0  # answer this status (414, 431) instead
+    refuse: int = 0  # answer this status (411, 413, 414, 431) instead
     api: bool = False  # the target is under /api/
     expects_continue: bool = False  # the client waits for `100 Continue` before sending its body
     streams: bool = False  # ready with its body still to come: the application's thread reads it
@@ -60,8 +64,10 @@ def judge(data: bytes, limits: Limits) -> Verdict:
 
 
 def _body_verdict(fields: list[bytes], received: int, limits: Limits, *, api: bool, http11: bool) -> Verdict:
-    """Whole when the Content-Length's bytes are here. Anything unusual (chunked, a
-    malformed or repeated length) is handed over at once, for gunicorn to read or refuse."""
+    """Whole when the Content-Length's bytes are here. The API takes no chunked body and
+    none over the limit (config.middleware), so those are refused before any byte of them
+    is awaited. Anything else unusual (a malformed or repeated length, chunked outside the
+    API) is handed over at once, for gunicorn to read or refuse."""
     lengths, chunked, expects = [], False, False
     for field in fields:
         name, _, value = field.partition(b":")
@@ -70,9 +76,13 @@ def _body_verdict(fields: list[bytes], received: int, limits: Limits, *, api: bo
             lengths.append(value)
         chunked = chunked or name == b"transfer-encoding"
         expects = expects or (name == b"expect" and value == b"100-continue" and http11)
+    if chunked and api:
+        return Verdict(refuse=LENGTH_REQUIRED, api=api)
     if chunked or len(lengths) > 1 or (lengths and not lengths[0].isdigit()):
         return Verdict(ready=True, api=api, streams=True)
     length = int(lengths[0]) if lengths else 0
+    if length > limits.body and api:
+        return Verdict(refuse=CONTENT_TOO_LARGE, api=api)
     if received >= length:
         return Verdict(ready=True, api=api)
     if length > limits.body:

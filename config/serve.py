@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.stop_with_parent:
         die_with_parent(signal.SIGTERM, os.getppid())
     address = options.dev or lectern_bind()
-    if (holder := address_holder(address)) is not None:
-        print(f"serve: {holder}; stop it, or serve elsewhere (LECTERN_BIND, or make run HOST=...)", file=sys.stderr)
+    if (problem := _address_problem(address, dev=bool(options.dev))) is not None:
+        print(f"serve: {problem}", file=sys.stderr)
         return 1
     # The embedded Postgres, started once here (a failure is one line), not by both children at once.
     ensure_database()
@@ -100,6 +100,18 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=BASE_DIR,
                    check=True)
     return supervise(server_commands())
+
+
+def _address_problem(address: str, *, dev: bool) -> str | None:
+    """Why the server cannot listen on `address`, in one line (None: it can): someone
+    listens there, or the address does not resolve to this machine or is no address."""
+    try:
+        holder = address_holder(address, dev=dev)
+    except (OSError, ValueError) as exc:
+        return f"cannot listen on {address}: {exc}; serve elsewhere (LECTERN_BIND, or make run HOST=...)"
+    if holder is not None:
+        return f"{holder}; stop it, or serve elsewhere (LECTERN_BIND, or make run HOST=...)"
+    return None
 
 
 def _parser() -> argparse.ArgumentParser:

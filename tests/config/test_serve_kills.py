@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 
 from benchmarks.connections import Server, backends, free_port, wait_until
 from tests.config.servers import descendants, gone, kill_survivors
@@ -104,3 +105,28 @@ def test_a_start_on_a_held_port_names_the_holder_and_starts_nothing(transactiona
     assert " ".join(psutil.Process().cmdline()) in line  # the holder's command line, from /proc
     assert not (tmp_path / "static").exists()  # collectstatic did not run
     assert backends(app) == 0
+
+
+@pytest.mark.parametrize("address", ["no-such-host.invalid:8000", "127.0.0.1:http"])
+def test_a_start_on_an_address_it_cannot_listen_on_says_so_in_one_line(address):
+    done = subprocess.run([sys.executable, "-m", "config.serve", "--dev", address], cwd=BASE_DIR,
+                          capture_output=True, text=True, timeout=SAFETY_S)
+
+    assert done.returncode == 1
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stdout + done.stderr
+    assert done.stderr.startswith(f"serve: cannot listen on {address}: "), done.stderr
+
+
+def test_a_port_alone_is_one_on_loopback_as_make_run_passes_it():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+
+        done = subprocess.run([sys.executable, "-m", "config.serve", "--dev", str(port)], cwd=BASE_DIR,
+                              capture_output=True, text=True, timeout=SAFETY_S)
+
+    assert done.returncode == 1
+    assert done.stderr == f"serve: {port} is in use: pid {os.getpid()} listens on it " \
+                          f"({' '.join(psutil.Process().cmdline())}); stop it, or serve elsewhere " \
+                          f"(LECTERN_BIND, or make run HOST=...)\n", done.stderr

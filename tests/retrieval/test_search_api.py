@@ -404,6 +404,7 @@ def test_oversized_body_is_413_before_authentication(client, ops_token, settings
     response = client.post(URL, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {ops_token}")
 
     assert_error(response, 413, "payload_too_large")
+    assert response.json()["error"]["details"] == {"max_bytes": limit}  # as the production worker says it
     assert (index_state(), agents_state()) == before, "the token must not even have been checked"
 
 
