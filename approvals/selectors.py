@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.db import connection
 from django.utils import timezone
 
 from approvals.models import ApprovalPolicy
 from approvals.rules import NOT_REQUIRED, Judgement, RequestState, Rule, judge
 from catalog.models import Agent
+from catalog.reads import read_connection
 
 
 class Governed(Protocol):
@@ -228,7 +228,7 @@ def governance(*, agent: Agent | None, source_ids: list[int] | None = None, cata
         where, params["catalogs"] = "s.catalog_id = ANY(%(catalogs)s)", catalog_ids or []
     sql = _GOVERNANCE.format(policies=_POLICIES, rule=_RULE, where=where, live=_LIVE, timed_out=_TIMED_OUT,
                              withheld=_WITHHELD_ONLY if withheld_only else "")
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found: dict[int, Governance] = {}

@@ -29,7 +29,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.signals import agent_changed, token_issued, token_revoked
@@ -203,3 +203,13 @@ def agent_token_revoke(*, agent_id: int, by: User | None) -> Agent:
     agent.save(update_fields=["token_hash", "is_active"])
     token_revoked.send(sender=Agent, agent=agent, token_hint=revoked_hint, was_active=was_active, by=by)
     return agent
+
+
+def agent_read_fence_advance(*, agent: Agent) -> None:
+    """After a request (or an MCP call) in which `agent` wrote: its reads from a replica
+    wait until it has replayed past the primary's WAL position now, which lies past the
+    commit of everything the agent wrote (catalog.reads). Monotonic: a slower request
+    finishing later never moves the fence back."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE retrieval_agent SET read_fence = pg_current_wal_insert_lsn() - '0/0'::pg_lsn "
+                       "WHERE id = %s AND read_fence < pg_current_wal_insert_lsn() - '0/0'::pg_lsn", [agent.pk])

@@ -405,6 +405,9 @@ class Agent(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # With a replica (catalog.reads): the primary's WAL position (bytes) after this
+    # agent's latest write; its reads go to the replica only once it has replayed that far.
+    read_fence = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         db_table = "retrieval_agent"

@@ -1,6 +1,7 @@
 """Middleware for /api/: errors in the JSON shape whatever layer made them, and requests
 refused before any parser or view reads them; and, for every request, following a
-reset of the per-process caches that another process answered."""
+reset of the per-process caches that another process answered, and with a replica,
+keeping an agent's reads after its own writes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from django.core.exceptions import DisallowedHost
 from django.core.signals import got_request_exception
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
+from catalog.agents import agent_read_fence_advance
+from catalog.models import Agent
+from catalog.reads import REPLICA, reads_served, replica_configured, writes_noticed
 from config.api_errors import (
     api_error_response,
     database_unavailable_response,
@@ -23,6 +27,7 @@ from config.log_filters import NOTED
 from retrieval.runtime import runtime_follow
 
 security_logger = logging.getLogger("django.security.DisallowedHost")
+READ_FROM_HEADER = "Lectern-Read-From"
 
 
 class ApiErrorMiddleware:
@@ -124,3 +129,26 @@ class RuntimeFollowMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         runtime_follow()
         return self.get_response(request)
+
+
+class ReplicaReadsMiddleware:
+    """With a replica configured (DATABASE_REPLICA_URL): an agent whose request wrote
+    gets its read fence moved past those writes (catalog.agents.agent_read_fence_advance),
+    so its later reads, on any web process, wait for the replica to hold them; and an
+    answer a read path routed says where it was read, in `Lectern-Read-From` (`replica`
+    or `primary`). Without a replica it does nothing."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if not replica_configured():
+            return self.get_response(request)
+        with writes_noticed() as writes, reads_served() as served:
+            response = self.get_response(request)
+        agent = getattr(request, "user", None)  # the agent DRF authenticated, set on the request
+        if writes.wrote and isinstance(agent, Agent):
+            agent_read_fence_advance(agent=agent)
+        if served:
+            response[READ_FROM_HEADER] = "replica" if served[-1] == REPLICA else "primary"
+        return response

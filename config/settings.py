@@ -70,6 +70,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.middleware.ApiInputMiddleware",
     "config.middleware.RuntimeFollowMiddleware",  # after WhiteNoise: static files never wait on it
+    "config.middleware.ReplicaReadsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -104,6 +105,12 @@ LECTERN_DATABASE_APP_ROLE: str = DATABASES["default"]["USER"]
 # The schema owner's USER and PASSWORD (DATABASE_OWNER_URL, else DATABASE_URL's own, else the
 # embedded owner role): `manage.py migrate` connects as it and grants the app's role its rows.
 LECTERN_DATABASE_OWNER = database_owner(DATABASES["default"])
+# A streaming replica of that database, as the same app role (docs/deploying.md): an
+# agent's searches read from it once it has replayed the gate's facts and the agent's
+# own writes (approvals.replica); every write and every other read stays on the primary.
+if replica_url := env_str("DATABASE_REPLICA_URL", ""):
+    DATABASES["replica"] = database_from_url(replica_url)
+DATABASE_ROUTERS = ["catalog.reads.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LOGIN_URL = "/accounts/login/"
@@ -193,6 +200,13 @@ Q_CLUSTER: dict[str, Any] = {
     "catch_up": False,
     "poll": 1,
 }
+# Workers on several machines take tasks from Redis instead of the database's queue
+# table (results and schedules stay in the database). Redis hands a task to one worker
+# and forgets it: Lectern's runs are records in the database that the worker claims, so
+# a task lost with a killed worker is found and queued again (catalog.indexing.runs).
+if redis_url := env_str("REDIS_URL", ""):
+    del Q_CLUSTER["orm"]
+    Q_CLUSTER["redis"] = redis_url
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured("LECTERN_Q_TIMEOUT must be smaller than LECTERN_Q_RETRY")
 

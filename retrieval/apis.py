@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.apis import gate_state_field, request_id_field
+from approvals.replica import replica_read
 from approvals.services.requests import excerpt
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
 from catalog.models import Agent, Catalog
@@ -175,7 +176,13 @@ def default_top_k(caller: RequestUser) -> int:
 
 
 def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    """The search endpoint's body for validated `params` (REST and the MCP tool)."""
+    """The search endpoint's body for validated `params` (REST and the MCP tool): from
+    the replica when it is fresh enough for this caller (approvals.replica)."""
+    return replica_read(agent=caller if isinstance(caller, Agent) else None,
+                        read=lambda: _search_body(caller, params))
+
+
+def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     params = {"top_k": default_top_k(caller), **params}
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     query = params.pop("query")
@@ -281,7 +288,13 @@ class ConversationSearchApi(APIView):
 
 
 def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    """The conversation search endpoint's body for validated `params` (REST and the MCP tool)."""
+    """The conversation search endpoint's body for validated `params` (REST and the MCP
+    tool): from the replica when it is fresh enough for this caller (approvals.replica)."""
+    return replica_read(agent=caller if isinstance(caller, Agent) else None,
+                        read=lambda: _conversation_search_body(caller, params))
+
+
+def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     params = {"top_k": default_top_k(caller), **params}
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     messages = messages_of(params.pop("messages"))

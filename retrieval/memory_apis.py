@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.replica import replica_read
 from catalog.auth import RequestUser, request_user
 from catalog.models import Agent
 from catalog.rest.errors import DomainError
@@ -175,6 +176,10 @@ class MemoryApi(APIView):
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         user_id, text, limit = (query.validated_data[name] for name in ("user_id", "q", "limit"))
+        # From the replica once it holds what this agent stored (approvals.replica).
+        return Response(replica_read(agent=agent, read=lambda: self._listing(agent, user_id, text, limit)))
+
+    def _listing(self, agent: Agent, user_id: str, text: str, limit: int) -> dict[str, Any]:
         memories = memories_of(agent=agent, user_id=user_id)
         body: dict[str, Any] = {"user_id": user_id, "count": memories.count()}
         if text.strip():
@@ -182,7 +187,7 @@ class MemoryApi(APIView):
                                                                     limit=limit)]
         else:
             body["memories"] = list(memories[:limit])
-        return Response(self.ListSerializer(body).data)
+        return self.ListSerializer(body).data
 
     @extend_schema(request=StoreMemorySerializer, operation_id="store_memory",
                    responses={200: StoredSerializer, 201: StoredSerializer,

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
@@ -28,6 +28,7 @@ from django.utils.crypto import salted_hmac
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.embedder import get_embedder, vector_literal
 from catalog.models import Agent
+from catalog.reads import read_alias, read_connection
 from retrieval.conversation.facts_text import facts_text
 from retrieval.conversation.keywords import keywords
 from retrieval.models import Fact, MemoryEntry, Trace
@@ -164,7 +165,7 @@ def memory_search(*, agent: Agent, user_id: str, text: str, limit: int, vector: 
 def _lexical(agent: Agent, user_id: str, words: list[str], depth: int) -> dict[int, int]:
     """Memory id -> how many of `words` it holds, for those holding any (the GIN index
     on keywords finds them)."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute("""
             SELECT id, cardinality(ARRAY(SELECT unnest(keywords) INTERSECT SELECT unnest(%(words)s::varchar[])))
                 AS matched
@@ -181,7 +182,7 @@ def _similar(agent: Agent, user_id: str, vector: str, depth: int) -> dict[int, f
     params: dict[str, Any] = {"agent": agent.pk, "user": user_id, "vector": vector, "depth": depth,
               "cap": settings.LECTERN_MEMORY_EXACT_MAX + 1}
     where = "agent_id = %(agent)s AND user_id = %(user)s AND embedding IS NOT NULL"
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM retrieval_memoryentry WHERE {where} LIMIT %(cap)s) n",
                        params)
         (count,) = cursor.fetchone()
@@ -230,7 +231,7 @@ def _like(contains: str) -> str:
 def end_users(*, agent: Agent, contains: str = "", limit: int = 100, offset: int = 0) -> list[EndUser]:
     """A page of the end users the agent keeps facts or memories of (their id contains
     `contains`), the most recently active first."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(f"""
             SELECT user_id, sum(facts)::int, sum(memories)::int, max(last_stored) FROM ({_KEPT}) kept
             GROUP BY user_id ORDER BY max(last_stored) DESC NULLS LAST, user_id LIMIT %(limit)s OFFSET %(offset)s
@@ -239,7 +240,7 @@ def end_users(*, agent: Agent, contains: str = "", limit: int = 100, offset: int
 
 
 def end_users_count(*, agent: Agent, contains: str = "") -> int:
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(f"SELECT count(DISTINCT user_id) FROM ({_KEPT}) kept",
                        {"agent": agent.pk, "like": _like(contains)})
         return int(cursor.fetchone()[0])

@@ -33,8 +33,10 @@ from rest_framework import serializers
 from rest_framework.exceptions import APIException
 from rest_framework.utils.encoders import JSONEncoder
 
+from catalog.agents import agent_read_fence_advance
 from catalog.auth import agent_for_token_hash
 from catalog.models import Agent
+from catalog.reads import replica_configured, writes_noticed
 from catalog.rest.errors import exception_handler
 from retrieval.runtime import runtime_follow
 
@@ -65,11 +67,22 @@ class Operation:
         runtime_follow()
         try:
             agent = agent_for_token_hash(token_hash)
-            return self.run(agent, self.validate(agent, arguments))
+            return self.run_fenced(agent, self.validate(agent, arguments))
         except (APIException, Http404) as exc:
             return error_result(exc)
         finally:
             close_old_connections()
+
+    def run_fenced(self, agent: Agent, arguments: dict[str, Any]) -> CallToolResult:
+        """run(), and with a replica, the agent's read fence moved past what it wrote
+        (as ReplicaReadsMiddleware does for a request: catalog.reads)."""
+        if not replica_configured():
+            return self.run(agent, arguments)
+        with writes_noticed() as writes:
+            result = self.run(agent, arguments)
+        if writes.wrote:
+            agent_read_fence_advance(agent=agent)
+        return result
 
     def validate(self, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
         """The serializer's validated data; a null argument counts as omitted."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from django.conf import settings
-from django.db import connection
 
 from catalog import analysis
 from catalog.models import Catalog
+from catalog.reads import read_connection
 from retrieval.search import bm25
 from retrieval.search.rows import Params, Row
 
@@ -22,7 +22,7 @@ def bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
     tokens = analysis.analyze(query)
     if not tokens or not catalog.chunk_count:
         return []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT text, id, df FROM catalog_term WHERE catalog_id = %s AND text = ANY(%s)",
             [catalog.pk, list(set(tokens))],
@@ -185,7 +185,7 @@ def _top_rows(scored: str, params: Params, *, threshold: str = "") -> tuple[list
     threshold's score, unscaled (-inf without rows or a threshold). `threshold` is the
     SQL of a one-row `score` that `scored` reads as (SELECT score FROM threshold)."""
     with_threshold = f"WITH threshold AS MATERIALIZED ({threshold})" if threshold else ""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             {with_threshold}
@@ -239,6 +239,6 @@ def bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[i
     params = _score_params(catalog)
     params["chunks"] = chunk_pks
     candidates = "(SELECT unnest(%(chunks)s::bigint[]) AS chunk_id, 0::float8 AS score)"
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_probe_sql(terms, params, candidates, "q"), params)
         return {chunk: score / SCALE for chunk, score in cursor.fetchall()}

@@ -34,11 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection
 
 from approvals.selectors import InjectionDecision, withheld_raise, withheld_sources
 from approvals.services.requests import request_context
 from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.reads import read_connection
 from retrieval.search import bm25, fusion
 from retrieval.search.lexical import bm25_scores, bm25_terms, bm25_top
 from retrieval.search.rows import Params, Row
@@ -253,7 +253,7 @@ def withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.Query
                        "WHERE 1 - (c.embedding <=> q.v::vector) >= %(floor)s))")
     if not matches or not withheld:
         return []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(f"""
             SELECT s.id, s.slug, count(*) FROM catalog_chunk c JOIN catalog_referencesource s ON s.id = c.source_id
             WHERE c.source_id = ANY(%(withheld)s) AND ({" OR ".join(matches)})
@@ -300,7 +300,7 @@ ChunkRow = tuple[int, int, str, str, str, str, str, int]  # pk, document pk, key
 
 def chunk_rows(chunk_pks: list[int]) -> dict[int, ChunkRow]:
     """What a hit shows of each chunk (its key, document, source and content), by pk: one statement."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             """
             SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset

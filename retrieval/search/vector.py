@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from catalog.embedder import embedder_status, get_embedder, vector_literal
 from catalog.models import Catalog
+from catalog.reads import read_alias, read_connection
 from retrieval.search.rows import Params, Row
 
 
@@ -44,7 +45,7 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
     beside large ones), and any catalog when `exact` is asked for (its rows sorted)."""
     ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
         # relaxed_order: the scan keeps going past ef_search rows, and past rows the
         # catalog filter drops (all catalogs share one index), without re-sorting in the
         # index; we sort below. The vector literal loads pgvector's library before the
@@ -100,7 +101,7 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
 def vector_scores_for(*, vector: str, chunk_pks: list[int]) -> dict[int, float]:
     if not chunk_pks:
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT id, 1 - (embedding <=> %s::vector) FROM catalog_chunk WHERE id = ANY(%s) AND embedding IS NOT NULL",
             [vector, chunk_pks],
