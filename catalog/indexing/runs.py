@@ -45,7 +45,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
@@ -301,14 +301,24 @@ def source_import(*, catalog: Catalog, slug: str, documents: list[DocumentInput]
 
 
 def pending_task_names() -> set[str] | None:
-    """Names of the tasks waiting in (or taken from, not yet done) the ORM broker's
-    queue; None with another broker, whose queue this cannot read."""
+    """Names of the tasks waiting in the broker's queue: the ORM broker's rows (waiting,
+    or taken and not yet done), or Redis's list (waiting only: a task a cluster has
+    taken is gone from it, so a run whose task a live cluster holds is enqueued again,
+    and the second task finds the run claimed or done: index_run_execute is
+    idempotent). None with another broker, whose queue this cannot read."""
+    from django_q.brokers import get_broker
     from django_q.conf import Conf
     from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
 
-    if not Conf.ORM:
-        return None
-    return {q.name() for q in OrmQ.objects.all()}
+    if Conf.ORM:
+        return {q.name() for q in OrmQ.objects.all()}
+    if Conf.REDIS:
+        broker = get_broker()
+        tasks: list[dict[str, Any]] = [SignedPackage.loads(payload)
+                                       for payload in broker.connection.lrange(broker.list_key, 0, -1)]
+        return {task["name"] for task in tasks}
+    return None
 
 
 def runs_recover() -> list[IndexRun]:
