@@ -16,7 +16,7 @@ endif
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run serve test test-fast screenshots setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium
+.PHONY: run serve test test-fast test-topology screenshots setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium redis
 
 # Every dependency installs from a wheel (--only-binary): nothing is compiled here.
 NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
@@ -56,8 +56,17 @@ serve: setup
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
-test: setup chromium
+# Debian's Redis, for the topology tests (a primary, its replica, Redis, two `make serve`
+# programs: docs/deploying.md); installed when missing, as chromium is.
+redis:
+	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+
+test: setup chromium redis
 	$(VENV)/bin/pytest
+
+# The topology alone: replica reads, and the test that kills a web process and a worker.
+test-topology: setup redis
+	$(VENV)/bin/pytest tests/config/test_replica_reads.py tests/config/test_topology.py
 
 # The unit tier (tests/conftest.py assigns it): no database, no server, no browser, so
 # neither the embedded Postgres nor migrations are set up for it.
