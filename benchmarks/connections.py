@@ -3,7 +3,8 @@
 Starts a server in a child process whose connections carry their own application_name
 (PGAPPNAME), drives concurrent clients at `POST /api/v1/search`, and counts the child's
 backends in pg_stat_activity while they run and after they stop. Used by
-`python -m benchmarks bench_connections` (docs/benchmarks.md) and by the serving tests.
+`python -m benchmarks bench_connections` and `bench_topology` (docs/benchmarks.md) and by
+the serving tests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,13 +131,21 @@ class Load:
     failures: list[str] = field(default_factory=list)
     peak_backends: int = 0
     seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)  # each answered request's, in order
+    peaks: dict[str, int] = field(default_factory=dict)  # each counter's highest count
+    read_from: dict[str, int] = field(default_factory=dict)  # answers per Lectern-Read-From value
 
 
-def search_load(server: Server, *, token: str, catalog: str, clients: int, keepalive: bool,
-                requests_per_client: int | None = None, seconds: float | None = None) -> Load:
+def search_load(server: Server | Sequence[Server], *, token: str, catalog: str, clients: int, keepalive: bool,
+                requests_per_client: int | None = None, seconds: float | None = None,
+                counters: dict[str, Callable[[], int]] | None = None) -> Load:
     """`clients` threads searching at once, each for `requests_per_client` requests or
     `seconds`; without keep-alive every request comes on a new TCP connection (as from
-    curl or a fresh HTTP client), the case that makes runserver start a thread per request."""
+    curl or a fresh HTTP client), the case that makes runserver start a thread per request.
+    Several servers share the clients (client i asks server i mod n, as a load balancer
+    spreads them). `counters` are sampled while the load runs (default: the server's
+    backends in this database, which is also `peak_backends`)."""
+    servers = [server] if isinstance(server, Server) else list(server)
     body = json.dumps({"catalog": catalog, "query": "how should we handle transient failures?", "top_k": 3,
                        "mode": "bm25"})
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -146,33 +155,43 @@ def search_load(server: Server, *, token: str, catalog: str, clients: int, keepa
     started = time.monotonic()
     deadline = started + (seconds or float("inf"))
 
-    def client() -> None:
+    def client(port: int) -> None:
         conn, done = None, 0
         while (requests_per_client is None or done < requests_per_client) and time.monotonic() < deadline:
-            conn = conn if keepalive and conn is not None else http.client.HTTPConnection(
-                "127.0.0.1", server.port, timeout=60)
+            conn = conn if keepalive and conn is not None else http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            sent, read_from = time.perf_counter(), None
             try:
                 conn.request("POST", "/api/v1/search", body, headers)
                 response = conn.getresponse()
                 response.read()
+                read_from = response.headers.get("Lectern-Read-From")
                 failure = None if response.status == 200 else f"HTTP {response.status}"
             except OSError as exc:
                 failure, conn = f"{type(exc).__name__}: {exc}", None
+            took = (time.perf_counter() - sent) * 1000
             done += 1
             with lock:
                 load.requests += 1
                 if failure:
                     load.failures.append(failure)
+                else:
+                    load.latencies_ms.append(took)
+                if read_from:
+                    load.read_from[read_from] = load.read_from.get(read_from, 0) + 1
             if not keepalive and conn is not None:
                 conn.close()
         if conn is not None:
             conn.close()
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    sample = counters if counters is not None else {"backends": lambda: sum(backends(each.app) for each in servers)}
+    threads = [threading.Thread(target=client, args=(servers[i % len(servers)].port,), daemon=True)
+               for i in range(clients)]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):
-        load.peak_backends = max(load.peak_backends, backends(server.app))
+        for name, count in sample.items():
+            load.peaks[name] = max(load.peaks.get(name, 0), count())
         time.sleep(POLL_SECONDS)
+    load.peak_backends = load.peaks.get("backends", 0)
     load.seconds = time.monotonic() - started
     return load
