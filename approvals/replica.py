@@ -54,13 +54,13 @@ class ReplicaUnavailable(Exception):
 
 
 def replica_read(*, agent: Agent | None, read: Callable[[], Read]) -> Read:
-    """`read()` on the replica when it has replayed what the read must see (the module
-    docstring), else on the primary; writes inside it go to the primary either way. An
+    """`read()` on the replica when it has replayed what `agent`'s read must see (the
+    module docstring), else on the primary; writes inside it go to the primary either way. An
     error of the read itself is raised, wherever it came from: only asking the replica
     falls back."""
-    if not replica_configured():
+    if not replica_configured() or agent is None:  # people (the playground, the API by session): the primary
         return read()
-    fence, head = (agent.read_fence if agent is not None else 0), governance_head()
+    fence, head = agent.read_fence, governance_head()
     try:
         _connect()
         with transaction.atomic(using=REPLICA):

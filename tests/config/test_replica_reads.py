@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.topology import DATABASE
+from config import embedded_pg
 from tests.topology import READ_FROM, api, cluster, replay_paused, wait_for_replay
-from tests.topology_children import CATALOG, VAULT
+from tests.topology_children import CATALOG, NOTES, VAULT
 
 SEARCH = "/api/v1/search"
 VAULT_QUERY = {"catalog": CATALOG, "query": "zebrafish protocol vault door", "mode": "bm25", "top_k": 5}
@@ -84,3 +86,18 @@ def test_an_agent_finds_what_it_stored_through_the_other_web_process_at_once(top
     wait_for_replay(cluster)
     status, headers, body = api(second, "GET", recall, token)
     assert (status, headers[READ_FROM], body["count"]) == (200, "replica", 1)
+
+
+def test_searches_are_answered_from_the_primary_while_the_replica_is_down(topology):
+    cluster, web, _, seeded = topology
+    query = {"catalog": CATALOG, "query": "retry transient failures", "mode": "bm25"}
+    embedded_pg.stop(cluster.replica)
+    try:
+        status, headers, body = api(web, "POST", SEARCH, seeded["token"], query)
+        assert (status, headers[READ_FROM], sources_found(body)) == (200, "primary", [NOTES])
+    finally:
+        embedded_pg.replica_ensure(cluster.primary, cluster.replica, DATABASE)
+
+    wait_for_replay(cluster)  # the web process reconnects to it on its next request
+    status, headers, body = api(web, "POST", SEARCH, seeded["token"], query)
+    assert (status, headers[READ_FROM], sources_found(body)) == (200, "replica", [NOTES])
