@@ -103,10 +103,10 @@ def test_a_replica_copies_the_running_server_and_replays_what_it_writes(pgdata, 
             assert started.stdout == f"postgresql://lectern_app:@/probe?host={replica}&port=5432\n"
             with psycopg.connect(owner, autocommit=True) as conn:
                 conn.execute("INSERT INTO replayed VALUES (2)")
-                written = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+                (written,) = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchall()[0]
             copy = embedded_pg.known_uri(replica, "probe", role=embedded_pg.OWNER_ROLE)
             with psycopg.connect(copy, autocommit=True) as conn:
-                wait_until(lambda: conn.execute("SELECT pg_last_wal_replay_lsn() >= %s", [written]).fetchone()[0],
+                wait_until(lambda: conn.execute("SELECT pg_last_wal_replay_lsn() >= %s", [written]).fetchall()[0][0],
                            60, "the replica to replay the insert")
                 assert conn.execute("SELECT array_agg(v ORDER BY v) FROM replayed").fetchone() == ([1, 2],)
                 with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
