@@ -18,6 +18,7 @@ from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
 from benchmarks.synthetic import base_wait, bench_catalog_ensure
 from catalog.embedder import get_embedder
 from catalog.models import Catalog
+from catalog.progress import Progress
 from retrieval.evaluation.metrics import percentile
 from retrieval.search.selectors import SearchOptions, chunk_search
 from retrieval.search.vector import embed_query
@@ -102,14 +103,14 @@ class SearchBenchmark:
 
 
 def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: bool, repeat: int, seed: int = 42,
-                     sigma: float = 0.02, wait_timeout_s: float = 7200, defer_hnsw: bool = False,
+                     sigma: float = 0.02, wait_timeout_s: float = 7200, progress: Progress | None = None,
                      log: Log) -> SearchBenchmark:
     """Latency on the base catalog and on a synthetic `bench-<chunks>` one, each figure
     the median of `repeat` runs; see the module docstring."""
     queries = nfcorpus_test_queries(dataset)
     base = base_wait(slug=base_slug, poll_s=30, timeout_s=wait_timeout_s, log=log)
     bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma, log=log,
-                                          defer_hnsw=defer_hnsw)
+                                          progress=progress)
     if get_embedder() is None:
         raise BenchmarkError("no embedding model loaded: vector and hybrid latency cannot be measured")
     runs: dict[tuple[str, str], list[LatencyReport]] = {}
