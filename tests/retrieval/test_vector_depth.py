@@ -123,7 +123,8 @@ def far_chunks(catalog, slug: str, count: int, query: np.ndarray, seed: int, *, 
     documents = [DocumentInput(f"{slug}-{i:03d}.md", f"{slug} {i}", text, len(text)) for i in range(count)]
     prepared = prepare_chunks(catalog, documents, embedder=None)
     vectors = distance * query + 0.3 * random_unit_vectors(len(prepared), seed=seed)
-    source_replace_rows(source, Collected(documents), prepared, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    source_replace_rows(source, Collected(documents), prepared, vectors)
 
 
 def exact_order(catalog, query: np.ndarray, *, source: str | None = None) -> list[int]:
