@@ -4,6 +4,8 @@ after its rows, never leaving a catalog that serves searches without them."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import psycopg
 import pytest
@@ -213,6 +215,18 @@ def test_a_catalog_holding_chunks_is_not_loaded_in_bulk(make_catalog):
     assert not deferred and catalog_indexes(catalog.pk) == before
 
 
+def session_end_wait(pid: int, timeout_s: float = 30) -> None:
+    """Until the server process `pid` has exited, and its session's locks with it (the
+    deadline is only a safety net)."""
+    deadline = time.monotonic() + timeout_s
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute("SELECT EXISTS (SELECT FROM pg_locks WHERE pid = %s)", [pid])
+            if not cursor.fetchone()[0]:
+                return
+            assert time.monotonic() < deadline, f"session {pid} still holds locks after {timeout_s} s"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_recovery_builds_the_indexes_a_killed_load_left_missing_but_not_a_live_loads(make_catalog):
     killed, live = make_catalog("killed"), make_catalog("live")
@@ -225,5 +239,7 @@ def test_recovery_builds_the_indexes_a_killed_load_left_missing_but_not_a_live_l
         assert bulk_loads_recover() == [killed.pk]
 
         assert len(catalog_indexes(killed.pk)) == 2 and catalog_indexes(live.pk) == {}
+        loader_pid = loader.info.backend_pid
+    session_end_wait(loader_pid)  # a closed client's server process exits on its own time
     assert bulk_loads_recover() == [live.pk]  # its loader gone (the lock with its session)
     assert bulk._deferred_across_writes == set()
