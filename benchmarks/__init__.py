@@ -4,7 +4,7 @@ They live beside the product, not inside it: no product module imports them, and
 wheel leaves them out (pyproject.toml's package discovery names the product packages
 only). They run from a checkout, with the product's settings and database:
 `.venv/bin/python -m benchmarks <command> [options]` (benchmarks/__main__.py).
-Datasets come from the path a command is given (`--dataset`, `--corpus`), and a step
-that changes what other catalogs rely on (`bench --defer-hnsw`) runs only when asked,
-refuses a database others are using, and puts back what it changed however it ends.
+Datasets come from the path a command is given (`--dataset`, `--corpus`). A synthetic
+catalog's build touches only its own partitions: its HNSW index and postings key are
+built once after its rows (catalog.indexing.bulk), however the build ends.
 """

@@ -3,9 +3,8 @@
 The commands are Django management commands (benchmarks/commands/), set up and run as
 manage.py runs its own: the same settings, and the embedded Postgres started first
 (config.database) unless DATABASE_URL names another server. They connect as the
-schema's owner, as `manage.py migrate` does: a build drops and rebuilds the shared HNSW
-index and vacuums what it wrote, which the app's role may not (the servers a benchmark
-starts serve as the app's role). They are found here rather
+schema's owner, as `manage.py migrate` does: a build vacuums what it wrote, which the
+app's role may not (the servers a benchmark starts serve as the app's role). They are found here rather
 than in an installed app, so the product neither installs nor imports them. Without a
 command, or with `help`, this lists them; `<command> --help` gives a command's options.
 """

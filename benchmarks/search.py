@@ -18,6 +18,7 @@ from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
 from benchmarks.synthetic import base_wait, bench_catalog_ensure
 from catalog.embedder import get_embedder
 from catalog.models import Catalog
+from catalog.progress import Progress
 from retrieval.evaluation.metrics import percentile
 from retrieval.search.selectors import SearchOptions, chunk_search
 from retrieval.search.vector import embed_query
@@ -102,19 +103,22 @@ class SearchBenchmark:
 
 
 def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: bool, repeat: int, seed: int = 42,
-                     sigma: float = 0.02, wait_timeout_s: float = 7200, defer_hnsw: bool = False,
-                     log: Log) -> SearchBenchmark:
-    """Latency on the base catalog and on a synthetic `bench-<chunks>` one, each figure
-    the median of `repeat` runs; see the module docstring."""
+                     sigma: float = 0.02, wait_timeout_s: float = 7200, progress: Progress | None = None,
+                     base_only: bool = False, log: Log) -> SearchBenchmark:
+    """Latency on the base catalog and on a synthetic `bench-<chunks>` one (`base_only`:
+    the base catalog alone, as it answers in a database without the synthetic one), each
+    figure the median of `repeat` runs; see the module docstring."""
     queries = nfcorpus_test_queries(dataset)
     base = base_wait(slug=base_slug, poll_s=30, timeout_s=wait_timeout_s, log=log)
-    bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma, log=log,
-                                          defer_hnsw=defer_hnsw)
+    bench, build_s = None, None
+    if not base_only:
+        bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma,
+                                              log=log, progress=progress)
     if get_embedder() is None:
         raise BenchmarkError("no embedding model loaded: vector and hybrid latency cannot be measured")
     runs: dict[tuple[str, str], list[LatencyReport]] = {}
     for round_ in range(1, repeat + 1):
-        for catalog in (base, bench):
+        for catalog in [base] if bench is None else [base, bench]:
             for report in catalog_latencies(catalog=catalog, queries=queries):
                 runs.setdefault((report.catalog, report.mode), []).append(report)
                 log(f"  run {round_}: {catalog.slug} {report.mode} p50 {report.p50_ms:.1f} ms, "

@@ -3,10 +3,11 @@
 It is grown from a real base catalog (NFCorpus): each synthetic chunk copies a random
 real chunk, drops and swaps some words and jitters the embedding, so terms stay Zipfian
 and vectors stay clustered like real ones. It is written through the real write path
-(prepare_chunks, source_replace_rows) without embedding. Its sources hold no upload
-files, so their fingerprint is that of an empty source and a scan leaves them alone.
-Optionally the shared HNSW index is dropped for the build and rebuilt once after it;
-the written tables are then vacuumed and analysed, as autovacuum would do in time.
+(prepare_chunks, source_replace_rows) without embedding, as a bulk load: the catalog's
+HNSW index and postings key are built once, after its rows (catalog.indexing.bulk). Its
+sources hold no upload files, so their fingerprint is that of an empty source and a scan
+leaves them alone. The written tables are then vacuumed and analysed, as autovacuum
+would do in time.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from types import FrameType
 
 import numpy as np
 from django.db import connection, transaction
 
 from benchmarks.common import BenchmarkError, Log
+from catalog.indexing.bulk import bulk_loads_recover, catalog_bulk_load
 from catalog.indexing.chunks import prepare_chunks
 from catalog.indexing.writes import source_replace_rows
 from catalog.models import Catalog, Chunk, ReferenceSource
+from catalog.progress import Progress
 from catalog.sources.documents import Collected, DocumentInput
 
 SOURCE_ROWS = 10_000  # synthetic chunks per source: one write transaction each
@@ -134,51 +137,14 @@ def bench_catalog_claim(catalog: Catalog) -> None:
 
 
 def bench_catalog_drop(catalog: Catalog) -> None:
-    """Delete a catalog a benchmark built; its bulk rows go by SQL, not through the
-    ORM's cascade collector."""
+    """Delete a catalog a benchmark built: its partitions emptied (TRUNCATE), its other
+    rows by SQL, not through the ORM's cascade collector."""
     bench_catalog_claim(catalog)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("DELETE FROM catalog_termposting WHERE term_id IN "
-                       "(SELECT id FROM catalog_term WHERE catalog_id = %s)", [catalog.pk])
-        for table in ("catalog_postings", "catalog_chunk", "catalog_document", "catalog_term"):
+        cursor.execute("SELECT lectern_catalog_partitions_empty(%s)", [catalog.pk])
+        for table in ("catalog_document", "catalog_term"):
             cursor.execute(f"DELETE FROM {table} WHERE catalog_id = %s", [catalog.pk])
         catalog.delete()
-
-
-HNSW_INDEX = "chunk_embedding_hnsw"
-
-
-def hnsw_drop() -> None:
-    """Drop the HNSW index (shared by every catalog) before a bulk load."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
-
-
-def hnsw_rebuild(*, memory: str = "4GB", workers: int = 2) -> bool:
-    """Build the HNSW index (as the Chunk model declares it) in one go: in memory (the
-    graph of 1M vectors takes about 2 GB) and with parallel workers, far faster than
-    inserting vectors one at a time. Does nothing when the index exists; whether it built."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [HNSW_INDEX])
-        if cursor.fetchone()[0]:
-            return False
-    index = next(i for i in Chunk._meta.indexes if i.name == HNSW_INDEX)
-    with connection.schema_editor() as editor:
-        editor.execute("SELECT set_config('maintenance_work_mem', %s, true), "
-                       "set_config('max_parallel_maintenance_workers', %s, true)", [memory, str(workers)])
-        editor.add_index(Chunk, index)
-    return True
-
-
-def database_sessions_other() -> int:
-    """Client sessions on this database other than this one: a server, a worker, a shell.
-    Another role's session (the app's, seen from the owner's) shows no backend_type to
-    a role without pg_read_all_stats: one with a user counts as a client."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND coalesce(backend_type, 'client backend') = 'client backend' AND usesysid IS NOT NULL "
-                       "AND pid <> pg_backend_pid()")
-        return int(cursor.fetchone()[0])
 
 
 @contextmanager
@@ -199,39 +165,20 @@ def terminate_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextmanager
-def hnsw_deferred(*, log: Log) -> Iterator[None]:
-    """The shared HNSW index dropped for a bulk load and built again after it, however
-    the load ends: done, failed, Ctrl-C or TERM (a SIGKILL leaves it to the next
-    bench_catalog_ensure). Every catalog's vector search falls back to exact scans
-    without the index, so this is refused while another session uses the database."""
-    others = database_sessions_other()
-    if others:
-        raise BenchmarkError(
-            f"--defer-hnsw drops the HNSW index that every catalog's vector search uses: refused while {others} "
-            "other session(s) use this database (stop its server and workers, or build in a database of its own, "
-            "e.g. LECTERN_DB_NAME=lectern_bench)")
-    with terminate_raises():
-        hnsw_drop()
-        try:
-            yield
-        finally:
-            if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
-                connection.close()  # the failure broke it: the rebuild reconnects
-            log("  building the HNSW index")
-            hnsw_rebuild()
-
-
-def bulk_tables_vacuum() -> None:
+def bulk_tables_vacuum(catalog: Catalog) -> None:
     """VACUUM ANALYZE what a build wrote, as autovacuum would in time: index-only scans
     of the postings need the visibility map, and the planner needs fresh statistics."""
     with connection.cursor() as cursor:
-        for table in ("catalog_termposting", "catalog_postings", "catalog_chunk", "catalog_term"):
-            cursor.execute(f"VACUUM (ANALYZE) {table}")
+        for table in ("catalog_termposting", "catalog_postings", "catalog_chunk"):
+            cursor.execute(f"VACUUM (ANALYZE) {table}_c{int(catalog.pk)}")
+        cursor.execute("VACUUM (ANALYZE) catalog_term")
 
 
-def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, log: Log) -> Catalog:
-    """A fresh `bench-<chunks>` catalog grown from `base` (see the module docstring)."""
+def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, log: Log,
+                        progress: Progress | None = None) -> Catalog:
+    """A fresh `bench-<chunks>` catalog grown from `base` (see the module docstring): a
+    bulk load (catalog.indexing.bulk), its HNSW index and postings key built once after
+    its rows, however the build ends (an error, Ctrl-C, TERM)."""
     rng = np.random.default_rng(seed)
     texts, vectors = base_chunks(base)
     vocabulary = vocabulary_of(texts)
@@ -240,40 +187,45 @@ def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, 
     catalog.full_clean()
     catalog.save()
     started = time.perf_counter()
-    for start in range(0, chunks, SOURCE_ROWS):
-        count = min(SOURCE_ROWS, chunks - start)
-        documents, jittered = synthetic_documents(texts, vectors, vocabulary, start=start, count=count,
-                                                  rng=rng, sigma=sigma)
-        synthetic_source_write(catalog=catalog, slug=f"synthetic-{start // SOURCE_ROWS:03d}",
-                               documents=documents, vectors=jittered)
-        log(f"  {catalog.slug}: {start + count}/{chunks} chunks written ({time.perf_counter() - started:.0f}s)")
+    with terminate_raises(), catalog_bulk_load(catalog, across_writes=True, memory=BUILD_MEMORY):
+        for start in range(0, chunks, SOURCE_ROWS):
+            count = min(SOURCE_ROWS, chunks - start)
+            documents, jittered = synthetic_documents(texts, vectors, vocabulary, start=start, count=count,
+                                                      rng=rng, sigma=sigma)
+            synthetic_source_write(catalog=catalog, slug=f"synthetic-{start // SOURCE_ROWS:03d}",
+                                   documents=documents, vectors=jittered)
+            log(f"  {catalog.slug}: {start + count}/{chunks} chunks written ({time.perf_counter() - started:.0f}s)")
+            if progress:
+                progress("build", start + count, chunks)
+        log(f"  building {catalog.slug}'s HNSW index and postings key ({time.perf_counter() - started:.0f}s)")
     catalog.refresh_from_db()
     return catalog
 
 
+# maintenance_work_mem of a build's index builds: the HNSW graph of 1M vectors takes about
+# 2 GB, and built in memory it is far faster.
+BUILD_MEMORY = "4GB"
+
+
 def bench_catalog_ensure(*, base: Catalog, chunks: int, rebuild: bool, seed: int, sigma: float, log: Log,
-                         defer_hnsw: bool = False) -> tuple[Catalog, float | None]:
+                         progress: Progress | None = None) -> tuple[Catalog, float | None]:
     """The `bench-<chunks>` catalog, built when missing, the wrong size or asked to;
-    with the build time in seconds (None when it was reused). With `defer_hnsw` the
-    shared HNSW index is dropped for the build and rebuilt after it (`hnsw_deferred`).
-    An index found missing (a deferred build killed outright) is built again first."""
-    if hnsw_rebuild():
-        log(f"the HNSW index {HNSW_INDEX} was missing (a --defer-hnsw build killed before it could rebuild it?): "
-            "built it again")
+    with the build time in seconds (None when it was reused). A catalog whose build was
+    killed outright (SIGKILL) before its indexes were built gets them first."""
+    for catalog_id in bulk_loads_recover():
+        log(f"catalog {catalog_id} had no HNSW index or postings key (a build killed before its end?): built them")
     existing = Catalog.objects.filter(slug=f"bench-{chunks}").first()
     if existing is not None and existing.chunk_count == chunks and not rebuild:
         log(f"reusing {existing.slug} ({existing.chunk_count} chunks)")
         return existing, None
     if existing is not None:
-        bench_catalog_claim(existing)  # before the index is dropped for nothing
-    with hnsw_deferred(log=log) if defer_hnsw else nullcontext():
-        if existing is not None:
-            log(f"dropping {existing.slug} ({existing.chunk_count} chunks)")
-            bench_catalog_drop(existing)
-        started = time.perf_counter()
-        catalog = bench_catalog_build(base=base, chunks=chunks, seed=seed, sigma=sigma, log=log)
+        bench_catalog_claim(existing)
+        log(f"dropping {existing.slug} ({existing.chunk_count} chunks)")
+        bench_catalog_drop(existing)
+    started = time.perf_counter()
+    catalog = bench_catalog_build(base=base, chunks=chunks, seed=seed, sigma=sigma, log=log, progress=progress)
     log(f"  vacuum analyze ({time.perf_counter() - started:.0f}s)")
-    bulk_tables_vacuum()
+    bulk_tables_vacuum(catalog)
     if catalog.chunk_count != chunks:
         raise BenchmarkError(f"{catalog.slug} holds {catalog.chunk_count} chunks, not {chunks}")
     return catalog, time.perf_counter() - started

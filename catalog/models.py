@@ -8,7 +8,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
 from catalog.embedder import DEFAULT_MODEL_ID, DIMENSIONS
 from catalog.tag_keys import tag_key
@@ -206,8 +206,21 @@ class Document(models.Model):
 
 
 class Chunk(models.Model):
-    key = models.CharField(max_length=1200, unique=True, help_text="catalog:source:path:byte_offset")
-    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    """A slice of a document, with what BM25 and the vector search read of it.
+
+    The table is partitioned by catalog (migration 0017): each catalog's chunks, forward
+    and term-major postings are partitions of their own (catalog_chunk_c<id>, ...), made
+    and dropped with the catalog row by triggers, and each has its own HNSW index
+    (catalog_chunk_c<id>_hnsw), so one catalog's search never walks another's rows. The
+    primary key is (catalog_id, id) in the database, the catalog leading every key;
+    Django knows `id` alone, which stays unique (one identity sequence). Every query
+    that knows its catalog names it, so Postgres reads that catalog's partition only.
+    """
+
+    key = models.CharField(max_length=1200, help_text="catalog:source:path:byte_offset")
+    # No database constraint or index: the partition is the catalog's and goes with it.
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, db_constraint=False, db_index=False,
+                                related_name="+")
     source = models.ForeignKey(ReferenceSource, on_delete=models.CASCADE, related_name="+")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     ordinal = models.PositiveIntegerField()
@@ -222,10 +235,7 @@ class Chunk(models.Model):
 
     class Meta:
         ordering = ["document", "ordinal"]
-        indexes = [
-            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
-        ]
+        constraints = [models.UniqueConstraint(fields=["catalog", "key"], name="chunk_key_unique_per_catalog")]
 
     def __str__(self) -> str:
         return self.key
@@ -263,8 +273,14 @@ class Postings(models.Model):
     chunk's document frequencies and to find its TermPosting rows.
     """
 
-    chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, related_name="postings")
-    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="+")
+    # In the database the key is (catalog_id, chunk_id) (migration 0017). No foreign key
+    # constraint: one on a partitioned table pins every chunk partition (a catalog's could
+    # be neither emptied nor dropped alone), and the write path writes and deletes these
+    # rows with their chunk's, in one transaction, as it does the term postings.
+    chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, db_constraint=False,
+                                 related_name="postings")
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, db_constraint=False, db_index=False,
+                                related_name="+")
     length = models.IntegerField(help_text="Document length in analysed terms (BM25 dl).")
     terms = ArrayField(models.IntegerField())
     tfs = ArrayField(models.IntegerField())
@@ -276,17 +292,22 @@ class Postings(models.Model):
 class TermPosting(models.Model):
     """The inverted index BM25 searches: one row per (term, chunk holding it).
 
-    The primary key (term_id, chunk_id) INCLUDE (tf, dl) covers scoring, so a term's
-    postings are one index range read without touching the heap (migration 0007
-    creates it; Django's CompositePrimaryKey cannot declare INCLUDE columns). The
+    Each catalog's rows are a partition (see Chunk), whose unique key (catalog_id,
+    term_id, chunk_id) INCLUDE (tf, dl) covers scoring, so a term's postings are one
+    index range read without touching the heap. The key is each partition's own index
+    (catalog_termposting_c<id>_key, made by lectern_catalog_indexes_build), not the
+    parent's: a bulk load builds it once after the rows (catalog.indexing.bulk). The
     foreign keys have no database constraints: checking ~50 rows per chunk on every
     write would cost more than the write itself; the write path keeps these rows in
     step with Postings in the same transaction. There is no index on chunk_id: the
-    write path deletes a chunk's rows by (term_id, chunk_id) from its Postings row (the
-    ORM's cascade, as from the admin, deletes them by chunk_id with a scan).
+    write path deletes a chunk's rows by key from its Postings row (the ORM's cascade,
+    as from the admin, deletes them by chunk_id with a scan).
     """
 
-    pk = models.CompositePrimaryKey("term", "chunk")
+    pk = models.CompositePrimaryKey("catalog_id", "term", "chunk")
+    # int4, as term ids are: with it the row is still 24 bytes (bigint would make it 32)
+    catalog_id = models.IntegerField(help_text="The catalog: the partition and the key's first column (int4, as "
+                                               "term ids are).")
     term = models.ForeignKey(Term, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
     chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, db_constraint=False, db_index=False,
                               related_name="+")

@@ -72,8 +72,10 @@ def sources_overview(catalog: Catalog, *, text: str = "", kind: str = "", status
 def with_chunk_totals(sources: list[ReferenceSource]) -> list[ReferenceSource]:
     """`sources` (a page of them), each given `chunk_count` and `token_count`: one pass
     over their chunks, grouped, rather than a count and a sum per source."""
-    totals = {source_id: (n, tokens or 0) for source_id, n, tokens in Chunk.objects.filter(source__in=sources)
-              .order_by().values("source_id").annotate(n=Count("pk"), tokens=Sum("token_count"))
+    # naming the catalogs reads their partitions only (catalog.models.Chunk)
+    chunks = Chunk.objects.filter(catalog_id__in={s.catalog_id for s in sources}, source__in=sources)
+    totals = {source_id: (n, tokens or 0) for source_id, n, tokens
+              in chunks.order_by().values("source_id").annotate(n=Count("pk"), tokens=Sum("token_count"))
               .values_list("source_id", "n", "tokens")}
     for source in sources:
         source.chunk_count, source.token_count = totals.get(source.pk, (0, 0))  # type: ignore[attr-defined]
@@ -83,22 +85,25 @@ def with_chunk_totals(sources: list[ReferenceSource]) -> list[ReferenceSource]:
 def source_facts(source: ReferenceSource) -> dict[str, int]:
     """A source's documents, chunks and embedding-model tokens (one query)."""
     documents = Document.objects.filter(source=source).count()
-    chunks = Chunk.objects.filter(source=source).aggregate(n=Count("pk"), tokens=Coalesce(Sum("token_count"), 0))
+    chunks = Chunk.objects.filter(catalog_id=source.catalog_id, source=source).aggregate(
+        n=Count("pk"), tokens=Coalesce(Sum("token_count"), 0))
     return {"documents": documents, "chunks": chunks["n"], "tokens": chunks["tokens"]}
 
 
 def source_documents(source: ReferenceSource) -> QuerySet[Document]:
     """Its documents by path, with their chunks and tokens (text left in the database)."""
-    tokens = Chunk.objects.filter(document=OuterRef("pk")).order_by().values("document").annotate(
+    chunks = Chunk.objects.filter(catalog_id=source.catalog_id)
+    tokens = chunks.filter(document=OuterRef("pk")).order_by().values("document").annotate(
         t=Sum("token_count")).values("t")
     return Document.objects.filter(source=source).defer("text").annotate(
-        chunk_count=_count(Chunk.objects.filter(document=OuterRef("pk"))),
+        chunk_count=_count(chunks.filter(document=OuterRef("pk"))),
         token_count=Coalesce(Subquery(tokens, output_field=IntegerField()), 0)).order_by("path")
 
 
 def source_chunks(source: ReferenceSource, *, document: Document | None = None) -> QuerySet[Chunk]:
     """Its chunks in document order (embeddings left in the database)."""
-    chunks = Chunk.objects.filter(source=source) if document is None else Chunk.objects.filter(document=document)
+    chunks = Chunk.objects.filter(catalog_id=source.catalog_id)
+    chunks = chunks.filter(source=source) if document is None else chunks.filter(document=document)
     return chunks.select_related("document").only(
         "key", "ordinal", "byte_offset", "content", "heading", "token_count", "document__path",
         "document__title").order_by("document__path", "ordinal")

@@ -20,6 +20,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 # the triggers, which only an owner could disable); Django's record of migrations.
 APPEND_ONLY_TABLES = ("approvals_auditentry",)
 READ_ONLY_TABLES = ("django_migrations",)
+# What the app may do to a catalog's partitions, which only their owner could do itself
+# (catalog migration 0017, SECURITY DEFINER): empty them with the catalog, and defer and
+# build a bulk load's indexes (catalog.indexing.bulk). No other function is the app's.
+APP_FUNCTIONS = ("lectern_catalog_partitions_empty(bigint)", "lectern_catalog_indexes_defer(bigint)",
+                 "lectern_catalog_indexes_build(bigint)")
 
 
 @contextmanager
@@ -52,6 +57,9 @@ def app_role_grant(*, connection: BaseDatabaseWrapper) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_schema()")
         schema = quote(cursor.fetchone()[0])
+        # those the schema has: a database migrated back before them (the migration tests) has none
+        cursor.execute("SELECT f FROM unnest(%s::text[]) f WHERE to_regprocedure(f) IS NOT NULL", [list(APP_FUNCTIONS)])
+        functions = [row[0] for row in cursor.fetchall()]
         for statement in (
             f"GRANT USAGE ON SCHEMA {schema} TO {role}",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
@@ -60,6 +68,7 @@ def app_role_grant(*, connection: BaseDatabaseWrapper) -> bool:
               for t in APPEND_ONLY_TABLES),
             *(f"REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON {quote(t)} FROM {role}"
               for t in READ_ONLY_TABLES),
+            *(f"GRANT EXECUTE ON FUNCTION {schema}.{f} TO {role}" for f in functions),
         ):
             cursor.execute(statement)
     return True

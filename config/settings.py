@@ -233,7 +233,7 @@ LECTERN_EMBEDDING_MODEL = env_str("LECTERN_EMBEDDING_MODEL", "default")
 LECTERN_EMBEDDING_THREADS = env_int("LECTERN_EMBEDDING_THREADS", os.cpu_count() or 1, minimum=1)
 LECTERN_EMBEDDING_BATCH = env_int("LECTERN_EMBEDDING_BATCH", 8, minimum=1)
 LECTERN_HNSW_EF_SEARCH = env_int("LECTERN_HNSW_EF_SEARCH", 100, minimum=1)
-# A catalog of at most this many chunks is ranked exactly, not by the shared HNSW index.
+# A catalog of at most this many chunks is ranked exactly, not by its HNSW index.
 LECTERN_VECTOR_EXACT_MAX = env_int("LECTERN_VECTOR_EXACT_MAX", 1000, minimum=0)
 LECTERN_BM25_K1 = float(env_str("LECTERN_BM25_K1", "1.2"))
 LECTERN_BM25_B = float(env_str("LECTERN_BM25_B", "0.75"))

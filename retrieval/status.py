@@ -45,10 +45,13 @@ RECENT = timedelta(hours=24)
 
 # The tables and indexes that hold the catalogs, as the page names them:
 # (name, relation, what is measured). `table`: the rows (heap and TOAST, no index);
-# `index`: one index; `indexes`: all of a table's indexes; `total`: a table with its indexes.
+# `hnsw`: the table's HNSW indexes; `other_indexes`: its other indexes; `total`: a table
+# with its indexes. A table partitioned by catalog (catalog_chunk, catalog_postings,
+# catalog_termposting: a partition per catalog, each with its own HNSW index) is measured
+# over all its partitions; `relation` names the table, or for `hnsw` its indexes.
 RELATIONS = (
     ("Chunks (text)", "catalog_chunk", "table"),
-    ("Vector index (HNSW)", "chunk_embedding_hnsw", "index"),
+    ("Vector indexes (HNSW, one per catalog)", "catalog_chunk_c*_hnsw", "hnsw"),
     ("Chunk keys and other chunk indexes", "catalog_chunk", "other_indexes"),
     ("BM25 postings (term-major)", "catalog_termposting", "total"),
     ("Forward postings (per chunk)", "catalog_postings", "total"),
@@ -60,12 +63,19 @@ RELATIONS = (
     ("Audit log", "approvals_auditentry", "total"),
     ("Task queue and results", "django_q_task", "total"),
 )
+# The table each measure reads: a `hnsw` relation names indexes, not a table.
+_TABLE = {"catalog_chunk_c*_hnsw": "catalog_chunk"}
+# Each is a sum over the table's partition tree (the table alone when it is not
+# partitioned); NULL when the table is missing.
+_TREE = "FROM pg_partition_tree(to_regclass(%s)) t"
+_HNSW = ("(SELECT sum(pg_relation_size(i.indexrelid)) FROM pg_partition_tree(to_regclass(%s)) t "
+         "JOIN pg_index i ON i.indrelid = t.relid JOIN pg_class c ON c.oid = i.indexrelid "
+         "JOIN pg_am a ON a.oid = c.relam AND a.amname = 'hnsw')")
 _SIZE_SQL = {
-    "table": "pg_table_size(to_regclass(%s))",
-    "index": "pg_relation_size(to_regclass(%s))",
-    "total": "pg_total_relation_size(to_regclass(%s))",
-    "other_indexes": "pg_indexes_size(to_regclass(%s))"
-                     " - coalesce(pg_relation_size(to_regclass('chunk_embedding_hnsw')), 0)",
+    "table": f"(SELECT sum(pg_table_size(t.relid)) {_TREE})",
+    "hnsw": f"coalesce({_HNSW}, (SELECT 0 {_TREE} LIMIT 1))",
+    "total": f"(SELECT sum(pg_total_relation_size(t.relid)) {_TREE})",
+    "other_indexes": f"(SELECT sum(pg_indexes_size(t.relid)) {_TREE}) - coalesce({_HNSW}, 0)",
 }
 _EVERY = {Schedule.HOURLY: "hour", Schedule.DAILY: "day", Schedule.WEEKLY: "week",
           Schedule.MONTHLY: "month", Schedule.ONCE: "once", Schedule.CRON: "cron"}
@@ -161,7 +171,8 @@ def _database() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, An
                    (SELECT coalesce(json_agg(json_build_object('name', extname, 'version', extversion)
                                              ORDER BY extname), '[]') FROM pg_extension),
                    (SELECT json_agg(json_build_array(i, s)) FROM (VALUES {sizes}) AS sizes(i, s))
-            """, [relation for _, relation, _ in RELATIONS])
+            """, [table for _, relation, kind in RELATIONS
+                  for table in [_TABLE.get(relation, relation)] * _SIZE_SQL[kind].count("%s")])
         version, size, name, data_directory, role, role_can_disable, extensions, measured = cursor.fetchone()
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(extensions, str):

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from benchmarks.common import BenchmarkError, dataset_check, machine_info
 from benchmarks.indexing import IndexBenchmark, index_benchmark
 from benchmarks.search import SearchBenchmark, search_benchmark
+from catalog.progress import ProgressBar
 
 
 class Command(BaseCommand):
@@ -20,10 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--index", action="store_true", help="measure indexing throughput")
         parser.add_argument("--chunks", type=int, default=100_000, help="synthetic catalog size (bench-<N>)")
         parser.add_argument("--rebuild", action="store_true", help="rebuild bench-<N> even if it has N chunks")
-        parser.add_argument("--defer-hnsw", action="store_true",
-                            help="drop the HNSW index (every catalog's vector search uses it) while building "
-                                 "bench-<N> and build it again after, however the build ends: much faster for "
-                                 "large N; refused while another session uses the database")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar while bench-<N> is built")
+        parser.add_argument("--base-only", action="store_true",
+                            help="time the base catalog alone (no bench-<N>): what it answers without a neighbour")
         parser.add_argument("--base", default="nfcorpus", help="real catalog the synthetic one is grown from")
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--dataset", type=Path, required=True,
@@ -37,9 +37,9 @@ class Command(BaseCommand):
                             help="seconds to wait for the base catalog's import to finish")
         parser.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON here")
 
-    def handle(self, *args: Any, search: bool, index: bool, chunks: int, rebuild: bool, defer_hnsw: bool, base: str,
-               seed: int, dataset: Path, repeat: int, documents: int, rounds: int, wait_timeout: float,
-               json_out: Path | None, **options: Any) -> None:
+    def handle(self, *args: Any, search: bool, index: bool, chunks: int, rebuild: bool, no_progress: bool,
+               base_only: bool, base: str, seed: int, dataset: Path, repeat: int, documents: int, rounds: int,
+               wait_timeout: float, json_out: Path | None, **options: Any) -> None:
         if not search and not index:
             search = index = True
         if min(chunks, repeat, documents, rounds) < 1:
@@ -49,9 +49,13 @@ class Command(BaseCommand):
         try:
             dataset_check(dataset)
             if search:
-                outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
-                                           repeat=repeat, seed=seed, wait_timeout_s=wait_timeout,
-                                           defer_hnsw=defer_hnsw, log=log)
+                progress = ProgressBar(enabled=not no_progress)
+                try:
+                    outcome = search_benchmark(chunks=chunks, base_slug=base, dataset=dataset, rebuild=rebuild,
+                                               repeat=repeat, seed=seed, wait_timeout_s=wait_timeout,
+                                               progress=progress, base_only=base_only, log=log)
+                finally:
+                    progress.close()
                 self._print_search(outcome)
                 results["search"] = asdict(outcome)
             if index:

@@ -19,6 +19,7 @@ from contextlib import ExitStack
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from catalog.indexing.runs import source_lock_if_free
 from catalog.indexing.writes import delete_document_rows, refresh_catalog_stats
@@ -44,15 +45,17 @@ def source_delete(*, source: ReferenceSource, by: User | None) -> None:
             Catalog.objects.select_for_update(no_key=True).filter(pk=source.catalog_id).first()
             source_changed_by(source=source, by=by, fields=["deleted"])
             with connection.cursor() as cursor:
-                delete_document_rows(cursor, list(Document.objects.filter(source=source).values_list("pk", flat=True)))
+                delete_document_rows(cursor, source.catalog_id,
+                                     list(Document.objects.filter(source=source).values_list("pk", flat=True)))
                 refresh_catalog_stats(cursor, source.catalog_id)
             source.delete()
 
 
+# What the dashboard's catalog deletion removes by SQL rather than by the ORM's per-row
+# cascade: the catalog's chunk-side partitions are emptied (TRUNCATE: their locks alone,
+# and instant at any size), then its documents and vocabulary.
 _CATALOG_ROWS = (
-    "DELETE FROM catalog_termposting t USING catalog_term x WHERE x.catalog_id = %s AND t.term_id = x.id",
-    "DELETE FROM catalog_postings WHERE catalog_id = %s",
-    "DELETE FROM catalog_chunk WHERE catalog_id = %s",
+    "SELECT lectern_catalog_partitions_empty(%s)",
     "DELETE FROM catalog_document WHERE catalog_id = %s",
     "DELETE FROM catalog_term WHERE catalog_id = %s",
 )
@@ -70,3 +73,15 @@ def catalog_delete(*, catalog: Catalog, by: User | None) -> None:
                 for statement in _CATALOG_ROWS:
                     cursor.execute(statement, [catalog.pk])
             catalog.delete()
+
+
+def partitions_prune(*, connection: BaseDatabaseWrapper) -> int:
+    """As the schema's owner (`manage.py migrate`): drop the emptied partitions of deleted
+    catalogs; how many catalogs' went. Dropping a partition locks every reader out of
+    its parent table, which a deletion, while the app serves, does not."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regprocedure('lectern_catalog_partitions_prune()') IS NOT NULL")
+        if not cursor.fetchone()[0]:  # migrated back before the partitions
+            return 0
+        cursor.execute("SELECT lectern_catalog_partitions_prune()")
+        return int(cursor.fetchone()[0])

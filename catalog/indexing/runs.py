@@ -44,13 +44,14 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from catalog.embedder import get_embedder
+from catalog.indexing.bulk import bulk_loads_recover, catalog_bulk_load
 from catalog.indexing.chunks import current_cut
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, Document, IndexRun, ReferenceSource
@@ -286,13 +287,21 @@ def source_index_now(*, source: ReferenceSource, trigger: str, full: bool = Fals
     return executed
 
 
+# An import of at least this many documents into a catalog that holds no chunks builds
+# the catalog's HNSW index and postings key once, in its write, after the rows
+# (catalog.indexing.bulk).
+BULK_IMPORT_DOCUMENTS = 1_000
+
+
 def source_import(*, catalog: Catalog, slug: str, documents: list[DocumentInput], trigger: str,
                   progress: Progress | None = None) -> IndexRun:
     """Make `documents` the whole content of upload source `slug` (created if missing)
     and index what changed, holding the source's lock from the first write to the
-    switch: a worker's scan sees the source busy and leaves it alone."""
+    switch: a worker's scan sees the source busy and leaves it alone. A large import
+    into an empty catalog is a bulk load (BULK_IMPORT_DOCUMENTS)."""
     source = upload_source_ensure(catalog=catalog, slug=slug)
-    with source_lock(source.pk):
+    bulk = len(documents) >= BULK_IMPORT_DOCUMENTS
+    with source_lock(source.pk), catalog_bulk_load(catalog, across_writes=False) if bulk else nullcontext():
         uploads_replace(source=source, documents=documents)
         return source_index_now(source=source, trigger=trigger, progress=progress)
 
@@ -323,7 +332,11 @@ def pending_task_names() -> set[str] | None:
 
 def runs_recover() -> list[IndexRun]:
     """Fail runs a dead worker left running and queue their sources again; enqueue again
-    queued runs whose task is gone. Returns the runs queued or enqueued."""
+    queued runs whose task is gone; build the indexes a killed bulk load left missing.
+    Returns the runs queued or enqueued."""
+    for catalog_id in bulk_loads_recover():
+        logger.warning("catalog %s: its indexes were missing (a bulk load killed before its end): built them",
+                       catalog_id)
     recovered = []
     for source_id in set(IndexRun.objects.filter(status=IndexRun.Status.RUNNING).values_list("source_id", flat=True)):
         if interrupted := _recover_source(source_id):

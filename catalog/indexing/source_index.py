@@ -74,7 +74,7 @@ def source_index(*, source: ReferenceSource, progress: Progress | None = None, f
         if embedder is not None:
             vectors, reused = embed_texts(embedder, [p.text for p in prepared], progress)
         timings["embed"] = time.perf_counter() - started - sum(timings.values())
-        source_apply_diff(source, collected, diff, prepared, vectors, chunking=cut.stamp)
+        source_apply_diff(source, collected, diff, prepared, vectors, chunking=cut.stamp, progress=progress)
         timings["write"] = time.perf_counter() - started - sum(timings.values())
         _report(progress, "write")
     except Exception as exc:

@@ -4,51 +4,62 @@ statistics. Readers see the old rows or the new ones, never a mix."""
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 
 import numpy as np
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
-from catalog.embedder import get_embedder, vector_literal
+from catalog.embedder import get_embedder
+from catalog.indexing.bulk import catalog_indexes_ensure
 from catalog.indexing.chunks import PreparedChunk, chunking_stamp
 from catalog.indexing.diffing import Diff
 from catalog.models import Catalog, Document, ReferenceSource
+from catalog.progress import Progress
 from catalog.signals import content_switched
 from catalog.sources.documents import Collected, DocumentInput, stored_documents
 from catalog.sources.editors import content_editors_hand_over
 
 
-def delete_document_rows(cursor: CursorWrapper, document_pks: list[int]) -> None:
-    """Remove documents with their chunks and postings, releasing their term counts."""
+def delete_document_rows(cursor: CursorWrapper, catalog_id: int, document_pks: list[int]) -> None:
+    """Remove documents of the catalog with their chunks and postings, releasing their
+    term counts. Every statement names the catalog: Postgres reads its partitions only."""
     if not document_pks:
         return
+    params: dict[str, int | list[int]] = {"catalog": catalog_id, "documents": document_pks}
     cursor.execute(
         """
         UPDATE catalog_term t SET df = t.df - x.n
         FROM (SELECT unnest(p.terms) AS term_id, count(*) AS n
-              FROM catalog_postings p JOIN catalog_chunk c ON c.id = p.chunk_id
-              WHERE c.document_id = ANY(%s) GROUP BY 1) x
+              FROM catalog_postings p JOIN catalog_chunk c ON c.catalog_id = p.catalog_id AND c.id = p.chunk_id
+              WHERE c.catalog_id = %(catalog)s AND c.document_id = ANY(%(documents)s) GROUP BY 1) x
         WHERE t.id = x.term_id
         """,
-        [document_pks],
+        params,
     )
     # Term-major rows by their key, from each chunk's term ids (no scan of the index).
     cursor.execute(
         """
         DELETE FROM catalog_termposting t
-        USING catalog_chunk c JOIN catalog_postings p ON p.chunk_id = c.id, unnest(p.terms) AS x(term_id)
-        WHERE c.document_id = ANY(%s) AND t.term_id = x.term_id AND t.chunk_id = c.id
+        USING catalog_chunk c JOIN catalog_postings p ON p.catalog_id = c.catalog_id AND p.chunk_id = c.id,
+              unnest(p.terms) AS x(term_id)
+        WHERE c.catalog_id = %(catalog)s AND c.document_id = ANY(%(documents)s)
+          AND t.catalog_id = %(catalog)s AND t.term_id = x.term_id AND t.chunk_id = c.id
         """,
-        [document_pks],
+        params,
     )
     cursor.execute(
-        "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.id = p.chunk_id AND c.document_id = ANY(%s)",
-        [document_pks],
+        "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.catalog_id = %(catalog)s "
+        "AND c.document_id = ANY(%(documents)s) AND p.catalog_id = %(catalog)s AND p.chunk_id = c.id",
+        params,
     )
-    cursor.execute("DELETE FROM catalog_chunk WHERE document_id = ANY(%s)", [document_pks])
-    cursor.execute("DELETE FROM catalog_document WHERE id = ANY(%s)", [document_pks])
+    cursor.execute("DELETE FROM catalog_chunk WHERE catalog_id = %(catalog)s AND document_id = ANY(%(documents)s)",
+                   params)
+    cursor.execute("DELETE FROM catalog_document WHERE id = ANY(%(documents)s)", params)
 
 
 def _upsert_terms(cursor: CursorWrapper, catalog_id: int, df: Counter[str]) -> dict[str, int]:
@@ -87,8 +98,57 @@ def refresh_catalog_stats(cursor: CursorWrapper, catalog_id: int) -> None:
     )
 
 
+# COPY's binary form of pgvector's vector: dimensions and a reserved word (int16 each),
+# then the values as big-endian float4; numpy makes a whole batch's at once, where the
+# text form cost about 0.3 ms per vector to format (docs/benchmarks.md, "Bulk builds").
+class _VectorBinaryDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: bytes) -> bytes:
+        return obj
+
+
+class _VectorBytes(bytes):
+    """A vector already in COPY's binary form (dumped as is, as type `vector`)."""
+
+
+def _vector_rows(vectors: np.ndarray | None, count: int) -> list[_VectorBytes | None]:
+    if vectors is None:
+        return [None] * count
+    header = struct.pack(">HH", vectors.shape[1], 0)
+    values = np.ascontiguousarray(vectors, dtype=">f4")
+    return [_VectorBytes(header + row.tobytes()) for row in values]
+
+
+CHUNK_COLUMNS = ("id", "catalog_id", "source_id", "document_id", "byte_offset", "ordinal", "token_count", "key",
+                 "heading", "content", "embedding")
+CHUNK_TYPES = ("int8", "int8", "int8", "int8", "int8", "int4", "int4", "text", "text", "text")
+# Rows per progress report while copying: a bar moves without a call per row.
+PROGRESS_ROWS = 10_000
+
+
+def _copy_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list[Document],
+                 prepared: list[PreparedChunk], ids: list[int], vectors: np.ndarray | None,
+                 progress: Progress | None) -> None:
+    raw = cursor.cursor  # psycopg cursor: COPY is far faster than INSERTs here
+    cursor.execute("SELECT 'vector'::regtype::oid")
+    vector_oid = cursor.fetchone()[0]
+    raw.adapters.register_dumper(_VectorBytes, type("VectorDumper", (_VectorBinaryDumper,), {"oid": vector_oid}))
+    prefix = f"{source.catalog.slug}:{source.slug}:"
+    embeddings = _vector_rows(vectors, len(prepared))
+    with raw.copy(f"COPY catalog_chunk ({', '.join(CHUNK_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types([*CHUNK_TYPES, vector_oid])
+        for i, item in enumerate(prepared):
+            doc = documents[item.document]
+            copy.write_row((ids[i], source.catalog_id, source.id, doc.id, item.chunk.byte_offset, item.chunk.ordinal,
+                            item.token_count, f"{prefix}{doc.path}:{item.chunk.byte_offset}", item.heading,
+                            item.chunk.content, embeddings[i]))
+            if progress and (i + 1) % PROGRESS_ROWS == 0:
+                progress("write", i + 1, len(prepared))
+
+
 def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list[Document],
-                  prepared: list[PreparedChunk], vectors: np.ndarray | None) -> None:
+                  prepared: list[PreparedChunk], vectors: np.ndarray | None, progress: Progress | None) -> None:
     cursor.execute(
         "SELECT nextval(pg_get_serial_sequence('catalog_chunk', 'id')) FROM generate_series(1, %s)", [len(prepared)]
     )
@@ -97,36 +157,31 @@ def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: lis
     for item in prepared:
         df.update(item.terms.keys())
     term_ids = _upsert_terms(cursor, source.catalog_id, df)
-    prefix = f"{source.catalog.slug}:{source.slug}:"
-    raw = cursor.cursor  # psycopg cursor: COPY is far faster than INSERTs here
-    columns = ("id, key, catalog_id, source_id, document_id, ordinal, byte_offset, content, heading, token_count, "
-               "embedding")
-    with raw.copy(f"COPY catalog_chunk ({columns}) FROM STDIN") as copy:
-        for i, item in enumerate(prepared):
-            doc = documents[item.document]
-            vector = vector_literal(vectors[i]) if vectors is not None else None
-            copy.write_row((ids[i], f"{prefix}{doc.path}:{item.chunk.byte_offset}", source.catalog_id, source.id,
-                            doc.id, item.chunk.ordinal, item.chunk.byte_offset, item.chunk.content,
-                            item.heading, item.token_count, vector))
-    with raw.copy("COPY catalog_postings (chunk_id, catalog_id, length, terms, tfs) FROM STDIN") as copy:
+    _copy_chunks(cursor, source, documents, prepared, ids, vectors, progress)
+    with cursor.cursor.copy("COPY catalog_postings (catalog_id, chunk_id, length, terms, tfs) FROM STDIN "
+                            "(FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "int8", "int4", "int4[]", "int4[]"])
         for i, item in enumerate(prepared):
             terms = sorted(item.terms.items(), key=lambda kv: term_ids[kv[0]])
-            copy.write_row((ids[i], source.catalog_id, item.length,
-                            [term_ids[t] for t, _ in terms], [n for _, n in terms]))
+            copy.write_row((source.catalog_id, ids[i], item.length, [term_ids[t] for t, _ in terms],
+                            [n for _, n in terms]))
     # The same postings term-major, in key order: BM25 reads these.
     cursor.execute(
         """
-        INSERT INTO catalog_termposting (term_id, chunk_id, tf, dl)
-        SELECT x.term_id, p.chunk_id, x.tf, p.length
+        INSERT INTO catalog_termposting (catalog_id, term_id, chunk_id, tf, dl)
+        SELECT p.catalog_id, x.term_id, p.chunk_id, x.tf, p.length
         FROM catalog_postings p CROSS JOIN LATERAL unnest(p.terms, p.tfs) AS x(term_id, tf)
-        WHERE p.chunk_id = ANY(%s) ORDER BY 1, 2
+        WHERE p.catalog_id = %s AND p.chunk_id = ANY(%s) ORDER BY 2, 3
         """,
-        [ids],
+        [source.catalog_id, ids],
     )
+    if progress:
+        progress("write", len(prepared), len(prepared))
 
 
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
-                      prepared: list[PreparedChunk], vectors: np.ndarray | None, *, chunking: str) -> None:
+                      prepared: list[PreparedChunk], vectors: np.ndarray | None, *, chunking: str,
+                      progress: Progress | None = None) -> None:
     """Switch the source to its new state in one transaction: readers see the old rows
     or the new ones, never a mix; unchanged documents and their chunks are untouched,
     new ones record `chunking`, how `prepared` was cut. The people whose edits it holds
@@ -139,7 +194,7 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
         Catalog.objects.select_for_update(no_key=True).filter(pk=source.catalog_id).first()
         old_fingerprint = ReferenceSource.objects.filter(pk=source.pk).values_list("fingerprint", flat=True).first()
         with connection.cursor() as cursor:
-            delete_document_rows(cursor, diff.stale_pks)
+            delete_document_rows(cursor, source.catalog_id, diff.stale_pks)
             documents = Document.objects.bulk_create([
                 Document(catalog_id=source.catalog_id, source=source, path=d.path, title=d.title, text=d.loaded_text,
                          content_sha256=d.sha256, size=d.size, mtime=d.mtime, chunking=chunking)
@@ -148,8 +203,9 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             for pk, size, mtime in diff.restat:
                 Document.objects.filter(pk=pk).update(size=size, mtime=mtime)
             if prepared:
-                _write_chunks(cursor, source, documents, prepared, vectors)
+                _write_chunks(cursor, source, documents, prepared, vectors, progress)
             refresh_catalog_stats(cursor, source.catalog_id)
+            catalog_indexes_ensure(cursor, source.catalog_id)
         status = ReferenceSource.Status.READY if vectors is not None else ReferenceSource.Status.LEXICAL_ONLY
         ReferenceSource.objects.filter(pk=source.pk).update(
             status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),
@@ -165,12 +221,12 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
 
 
 def source_replace_rows(source: ReferenceSource, collected: Collected, prepared: list[PreparedChunk],
-                        vectors: np.ndarray | None) -> None:
+                        vectors: np.ndarray | None, progress: Progress | None = None) -> None:
     """Replace all of a source's rows by `collected` (chunks prepared from all of it, by
     the catalog's settings and model now: so its documents are stamped)."""
     diff = Diff(added=list(collected.documents), removed=[doc.pk for doc in stored_documents(source)])
     source_apply_diff(source, collected, diff, prepared, vectors,
-                      chunking=chunking_stamp(source.catalog, get_embedder()))
+                      chunking=chunking_stamp(source.catalog, get_embedder()), progress=progress)
 
 
 def _skipped_note(skipped: list[tuple[str, str]]) -> str:

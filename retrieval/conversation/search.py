@@ -127,17 +127,18 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     deduplicated = best_per_document(found, options.per_document)
     logger.debug("Deduplication: %d results -> %d (n=%d per document)", len(found), len(deduplicated),
                  options.per_document)
-    final = _final(deduplicated, options)
+    final = _final(catalog, deduplicated, options)
     logger.info("Conversation retrieval complete: %d chunks -> %d results -> %d deduplicated -> %d final",
                 len(chunks), len(found), len(deduplicated), len(final))
     report: list[WithheldHits] = []
     if withheld:
-        matched = withheld_hits(disclosed(withheld), [], vectors=vectors, similar=_similarity_floor(final, options))
+        matched = withheld_hits(catalog, disclosed(withheld), [], vectors=vectors,
+                                similar=_similarity_floor(final, options))
         if agent is not None and matched:  # the agent wanted these: a request each, once
             asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
             matched = withheld_requests(agent, matched, asked, what="conversation search")
         report = withheld_named(withheld, matched)
-    return ConversationResult(_hits(final), chunks, len(found), len(deduplicated), options.mode,
+    return ConversationResult(_hits(catalog, final), chunks, len(found), len(deduplicated), options.mode,
                               (time.perf_counter() - started) * 1000, report)
 
 
@@ -156,13 +157,14 @@ def query_chunks(catalog: Catalog, markdown: str, embedder: Embedder) -> list[st
     return chunks
 
 
-def _final(candidates: list[Candidate], options: ConversationOptions) -> list[Candidate]:
+def _final(catalog: Catalog, candidates: list[Candidate], options: ConversationOptions) -> list[Candidate]:
     """top_k of the deduplicated hits: by MMR when mmr_lambda < 1, else by similarity."""
     if options.mmr_lambda is None or options.mmr_lambda >= 1:
         return candidates[: options.top_k]
     pool = candidates[: options.top_k * MMR_POOL]  # the most similar: MMR reorders, it does not dig deeper
     vectors = {pk: np.asarray(v, dtype=np.float32)
-               for pk, v in Chunk.objects.filter(pk__in=[c.chunk for c in pool]).values_list("pk", "embedding")
+               for pk, v in Chunk.objects.filter(catalog=catalog, pk__in=[c.chunk for c in pool])
+               .values_list("pk", "embedding")
                if v is not None}
     # a chunk a reindex removed meanwhile is no longer a candidate
     return mmr([c for c in pool if c.chunk in vectors], vectors, lam=options.mmr_lambda, k=options.top_k)
@@ -176,8 +178,8 @@ def _similarity_floor(final: list[Candidate], options: ConversationOptions) -> f
     return max(options.min_similarity, min(c.similarity for c in final))
 
 
-def _hits(final: list[Candidate]) -> list[ConversationHit]:
-    rows = chunk_rows([c.chunk for c in final])
+def _hits(catalog: Catalog, final: list[Candidate]) -> list[ConversationHit]:
+    rows = chunk_rows(catalog, [c.chunk for c in final])
     hits = []
     for c in final:
         if c.chunk not in rows:  # removed by a reindex since it was found

@@ -54,7 +54,7 @@ def _part(weight: str) -> str:
 
 def _score_params(catalog: Catalog) -> Params:
     k1, b = settings.LECTERN_BM25_K1, settings.LECTERN_BM25_B
-    return {"c1": k1 * (1 - b), "c2": k1 * b / catalog.average_length}
+    return {"c1": k1 * (1 - b), "c2": k1 * b / catalog.average_length, "catalog": catalog.pk}
 
 
 def _scaled_weight(term: bm25.QueryTerm) -> float:
@@ -69,7 +69,8 @@ def _allowed_sql(params: Params, withheld: Collection[int]) -> str:
     if not withheld:
         return ""
     params["withheld"] = sorted(withheld)
-    return "NOT EXISTS (SELECT FROM catalog_chunk c WHERE c.id = g.chunk_id AND c.source_id = ANY(%(withheld)s))"
+    return ("NOT EXISTS (SELECT FROM catalog_chunk c WHERE c.catalog_id = %(catalog)s AND c.id = g.chunk_id "
+            "AND c.source_id = ANY(%(withheld)s))")
 
 
 # Up to this many terms, a walk merges one index range per term (a plan node each);
@@ -97,14 +98,15 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str
         # planner from flattening it into a join that may scan every catalog's postings)
         parts = (f"SELECT p.chunk_id, {_part('q.w')} AS part "
                  f"FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w) "
-                 "CROSS JOIN LATERAL (SELECT chunk_id, tf, dl FROM catalog_termposting t WHERE t.term_id = q.term_id "
-                 "OFFSET 0) p")
+                 "CROSS JOIN LATERAL (SELECT chunk_id, tf, dl FROM catalog_termposting t "
+                 "WHERE t.catalog_id = %(catalog)s AND t.term_id = q.term_id OFFSET 0) p")
     else:
         ranges = []
         for i, term in enumerate(terms):
             params[f"{name}{i}"], params[f"{name}w{i}"] = term.term_id, _scaled_weight(term)
             ranges.append(f"(SELECT p.chunk_id, {_part(f'%({name}w{i})s::float8')} AS part "
-                          f"FROM catalog_termposting p WHERE p.term_id = %({name}{i})s ORDER BY p.chunk_id)")
+                          f"FROM catalog_termposting p WHERE p.catalog_id = %(catalog)s AND p.term_id = %({name}{i})s "
+                          "ORDER BY p.chunk_id)")
         parts = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
     grouped = f"SELECT chunk_id, sum(part) AS score FROM ({parts}) m WHERE {where} GROUP BY chunk_id"
     grouped += f" HAVING {having}" if having else ""
@@ -120,7 +122,8 @@ def _probe_sql(terms: list[bm25.QueryTerm], params: Params, candidates: str, nam
         SELECT c.chunk_id, c.score + coalesce(x.score, 0) AS score FROM {candidates} c CROSS JOIN LATERAL (
             SELECT sum({_part("q.w")}) AS score
             FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w)
-            JOIN catalog_termposting p ON p.term_id = q.term_id AND p.chunk_id = c.chunk_id
+            JOIN catalog_termposting p ON p.catalog_id = %(catalog)s AND p.term_id = q.term_id
+                AND p.chunk_id = c.chunk_id
         ) x
     """
 
@@ -191,7 +194,7 @@ def _top_rows(scored: str, params: Params, *, threshold: str = "") -> tuple[list
             {with_threshold}
             SELECT s.chunk_id, c.document_id, s.score, {"(SELECT score FROM threshold)" if threshold else "NULL"}
             FROM ({scored} ORDER BY score DESC, chunk_id LIMIT %(limit)s) s
-            JOIN catalog_chunk c ON c.id = s.chunk_id
+            JOIN catalog_chunk c ON c.catalog_id = %(catalog)s AND c.id = s.chunk_id
             ORDER BY s.score DESC, s.chunk_id
             """,
             params,

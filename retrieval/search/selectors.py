@@ -175,7 +175,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
                                   options.dedup)
     if mode == "bm25_tiebreak" and vector is not None:
         pks = [row[0] for row in lists["bm25"]]
-        sims = vector_scores_for(vector=vector, chunk_pks=pks)
+        sims = vector_scores_for(catalog=catalog, vector=vector, chunk_pks=pks)
         lists["vector"] = sorted(((pk, doc, sims[pk]) for pk, doc, _ in lists["bm25"] if pk in sims),
                                  key=lambda row: -row[2])
     fused = _fuse(lists, options)[: options.top_k]
@@ -183,7 +183,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     report: list[WithheldHits] = []
     if withheld:
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
-        matched = withheld_hits(disclosed(withheld), terms if "bm25" in lists else [],
+        matched = withheld_hits(catalog, disclosed(withheld), terms if "bm25" in lists else [],
                                 vectors=[vector] if vector else [], similar=similar)
         if agent is not None and matched and not dry_run:  # the agent wanted these: a request each, once
             what, text = asked or ("search", query)
@@ -233,18 +233,18 @@ def _similarity_floor(hits: list[Hit], top_k: int) -> float | None:
     return min(similarities) if similarities else None
 
 
-def withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.QueryTerm], *,
+def withheld_hits(catalog: Catalog, withheld: dict[int, InjectionDecision], terms: list[bm25.QueryTerm], *,
                   similar: float | None, vectors: Sequence[str] = ()) -> list[WithheldHits]:
     """Per withheld source, its chunks that match the query: holding one of the query's
     `terms` (the chunks BM25 ranks; none when BM25 did not run); at least `similar` by
     cosine to one of the query `vectors` (a conversation has several) when given. One
     statement over those sources' chunks only, whatever the catalog's size."""
-    params: Params = {"withheld": sorted(withheld)}
+    params: Params = {"catalog": catalog.pk, "withheld": sorted(withheld)}
     matches = []
     if terms:
         params["terms"] = [term.term_id for term in terms]
-        matches.append("EXISTS (SELECT FROM catalog_termposting p WHERE p.term_id = ANY(%(terms)s) "
-                       "AND p.chunk_id = c.id)")
+        matches.append("EXISTS (SELECT FROM catalog_termposting p WHERE p.catalog_id = %(catalog)s "
+                       "AND p.term_id = ANY(%(terms)s) AND p.chunk_id = c.id)")
     if similar == float("-inf"):
         matches.append("c.embedding IS NOT NULL")
     elif similar is not None and vectors:
@@ -256,7 +256,7 @@ def withheld_hits(withheld: dict[int, InjectionDecision], terms: list[bm25.Query
     with read_connection().cursor() as cursor:
         cursor.execute(f"""
             SELECT s.id, s.slug, count(*) FROM catalog_chunk c JOIN catalog_referencesource s ON s.id = c.source_id
-            WHERE c.source_id = ANY(%(withheld)s) AND ({" OR ".join(matches)})
+            WHERE c.catalog_id = %(catalog)s AND c.source_id = ANY(%(withheld)s) AND ({" OR ".join(matches)})
             GROUP BY s.id, s.slug ORDER BY count(*) DESC, s.slug
         """, params)
         rows = cursor.fetchall()
@@ -280,8 +280,8 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
     keys = [key for key, _ in fused]
     missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
     extra = {"bm25": bm25_scores(catalog, terms, missing["bm25"]),
-             "vector": vector_scores_for(vector=vector, chunk_pks=missing["vector"]) if vector else {}}
-    rows = chunk_rows([shown[k] for k in keys])
+             "vector": vector_scores_for(catalog=catalog, vector=vector, chunk_pks=missing["vector"]) if vector else {}}
+    rows = chunk_rows(catalog, [shown[k] for k in keys])
     hits = []
     for key, fused_score in fused:
         pk, doc_pk, chunk_key, path, title, source, content, offset = rows[shown[key]]
@@ -298,15 +298,16 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
 ChunkRow = tuple[int, int, str, str, str, str, str, int]  # pk, document pk, key, path, title, source, content, offset
 
 
-def chunk_rows(chunk_pks: list[int]) -> dict[int, ChunkRow]:
-    """What a hit shows of each chunk (its key, document, source and content), by pk: one statement."""
+def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
+    """What a hit shows of each of the catalog's chunks (its key, document, source and
+    content), by pk: one statement."""
     with read_connection().cursor() as cursor:
         cursor.execute(
             """
             SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset
             FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
-            JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.id = ANY(%s)
+            JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.catalog_id = %s AND c.id = ANY(%s)
             """,
-            [chunk_pks],
+            [catalog.pk, chunk_pks],
         )
         return {row[0]: row for row in cursor.fetchall()}

@@ -70,7 +70,8 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             # counted only up to the limit: a catalog mostly readable costs no count of it all
             cursor.execute("""
                 SELECT coalesce(array_agg(id), '{}'), (SELECT count(*) FROM (SELECT 1 FROM catalog_chunk
-                    WHERE source_id = ANY(array_agg(s.id)) AND embedding IS NOT NULL LIMIT %(cap)s) readable)
+                    WHERE catalog_id = %(catalog)s AND source_id = ANY(array_agg(s.id)) AND embedding IS NOT NULL
+                    LIMIT %(cap)s) readable)
                 FROM catalog_referencesource s WHERE catalog_id = %(catalog)s AND id <> ALL(%(withheld)s)
                 """, {**params, "cap": settings.LECTERN_VECTOR_EXACT_MAX + 1})
             allowed_sources, allowed_chunks = cursor.fetchone()
@@ -98,12 +99,13 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 
-def vector_scores_for(*, vector: str, chunk_pks: list[int]) -> dict[int, float]:
+def vector_scores_for(*, catalog: Catalog, vector: str, chunk_pks: list[int]) -> dict[int, float]:
     if not chunk_pks:
         return {}
     with read_connection().cursor() as cursor:
         cursor.execute(
-            "SELECT id, 1 - (embedding <=> %s::vector) FROM catalog_chunk WHERE id = ANY(%s) AND embedding IS NOT NULL",
-            [vector, chunk_pks],
+            "SELECT id, 1 - (embedding <=> %s::vector) FROM catalog_chunk WHERE catalog_id = %s AND id = ANY(%s) "
+            "AND embedding IS NOT NULL",
+            [vector, catalog.pk, chunk_pks],
         )
         return {chunk: float(s) for chunk, s in cursor.fetchall()}

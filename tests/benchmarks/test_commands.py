@@ -18,7 +18,8 @@ from tests.config.servers import child_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 COMMANDS = ["bench", "bench_connections", "bench_conversation", "bench_conversation_recall", "bench_detect",
-            "bench_enrich", "bench_gate", "bench_pages", "bench_query", "bench_reindex", "bench_topology"]
+            "bench_enrich", "bench_gate", "bench_pages", "bench_query", "bench_reindex", "bench_restart",
+            "bench_topology"]
 
 
 def benchmarks(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,13 +59,13 @@ def test_a_command_runs_end_to_end_and_writes_its_json(db, tmp_path):
     assert json.loads(out.read_text())["detect"]["tags"] == 50
 
 
-@pytest.mark.parametrize("name", ["bench", "bench_enrich"])
+@pytest.mark.parametrize("name", ["bench", "bench_enrich", "bench_restart"])
 def test_the_dataset_is_a_path_given_never_a_default(db, name):
     with pytest.raises(CommandError, match="required: --dataset"):
         call_command(command_load(name))
 
 
-@pytest.mark.parametrize("name", ["bench", "bench_enrich"])
+@pytest.mark.parametrize("name", ["bench", "bench_enrich", "bench_restart"])
 def test_a_folder_without_the_dataset_files_is_refused_before_anything_is_built(db, tmp_path, name):
     (tmp_path / "corpus.jsonl").write_text("")
 

@@ -1,5 +1,6 @@
 """The synthetic catalog the search benchmark times: what its helpers promise the latency
-figures; and the shared HNSW index, which a build drops only when asked and always puts back."""
+figures; and its bulk load, which builds the new catalog's indexes once after its rows,
+however the build ends, and never touches another catalog's."""
 
 from __future__ import annotations
 
@@ -14,11 +15,8 @@ from django.db import connection
 from benchmarks import synthetic
 from benchmarks.common import BenchmarkError
 from benchmarks.synthetic import (
-    HNSW_INDEX,
     bench_catalog_drop,
     bench_catalog_ensure,
-    hnsw_drop,
-    hnsw_rebuild,
     jitter,
     perturb_text,
     vocabulary_of,
@@ -84,49 +82,18 @@ def base_catalog(transactional_db):
     return catalog
 
 
-def hnsw_definition() -> str | None:
+def catalog_indexes(catalog_id: int) -> dict[str, str]:
+    """The catalog's HNSW index and postings key, by name, with their definitions."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [HNSW_INDEX])
-        row = cursor.fetchone()
-        return row[0] if row else None
-
-
-def test_a_build_with_the_hnsw_index_deferred_restores_it_and_keeps_postings_exact(base_catalog, hnsw_kept):
-    bench, build_s = bench_catalog_ensure(base=base_catalog, chunks=30, rebuild=False, seed=1, sigma=0.02,
-                                          log=lambda line: None, defer_hnsw=True)
-
-    assert (bench.slug, bench.chunk_count) == ("bench-30", 30) and build_s is not None and build_s > 0
-    assert hnsw_definition() == hnsw_kept
-    assert term_postings_mismatches(bench) == []
-    chunk = Chunk.objects.filter(catalog=bench).first()
-    assert chunk is not None
-    vector = vector_literal(np.asarray(chunk.embedding))
-    assert len(vector_search(catalog=bench, vector=vector, limit=5)) == 5
-
-
-def test_dropping_a_bench_catalog_removes_its_term_postings(base_catalog):
-    bench, _ = bench_catalog_ensure(base=base_catalog, chunks=20, rebuild=False, seed=1, sigma=0.02,
-                                    log=lambda line: None)
-
-    bench_catalog_drop(bench)
-
-    assert not Catalog.objects.filter(slug="bench-20").exists()
-    assert TermPosting.objects.count() == sum(len(t) for t in Postings.objects.values_list("terms", flat=True)) > 0
-    assert term_postings_mismatches(base_catalog) == []
-
-
-# --- the shared HNSW index: dropped only when asked, always put back ------------------------
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN (%s, %s)",
+                       [f"catalog_chunk_c{catalog_id}_hnsw", f"catalog_termposting_c{catalog_id}_key"])
+        return dict(cursor.fetchall())
 
 
 @pytest.fixture
-def hnsw_kept(base_catalog, as_owner):
-    """The index's definition before the test; the index is built again after it if a
-    failing test left it missing, so that no other test runs without it. As the schema's
-    owner, which a build that drops the index runs as (the app's role may not)."""
-    before = hnsw_definition()
-    assert before is not None
-    yield before
-    hnsw_rebuild()
+def owner(base_catalog, as_owner):
+    """As the schema's owner, which `python -m benchmarks` runs as (its vacuum needs it)."""
+    return base_catalog
 
 
 def ensure(base, **options):
@@ -134,73 +101,99 @@ def ensure(base, **options):
                                 seed=1, sigma=0.02, log=options.pop("log", lambda line: None), **options)
 
 
-def test_a_deferred_build_that_fails_puts_the_index_back(base_catalog, hnsw_kept, monkeypatch):
-    during = []
+def test_a_build_gets_its_indexes_after_its_rows_and_keeps_postings_exact(owner, monkeypatch):
+    base_indexes = catalog_indexes(owner.pk)
+    seen = []
+    write = synthetic.synthetic_source_write
 
-    def failing_build(**kwargs):
-        during.append(hnsw_definition())
+    def recording_write(*, catalog, **kwargs):
+        seen.append((catalog_indexes(catalog.pk), catalog_indexes(owner.pk)))
+        return write(catalog=catalog, **kwargs)
+
+    monkeypatch.setattr(synthetic, "synthetic_source_write", recording_write)
+    monkeypatch.setattr(synthetic, "SOURCE_ROWS", 10)  # three writes of the bulk load
+
+    bench, build_s = ensure(owner, chunks=30)
+
+    assert (bench.slug, bench.chunk_count) == ("bench-30", 30) and build_s is not None and build_s > 0
+    assert seen == [({}, base_indexes)] * 3  # none while it loads; the base catalog's untouched
+    assert len(catalog_indexes(bench.pk)) == 2 and catalog_indexes(owner.pk) == base_indexes
+    assert term_postings_mismatches(bench) == []
+    chunk = Chunk.objects.filter(catalog=bench).first()
+    assert chunk is not None
+    vector = vector_literal(np.asarray(chunk.embedding))
+    assert len(vector_search(catalog=bench, vector=vector, limit=5)) == 5
+
+
+def test_dropping_a_bench_catalog_removes_its_term_postings(owner):
+    bench, _ = ensure(owner, chunks=20)
+
+    bench_catalog_drop(bench)
+
+    assert not Catalog.objects.filter(slug="bench-20").exists()
+    assert TermPosting.objects.count() == sum(len(t) for t in Postings.objects.values_list("terms", flat=True)) > 0
+    assert term_postings_mismatches(owner) == []
+
+
+# --- a build's indexes: built however it ends -----------------------------------------------
+
+
+def test_a_build_that_fails_still_gets_its_indexes(owner, monkeypatch):
+    write = synthetic.synthetic_source_write
+    writes = []
+
+    def failing_write(**kwargs):
+        writes.append(write(**kwargs))
         raise RuntimeError("the build failed")
 
-    monkeypatch.setattr(synthetic, "bench_catalog_build", failing_build)
+    monkeypatch.setattr(synthetic, "synthetic_source_write", failing_write)
 
     with pytest.raises(RuntimeError, match="the build failed"):
-        ensure(base_catalog, defer_hnsw=True)
+        ensure(owner)
 
-    assert during == [None]  # dropped for the build
-    assert hnsw_definition() == hnsw_kept
+    bench = Catalog.objects.get(slug="bench-12")
+    assert writes == [12] and bench.chunk_count == 12
+    assert len(catalog_indexes(bench.pk)) == 2
 
 
-def test_a_deferred_build_stopped_by_term_puts_the_index_back(base_catalog, hnsw_kept, monkeypatch):
+def test_a_build_stopped_by_term_still_gets_its_indexes(owner, monkeypatch):
     handler = signal.getsignal(signal.SIGTERM)
 
-    def terminated_build(**kwargs):
+    def terminated_write(**kwargs):
         os.kill(os.getpid(), signal.SIGTERM)  # as `kill` or a service manager would
         time.sleep(30)  # the handler raises here
         raise AssertionError("TERM did not stop the build")
 
-    monkeypatch.setattr(synthetic, "bench_catalog_build", terminated_build)
+    monkeypatch.setattr(synthetic, "synthetic_source_write", terminated_write)
 
     with pytest.raises(SystemExit) as stopped:
-        ensure(base_catalog, defer_hnsw=True)
+        ensure(owner)
 
     assert stopped.value.code == 128 + signal.SIGTERM
-    assert hnsw_definition() == hnsw_kept
+    assert len(catalog_indexes(Catalog.objects.get(slug="bench-12").pk)) == 2
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
-def test_deferring_is_refused_while_another_session_uses_the_database(base_catalog, hnsw_kept, app_credentials):
-    existing, _ = ensure(base_catalog)
-
-    other = connection.copy()  # a second session, as a server would hold: the app's role, not the owner's
-    other.settings_dict.update(app_credentials)
-    other.ensure_connection()
-    try:
-        with pytest.raises(BenchmarkError, match=r"other session\(s\) use this database"):
-            ensure(base_catalog, rebuild=True, defer_hnsw=True)
-    finally:
-        other.close()
-
-    assert hnsw_definition() == hnsw_kept
-    assert Catalog.objects.get(slug="bench-12").pk == existing.pk  # not dropped either
-
-
-def test_an_index_a_killed_build_left_missing_is_built_again_before_anything_else(base_catalog, hnsw_kept):
-    hnsw_drop()  # what a deferred build killed outright (SIGKILL) leaves
+def test_indexes_a_killed_build_left_missing_are_built_before_anything_else(owner):
+    killed = Catalog.objects.create(slug="killed", name="Killed")
+    with connection.cursor() as cursor:  # what a build killed outright (SIGKILL) leaves
+        cursor.execute("SELECT lectern_catalog_indexes_defer(%s)", [killed.pk])
     lines: list[str] = []
 
-    ensure(base_catalog, log=lines.append)
+    ensure(owner, log=lines.append)
 
-    assert hnsw_definition() == hnsw_kept
-    assert any(f"the HNSW index {HNSW_INDEX} was missing" in line for line in lines)
+    assert len(catalog_indexes(killed.pk)) == 2
+    assert f"catalog {killed.pk} had no HNSW index or postings key (a build killed before its end?): built them" \
+        in lines
 
 
-def test_a_catalog_that_only_bears_a_benchmark_slug_is_never_dropped(base_catalog, hnsw_kept):
+def test_a_catalog_that_only_bears_a_benchmark_slug_is_never_dropped(owner):
     theirs = Catalog.objects.create(slug="bench-12", name="Release notes")
 
     with pytest.raises(BenchmarkError, match="not built by a benchmark"):
-        ensure(base_catalog, defer_hnsw=True)  # the wrong size: a benchmark would rebuild it
+        ensure(owner)  # the wrong size: a benchmark would rebuild it
     with pytest.raises(BenchmarkError, match="not built by a benchmark"):
         bench_catalog_drop(theirs)
 
     assert Catalog.objects.filter(pk=theirs.pk, name="Release notes").exists()
-    assert hnsw_definition() == hnsw_kept
+    assert len(catalog_indexes(theirs.pk)) == 2

@@ -3,14 +3,12 @@ exact BM25 statistics, and the import_jsonl / create_agent commands."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 from collections import Counter
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 from rest_framework.test import APIClient
 
 from catalog.agents import hash_token
@@ -250,18 +248,6 @@ def test_deleting_a_catalog_through_the_orm_deletes_its_term_postings(glob_sourc
 
     assert TermPosting.objects.count() == kept > 0
     assert term_postings_mismatches(other.catalog) == []
-
-
-def test_migration_0007_backfills_term_postings_from_the_per_chunk_arrays(glob_source):
-    source_index(source=glob_source)
-    written = sorted(TermPosting.objects.values_list("term_id", "chunk_id", "tf", "dl"))
-    migration = importlib.import_module("catalog.migrations.0007_term_postings")
-
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM catalog_termposting")
-        cursor.execute(migration.BACKFILL)
-
-    assert written and sorted(TermPosting.objects.values_list("term_id", "chunk_id", "tf", "dl")) == written
 
 
 # --- import_jsonl ---------------------------------------------------------------------------------

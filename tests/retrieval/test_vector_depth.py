@@ -8,6 +8,8 @@ The setting must hold on a connection that has already used pgvector and on a fr
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from django.db import connection, transaction
@@ -65,13 +67,13 @@ def test_top_k_is_filled_past_ef_search_by_the_iterative_scan(make_catalog, agen
     catalog = make_catalog("pairs", chunk_size=60, chunk_overlap=0)
     assert two_chunk_documents(catalog, 1000) == 2000
     token = agent_token("pairs-agent", [catalog])
-    # and the planner walks the HNSW index, as it does on a catalog much larger than
-    # the rows asked for (on 2,000 rows it would rather sort them all)
+    # and the planner walks the catalog's HNSW index, as it does on a catalog much larger
+    # than the rows asked for (on 2,000 rows it would rather sort them all)
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off")
         cursor.execute("EXPLAIN SELECT id FROM catalog_chunk WHERE catalog_id = %s ORDER BY embedding <=> %s::vector "
                        "LIMIT 3000", [catalog.pk, "[" + ",".join(["0.05"] * 384) + "]"])
-        assert "chunk_embedding_hnsw" in " ".join(row[0] for row in cursor.fetchall())
+        assert f"catalog_chunk_c{catalog.pk}_hnsw" in " ".join(row[0] for row in cursor.fetchall())
 
     response = search(token, catalog="pairs", query="alpha beta", mode="vector", top_k=1000, dedup=True)
 
@@ -113,45 +115,87 @@ def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalo
     assert int(ef_search) == HNSW_EF_SEARCH_MAX
 
 
-def test_a_small_catalog_the_shared_index_scan_stops_short_of_is_ranked_exactly(make_catalog, settings):
-    settings.LECTERN_VECTOR_EXACT_MAX = 0  # the small catalog goes to the HNSW scan first
-    # given: a large catalog whose chunks are all nearer the query than a small one's,
-    # in the index every catalog shares, and a scan that may visit few tuples past its
-    # first ef_search (pgvector's hnsw.max_scan_tuples; 20,000 by default, which a large
-    # enough neighbour exhausts the same way)
-    query = random_unit_vectors(1, seed=11)[0]
-    big = make_catalog("big", chunk_size=60, chunk_overlap=0)
-    two_chunk_documents(big, 1000)
-    small = make_catalog("small", chunk_size=60, chunk_overlap=0)
-    source = ReferenceSource.objects.create(catalog=small, slug="far", name="Far", kind="upload", location="far")
+def far_chunks(catalog, slug: str, count: int, query: np.ndarray, seed: int, *, distance: float = -1.0) -> None:
+    """`count` one-chunk documents whose vectors lie around `distance` * `query` (-1: far
+    from it, opposite; 1: near it)."""
+    source = ReferenceSource.objects.create(catalog=catalog, slug=slug, name=slug, kind="upload", location=slug)
     text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
-    documents = [DocumentInput(f"far-{i:03d}.md", f"Far {i}", text, len(text)) for i in range(150)]
-    prepared = prepare_chunks(small, documents, embedder=None)
-    far = -query + 0.3 * random_unit_vectors(len(prepared), seed=12)
-    source_replace_rows(source, Collected(documents), prepared, far / np.linalg.norm(far, axis=1, keepdims=True))
-    small.refresh_from_db()
-    vectors = dict(Chunk.objects.filter(catalog=small).values_list("pk", "embedding"))
-    exact = sorted(vectors, key=lambda pk: -float(np.dot(np.asarray(vectors[pk]), query)))[:100]
-    literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
+    documents = [DocumentInput(f"{slug}-{i:03d}.md", f"{slug} {i}", text, len(text)) for i in range(count)]
+    prepared = prepare_chunks(catalog, documents, embedder=None)
+    vectors = distance * query + 0.3 * random_unit_vectors(len(prepared), seed=seed)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    source_replace_rows(source, Collected(documents), prepared, vectors)
+
+
+def exact_order(catalog, query: np.ndarray, *, source: str | None = None) -> list[int]:
+    chunks = Chunk.objects.filter(catalog=catalog, **({"source__slug": source} if source else {}))
+    vectors = dict(chunks.values_list("pk", "embedding"))
+    return sorted(vectors, key=lambda pk: -float(np.dot(np.asarray(vectors[pk]), query)))
+
+
+@contextmanager
+def scans_stopping_early():
+    """An HNSW scan that may visit almost no tuples past its first ef_search (pgvector's
+    hnsw.max_scan_tuples; 20,000 by default, which enough filtered rows exhaust the same
+    way), and plans that walk the HNSW index: any plan the planner would rather not take
+    looks as bad as that walk (the fallback must not depend on the planner's choice)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.max_scan_tuples', '1', false)")
-        # the plan walks the HNSW index; and any plan the planner would rather not take
-        # looks as bad as that walk (the fallback must not depend on the planner's choice)
         cursor.execute("SET enable_seqscan = off; SET enable_sort = off; SET enable_bitmapscan = off")
     try:
-        with transaction.atomic(), connection.cursor() as cursor:  # the scan alone stops short
-            cursor.execute("SET LOCAL hnsw.ef_search = 100; SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute("SELECT count(*) FROM (SELECT id FROM catalog_chunk WHERE catalog_id = %s "
-                           "ORDER BY embedding <=> %s::vector LIMIT 100) x", [small.pk, literal])
-            assert cursor.fetchone()[0] < 100
-
-        rows = vector_search(catalog=small, vector=literal, limit=100)
+        yield
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET hnsw.max_scan_tuples; RESET enable_seqscan; RESET enable_sort; "
                            "RESET enable_bitmapscan")
 
-    assert [pk for pk, _, _ in rows] == exact
+
+def test_a_small_catalog_beside_a_large_nearer_one_is_answered_by_its_own_index(make_catalog, settings):
+    settings.LECTERN_VECTOR_EXACT_MAX = 0  # the small catalog goes to the HNSW scan
+    # given: a large catalog whose chunks are all nearer the query than a small one's:
+    # when every catalog shared one index, the scan stopped short of the small one's
+    query = random_unit_vectors(1, seed=11)[0]
+    big = make_catalog("big", chunk_size=60, chunk_overlap=0)
+    two_chunk_documents(big, 1000)
+    small = make_catalog("small", chunk_size=60, chunk_overlap=0)
+    far_chunks(small, "far", 150, query, seed=12)
+    exact = exact_order(small, query)[:100]
+    literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
+
+    with scans_stopping_early():
+        with transaction.atomic(), connection.cursor() as cursor:  # the scan alone, once
+            cursor.execute("SET LOCAL hnsw.ef_search = 100; SET LOCAL hnsw.iterative_scan = relaxed_order")
+            sql = "SELECT id FROM catalog_chunk WHERE catalog_id = %s ORDER BY embedding <=> %s::vector LIMIT 100"
+            cursor.execute(f"EXPLAIN {sql}", [small.pk, literal])
+            plan = " ".join(row[0] for row in cursor.fetchall())
+            cursor.execute(sql, [small.pk, literal])
+            scanned = [row[0] for row in cursor.fetchall()]
+        rows = vector_search(catalog=small, vector=literal, limit=100)
+
+    # then the scan walks the small catalog's index alone and finds its whole top 100
+    assert f"catalog_chunk_c{small.pk}_hnsw" in plan and f"catalog_chunk_c{big.pk}" not in plan
+    assert len(scanned) == 100
+    found = [pk for pk, _, _ in rows]
+    assert len(found) == 100 and len(set(found) & set(exact)) >= 90  # HNSW: approximate, on its own graph
+
+
+def test_a_scan_the_filters_stop_short_is_ranked_exactly(make_catalog, settings):
+    settings.LECTERN_VECTOR_EXACT_MAX = 0  # the catalog goes to the HNSW scan first
+    # given: a catalog whose nearest chunks are a withheld source's, so the scan's first
+    # ef_search rows are all filtered out, and a scan that stops right after them
+    query = random_unit_vectors(1, seed=11)[0]
+    catalog = make_catalog("kb", chunk_size=60, chunk_overlap=0)
+    far_chunks(catalog, "near", 150, query, seed=13, distance=1.0)
+    far_chunks(catalog, "far", 150, query, seed=12)
+    withheld = set(ReferenceSource.objects.filter(catalog=catalog, slug="near").values_list("pk", flat=True))
+    catalog.refresh_from_db()
+    literal = "[" + ",".join(f"{x:.8f}" for x in query) + "]"
+
+    with scans_stopping_early():
+        rows = vector_search(catalog=catalog, vector=literal, limit=100, withheld=withheld)
+
+    # then what the scan could not reach is ranked exactly, from what may be shown
+    assert [pk for pk, _, _ in rows] == exact_order(catalog, query, source="far")[:100]
 
 
 @pytest.mark.django_db
