@@ -325,7 +325,7 @@ def test_the_status_page_offers_the_reset_to_curators_only(catalog):
     assert b"Reload model and clear caches" in curator.content
     assert b"Reload model and clear caches" not in reviewer.content
     for text in (b"Embedding model", b"all-MiniLM-L6-v2-int8", b"Postgres", b"Worker and queue",
-                 b"Scans and schedules", b"Index and table sizes", b"Vector index (HNSW)"):
+                 b"Scans and schedules", b"Index and table sizes", b"Vector indexes (HNSW, one per catalog)"):
         assert text in curator.content
 
 
