@@ -140,7 +140,7 @@ def bench_catalog_drop(catalog: Catalog) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM catalog_termposting WHERE term_id IN "
                        "(SELECT id FROM catalog_term WHERE catalog_id = %s)", [catalog.pk])
-        for table in ("catalog_postings", "catalog_chunk", "catalog_document", "catalog_term"):
+        for table in ("catalog_termblock", "catalog_postings", "catalog_chunk", "catalog_document", "catalog_term"):
             cursor.execute(f"DELETE FROM {table} WHERE catalog_id = %s", [catalog.pk])
         catalog.delete()
 
@@ -226,7 +226,7 @@ def bulk_tables_vacuum() -> None:
     """VACUUM ANALYZE what a build wrote, as autovacuum would in time: index-only scans
     of the postings need the visibility map, and the planner needs fresh statistics."""
     with connection.cursor() as cursor:
-        for table in ("catalog_termposting", "catalog_postings", "catalog_chunk", "catalog_term"):
+        for table in ("catalog_termposting", "catalog_termblock", "catalog_postings", "catalog_chunk", "catalog_term"):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
 
 

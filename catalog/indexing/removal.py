@@ -50,6 +50,7 @@ def source_delete(*, source: ReferenceSource, by: User | None) -> None:
 
 
 _CATALOG_ROWS = (
+    "DELETE FROM catalog_termblock WHERE catalog_id = %s",
     "DELETE FROM catalog_termposting t USING catalog_term x WHERE x.catalog_id = %s AND t.term_id = x.id",
     "DELETE FROM catalog_postings WHERE catalog_id = %s",
     "DELETE FROM catalog_chunk WHERE catalog_id = %s",

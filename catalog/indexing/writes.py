@@ -12,6 +12,7 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from catalog.embedder import get_embedder, vector_literal
+from catalog.indexing.blocks import term_blocks_extend, term_blocks_shrink
 from catalog.indexing.chunks import PreparedChunk, chunking_stamp
 from catalog.indexing.diffing import Diff
 from catalog.models import Catalog, Document, ReferenceSource
@@ -43,6 +44,7 @@ def delete_document_rows(cursor: CursorWrapper, document_pks: list[int]) -> None
         """,
         [document_pks],
     )
+    term_blocks_shrink(cursor, document_pks)
     cursor.execute(
         "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.id = p.chunk_id AND c.document_id = ANY(%s)",
         [document_pks],
@@ -123,6 +125,11 @@ def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: lis
         """,
         [ids],
     )
+    least: dict[int, int] = {}  # each term's least new chunk id: where its blocks change
+    for chunk_id, item in zip(ids, prepared, strict=True):
+        for term in item.terms:
+            least[term_ids[term]] = min(least.get(term_ids[term], chunk_id), chunk_id)
+    term_blocks_extend(cursor, source.catalog_id, least)
 
 
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
