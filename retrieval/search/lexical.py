@@ -130,6 +130,8 @@ def bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withhel
     """The exact top `limit` outside the withheld sources, summed in SQL over every
     posting of every term: what bm25_top returns, the slow way (the reference that
     tests and `python -m benchmarks bench` check it against)."""
+    if not terms:
+        return []
     params = _score_params(catalog)
     params["limit"] = limit
     scored = _walk_sql(terms, params, "w", allowed=_allowed_sql(params, withheld))
