@@ -44,7 +44,9 @@ def test_the_exact_check_counts_the_queries_whose_top_k_is_the_full_walks(make_c
     catalog.refresh_from_db()
     queries = ["otters", "herons fish", "salmon otters", "unknown words"]
 
-    assert exact_check(catalog=catalog, queries=queries, depth=10) == ExactCheck("kb", 10, 4, 4)
+    check = exact_check(catalog=catalog, queries=queries, depth=10)
+    assert check == ExactCheck("kb", 10, 4, 4)
+    assert 0 < check.top_ms[0] <= check.top_ms[1] and 0 < check.walk_ms[0] <= check.walk_ms[1]  # both timed
 
     # a top k in another order is not the walk's
     monkeypatch.setattr(search, "bm25_top", lambda *args: (list(reversed(lexical.bm25_top(*args)[0])), 1))
