@@ -142,7 +142,7 @@ def bench_catalog_drop(catalog: Catalog) -> None:
     bench_catalog_claim(catalog)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT lectern_catalog_partitions_empty(%s)", [catalog.pk])
-        for table in ("catalog_document", "catalog_term"):
+        for table in ("catalog_termblock", "catalog_document", "catalog_term"):
             cursor.execute(f"DELETE FROM {table} WHERE catalog_id = %s", [catalog.pk])
         catalog.delete()
 
@@ -172,6 +172,7 @@ def bulk_tables_vacuum(catalog: Catalog) -> None:
         for table in ("catalog_termposting", "catalog_postings", "catalog_chunk"):
             cursor.execute(f"VACUUM (ANALYZE) {table}_c{int(catalog.pk)}")
         cursor.execute("VACUUM (ANALYZE) catalog_term")
+        cursor.execute("VACUUM (ANALYZE) catalog_termblock")
 
 
 def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, log: Log,

@@ -318,6 +318,38 @@ class TermPosting(models.Model):
         return f"term {self.term_id} in chunk {self.chunk_id}"
 
 
+# Postings per TermBlock: 128 keep a row (three arrays of 4-byte values) under
+# Postgres's 2 kB TOAST threshold, so a block is read inline, uncompressed.
+TERM_BLOCK_POSTINGS = 128
+
+
+class TermBlock(models.Model):
+    """A term's postings packed for BM25's scorer: up to TERM_BLOCK_POSTINGS consecutive
+    postings (in chunk id order) per row, as big-endian int4 arrays: each chunk's id
+    less `first_chunk_id`, its tf and its dl. A term's blocks never overlap and cover
+    exactly its TermPosting rows; the write path rewrites the blocks it touches in the
+    same transaction (catalog.indexing.blocks), so BM25 reads the postings of a query
+    term as a few rows instead of one index entry each. No database constraints, as
+    for TermPosting; the catalog leads the key (one catalog's rows stay together).
+    """
+
+    pk = models.CompositePrimaryKey("catalog", "term", "first_chunk_id")
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, db_constraint=False, db_index=False,
+                                related_name="+")
+    term = models.ForeignKey(Term, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
+    first_chunk_id = models.BigIntegerField()
+    last_chunk_id = models.BigIntegerField()
+    postings = models.IntegerField(help_text="How many postings the block holds.")
+    max_tf = models.IntegerField(help_text="The largest tf in the block.")
+    min_dl = models.IntegerField(help_text="The smallest dl in the block.")
+    chunk_ids = models.BinaryField(help_text="Each chunk id less first_chunk_id, int4 big-endian.")
+    tfs = models.BinaryField(help_text="Each posting's tf, int4 big-endian.")
+    dls = models.BinaryField(help_text="Each posting's chunk length (BM25 dl), int4 big-endian.")
+
+    def __str__(self) -> str:
+        return f"term {self.term_id}, chunks {self.first_chunk_id}-{self.last_chunk_id}"
+
+
 class EmbeddingCache(models.Model):
     """Vectors by (model, sha256 of the chunk text): text that moved or was re-imported
     is never embedded twice, and an interrupted run resumes from what it embedded."""

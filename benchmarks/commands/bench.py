@@ -76,6 +76,11 @@ class Command(BaseCommand):
             passes = f"{r.bm25_passes:.2f}" if r.bm25_passes is not None else "-"
             self.stdout.write(f"{r.catalog:<14}{r.chunks:>8} {r.mode:<11}{r.queries:>8}{r.p50_ms:>9.1f}"
                               f"{r.p95_ms:>9.1f}{r.mean_ms:>9.1f}{passes:>8}")
+        for check in outcome.exact:
+            self.stdout.write(f"bm25 top {check.depth} on {check.catalog} identical to the full SQL walk: "
+                              f"{check.identical}/{check.queries} queries; p50/p95 ms blocks "
+                              f"{check.top_ms[0]:.1f}/{check.top_ms[1]:.1f}, "
+                              f"walk {check.walk_ms[0]:.1f}/{check.walk_ms[1]:.1f}")
         for r in outcome.missed():
             self.stdout.write(self.style.WARNING(
                 f"target missed: {r.mode} p95 {r.p95_ms:.1f} ms > {outcome.targets_p95_ms[r.mode]:.0f} ms"))

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
+from catalog.indexing.blocks import term_blocks_rebuild
 from catalog.models import Catalog
 
 BULK_LOCK_NAMESPACE = 0x4C42  # "LB": pg_advisory_lock(int, int) of a catalog being bulk loaded
@@ -34,14 +35,30 @@ BULK_LOCK_NAMESPACE = 0x4C42  # "LB": pg_advisory_lock(int, int) of a catalog be
 _deferred_across_writes: set[int] = set()
 
 
+def _indexes_build(cursor: CursorWrapper, catalog_id: int) -> bool:
+    """Build whichever of the catalog's indexes is missing; when one was, its BM25 blocks
+    are packed anew from all its postings (a bulk load leaves them to this: kept write
+    by write, each would read postings the missing key cannot find); whether it built."""
+    cursor.execute("SELECT lectern_catalog_indexes_build(%s)", [catalog_id])
+    built = bool(cursor.fetchone()[0])
+    if built:
+        term_blocks_rebuild(cursor, catalog_id)
+    return built
+
+
+def catalog_loading_across_writes(catalog_id: int) -> bool:
+    """Whether this process is bulk loading the catalog across writes (its indexes and
+    BM25 blocks are built when the load ends)."""
+    return catalog_id in _deferred_across_writes
+
+
 def catalog_indexes_ensure(cursor: CursorWrapper, catalog_id: int) -> bool:
     """Build the catalog's HNSW index and postings key if either is missing (after a
     bulk load's first write, or a killed one), unless this process is loading it
     across writes; whether it built one. Two catalog lookups when both exist."""
-    if catalog_id in _deferred_across_writes:
+    if catalog_loading_across_writes(catalog_id):
         return False
-    cursor.execute("SELECT lectern_catalog_indexes_build(%s)", [catalog_id])
-    return bool(cursor.fetchone()[0])
+    return _indexes_build(cursor, catalog_id)
 
 
 def catalog_indexes_build(catalog_id: int, *, memory: str | None = None) -> bool:
@@ -50,8 +67,7 @@ def catalog_indexes_build(catalog_id: int, *, memory: str | None = None) -> bool
     with transaction.atomic(), connection.cursor() as cursor:
         if memory:
             cursor.execute("SELECT set_config('maintenance_work_mem', %s, true)", [memory])
-        cursor.execute("SELECT lectern_catalog_indexes_build(%s)", [catalog_id])
-        return bool(cursor.fetchone()[0])
+        return _indexes_build(cursor, catalog_id)
 
 
 @contextmanager
@@ -97,9 +113,9 @@ def bulk_loads_recover() -> list[int]:
             if not cursor.fetchone()[0]:
                 continue  # a load holds it: it builds them when it ends
             try:
-                cursor.execute("SELECT lectern_catalog_indexes_build(%s)", [catalog_id])
-                if cursor.fetchone()[0]:
-                    built.append(catalog_id)
+                with transaction.atomic():
+                    if _indexes_build(cursor, catalog_id):
+                        built.append(catalog_id)
             finally:
                 cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [BULK_LOCK_NAMESPACE, catalog_id])
     return built

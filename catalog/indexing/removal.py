@@ -56,6 +56,7 @@ def source_delete(*, source: ReferenceSource, by: User | None) -> None:
 # and instant at any size), then its documents and vocabulary.
 _CATALOG_ROWS = (
     "SELECT lectern_catalog_partitions_empty(%s)",
+    "DELETE FROM catalog_termblock WHERE catalog_id = %s",  # not partitioned: keyed by catalog first
     "DELETE FROM catalog_document WHERE catalog_id = %s",
     "DELETE FROM catalog_term WHERE catalog_id = %s",
 )

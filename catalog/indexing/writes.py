@@ -15,7 +15,8 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from catalog.embedder import get_embedder
-from catalog.indexing.bulk import catalog_indexes_ensure
+from catalog.indexing.blocks import term_blocks_extend, term_blocks_shrink
+from catalog.indexing.bulk import catalog_indexes_ensure, catalog_loading_across_writes
 from catalog.indexing.chunks import PreparedChunk, chunking_stamp
 from catalog.indexing.diffing import Diff
 from catalog.models import Catalog, Document, ReferenceSource
@@ -52,6 +53,7 @@ def delete_document_rows(cursor: CursorWrapper, catalog_id: int, document_pks: l
         """,
         params,
     )
+    term_blocks_shrink(cursor, catalog_id, document_pks)
     cursor.execute(
         "DELETE FROM catalog_postings p USING catalog_chunk c WHERE c.catalog_id = %(catalog)s "
         "AND c.document_id = ANY(%(documents)s) AND p.catalog_id = %(catalog)s AND p.chunk_id = c.id",
@@ -148,7 +150,10 @@ def _copy_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list
 
 
 def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list[Document],
-                  prepared: list[PreparedChunk], vectors: np.ndarray | None, progress: Progress | None) -> None:
+                  prepared: list[PreparedChunk], vectors: np.ndarray | None,
+                  progress: Progress | None) -> dict[int, int]:
+    """Write the chunks and their postings; each term's least new chunk id (where its
+    BM25 blocks change)."""
     cursor.execute(
         "SELECT nextval(pg_get_serial_sequence('catalog_chunk', 'id')) FROM generate_series(1, %s)", [len(prepared)]
     )
@@ -177,6 +182,11 @@ def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: lis
     )
     if progress:
         progress("write", len(prepared), len(prepared))
+    least: dict[int, int] = {}  # each term's least new chunk id: where its blocks change
+    for chunk_id, item in zip(ids, prepared, strict=True):
+        for term in item.terms:
+            least[term_ids[term]] = min(least.get(term_ids[term], chunk_id), chunk_id)
+    return least
 
 
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
@@ -202,10 +212,14 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             ])
             for pk, size, mtime in diff.restat:
                 Document.objects.filter(pk=pk).update(size=size, mtime=mtime)
-            if prepared:
-                _write_chunks(cursor, source, documents, prepared, vectors, progress)
+            least = _write_chunks(cursor, source, documents, prepared, vectors, progress) if prepared else {}
             refresh_catalog_stats(cursor, source.catalog_id)
-            catalog_indexes_ensure(cursor, source.catalog_id)
+            # A build of the catalog's indexes packs all its BM25 blocks (catalog.indexing.bulk);
+            # else the blocks follow the new postings here, after the postings key they read
+            # by, or once the load across writes ends.
+            built = catalog_indexes_ensure(cursor, source.catalog_id)
+            if not built and not catalog_loading_across_writes(source.catalog_id):
+                term_blocks_extend(cursor, source.catalog_id, least)
         status = ReferenceSource.Status.READY if vectors is not None else ReferenceSource.Status.LEXICAL_ONLY
         ReferenceSource.objects.filter(pk=source.pk).update(
             status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),

@@ -5,16 +5,15 @@ epsilon * (mean idf over the whole vocabulary), as rank_bm25 does.
 score(d, q) = sum over query tokens (repeats count) of
               idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
 
-The search itself runs in Postgres; this module supplies the per-term weights, their
-upper bounds, and the choice of terms too common to walk (MaxScore: such a term is
-probed only for the chunks that could still reach the top).
+The postings come from Postgres and are summed in numpy (retrieval.search.blockscore)
+or in SQL (the reference walk); this module supplies the per-term weights.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 EPSILON = 0.25
@@ -56,31 +55,3 @@ def query_terms(
         terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1), df))
     return sorted(terms, key=lambda t: (-t.upper_bound, t.term_id))
 
-
-def terms_to_probe(terms: Sequence[QueryTerm], *, ratio: float) -> list[QueryTerm]:
-    """The lowest-bound terms (a suffix of `terms`, which are sorted by bound, highest
-    first) worth probing instead of walking: each holds more than `ratio` times as many
-    postings as the walked terms together, so probing it for their candidates costs
-    less than walking it; and together they weigh less than the strongest term, so
-    they can likely be skipped (see can_skip). As many as qualify; at least one term
-    is always walked.
-    """
-    # Linear in the terms (a pasted passage brings hundreds): the probed side's least df
-    # and summed bound for every cut, from the end.
-    least_df, bound = [0] * len(terms), [0.0] * len(terms)
-    for i in range(len(terms) - 1, 0, -1):
-        least_df[i] = min(terms[i].df, least_df[i + 1]) if i + 1 < len(terms) else terms[i].df
-        bound[i] = terms[i].upper_bound + (bound[i + 1] if i + 1 < len(terms) else 0.0)
-    walked_df = 0
-    for cut in range(1, len(terms)):
-        walked_df += terms[cut - 1].df
-        if least_df[cut] > ratio * walked_df and bound[cut] < terms[0].upper_bound:
-            return list(terms[cut:])
-    return []
-
-
-def can_skip(probed: Sequence[QueryTerm], threshold: float, *, slack: float = 1e-6) -> bool:
-    """MaxScore: whether a document holding none of the walked terms (so at most the
-    probed terms' bounds) scores below `threshold`, a score k documents reach, and so
-    cannot enter the top k. `slack` absorbs floating-point rounding."""
-    return sum(t.upper_bound for t in probed) + slack < threshold

@@ -1,20 +1,23 @@
-"""Exact BM25 in Postgres: the query analysed like documents, its distinct terms weighted
-by idf and repeats (retrieval.search.bm25), each chunk's parts summed in SQL from the
-term-major postings (catalog_termposting), merged in chunk order; a term whose
-postings dwarf the others' (common, near-zero idf) is not walked but probed by key for
-the chunks that could still reach the top (MaxScore), with a full walk as the fallback
-when its bound is too high. Chunks of withheld sources are left out inside the SQL."""
+"""Exact BM25 from Postgres: the query analysed like documents, its distinct terms
+weighted by idf and repeats (retrieval.search.bm25); the terms' packed postings
+(catalog_termblock, a few rows per term) read in one statement and scored in numpy
+(retrieval.search.blockscore); the best chunks outside the withheld sources kept.
+
+The same scores summed in SQL from the term-major postings (catalog_termposting) are
+the reference (bm25_walk), and give the scores of given chunks (bm25_scores)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
+import psycopg
 from django.conf import settings
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from catalog import analysis
 from catalog.models import Catalog
 from catalog.reads import read_connection
-from retrieval.search import bm25
+from retrieval.search import blockscore, bm25
 from retrieval.search.rows import Params, Row
 
 
@@ -32,11 +35,6 @@ def bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
                             k1=settings.LECTERN_BM25_K1)
 
 
-# A term is probed instead of walked when its postings outnumber those of all walked
-# terms this many times (a probe costs about as much as walking ten postings).
-PROBE_RATIO = 8.0
-
-
 # SQL sums each term's part of a score in units of 2**-32, rounded to a whole number
 # of them: sums of whole numbers are exact in float8 (below 2**53), so a chunk's score
 # does not depend on the order its parts are added in, and chunks with equal scores tie
@@ -52,9 +50,15 @@ def _part(weight: str) -> str:
     return f"round({weight} * p.tf / (p.tf + %(c1)s::float8 + %(c2)s::float8 * p.dl))"
 
 
-def _score_params(catalog: Catalog) -> Params:
+def _score_constants(catalog: Catalog) -> tuple[float, float]:
+    """c1 = k1 (1 - b) and c2 = k1 b / avgdl: a part is w tf / (tf + c1 + c2 dl)."""
     k1, b = settings.LECTERN_BM25_K1, settings.LECTERN_BM25_B
-    return {"c1": k1 * (1 - b), "c2": k1 * b / catalog.average_length, "catalog": catalog.pk}
+    return k1 * (1 - b), k1 * b / catalog.average_length
+
+
+def _score_params(catalog: Catalog) -> Params:
+    c1, c2 = _score_constants(catalog)
+    return {"c1": c1, "c2": c2, "catalog": catalog.pk}
 
 
 def _scaled_weight(term: bm25.QueryTerm) -> float:
@@ -79,11 +83,9 @@ def _allowed_sql(params: Params, withheld: Collection[int]) -> str:
 MERGED_TERMS_MAX = 32
 
 
-def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str = "TRUE", having: str = "",
-              allowed: str = "") -> str:
-    """(chunk_id, scaled score) over `terms` for every chunk holding one of them whose
-    score meets `having` and that `allowed` (see _allowed_sql) keeps (none unless
-    `where`, a condition on no column, holds).
+def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, allowed: str = "") -> str:
+    """(chunk_id, scaled score) over `terms` for every chunk holding one of them that
+    `allowed` (see _allowed_sql) keeps.
 
     Each term's postings are one range of the (term_id, chunk_id) key, so they come in
     chunk order; merging them keeps that order and the sum needs no hash table. Many
@@ -108,8 +110,7 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, where: str
                           f"FROM catalog_termposting p WHERE p.catalog_id = %(catalog)s AND p.term_id = %({name}{i})s "
                           "ORDER BY p.chunk_id)")
         parts = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
-    grouped = f"SELECT chunk_id, sum(part) AS score FROM ({parts}) m WHERE {where} GROUP BY chunk_id"
-    grouped += f" HAVING {having}" if having else ""
+    grouped = f"SELECT chunk_id, sum(part) AS score FROM ({parts}) m GROUP BY chunk_id"
     return f"SELECT * FROM ({grouped}) g WHERE {allowed}" if allowed else grouped
 
 
@@ -128,107 +129,75 @@ def _probe_sql(terms: list[bm25.QueryTerm], params: Params, candidates: str, nam
     """
 
 
-def _seed_terms(walked: list[bm25.QueryTerm], limit: int) -> list[bm25.QueryTerm]:
-    """The strongest walked terms whose postings hold `limit` chunks at least."""
-    postings = 0
-    for count, term in enumerate(walked, start=1):
-        postings += term.df
-        if postings >= limit:
-            return walked[:count]
-    return walked
-
-
-def _bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int]) -> list[Row]:
-    """The exact top `limit` outside the withheld sources, walking the postings of every term."""
+def bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int] = ()) -> list[Row]:
+    """The exact top `limit` outside the withheld sources, summed in SQL over every
+    posting of every term: what bm25_top returns, the slow way (the reference that
+    tests and `python -m benchmarks bench` check it against)."""
+    if not terms:
+        return []
     params = _score_params(catalog)
     params["limit"] = limit
-    return _top_rows(_walk_sql(terms, params, "w", allowed=_allowed_sql(params, withheld)), params)[0]
-
-
-def _bm25_probe(catalog: Catalog, terms: list[bm25.QueryTerm], probed: list[bm25.QueryTerm],
-                limit: int, withheld: Collection[int]) -> tuple[list[Row], float]:
-    """The top `limit` of the chunks holding a term not in `probed`, by full score, and
-    a score that `limit` chunks reach (the threshold; -inf when there is none); no rows
-    when the probed terms cannot be skipped.
-
-    1. seeds: the `limit` best chunks of the strongest terms' postings, completed by
-       key lookups of every other term; the `limit`-th best of their scores is the
-       threshold
-    2. walk the postings of every term not probed, keeping only chunks whose sum plus
-       the probed terms' bounds reaches the threshold
-    3. add the probed terms' parts to those by key lookups; rank
-    Exact when no chunk outside the walked postings can reach the threshold
-    (bm25.can_skip). Chunks of withheld sources are left out of the seeds as well as of
-    the candidates: a threshold they set could exceed what `limit` shown chunks reach.
-    """
-    params = _score_params(catalog)
-    params["limit"] = limit
-    allowed = _allowed_sql(params, withheld)
-    skipped = {t.term_id for t in probed}  # sets: a passage brings hundreds of terms
-    walked = [t for t in terms if t.term_id not in skipped]
-    seeds = _seed_terms(walked, limit)
-    seeded = {t.term_id for t in seeds}
-    best_seeds = f"({_walk_sql(seeds, params, 's', allowed=allowed)} ORDER BY score DESC LIMIT %(limit)s)"
-    completed = _probe_sql([t for t in terms if t.term_id not in seeded], params, best_seeds, "o")
-    params["high"] = (sum(t.upper_bound for t in probed) + 1e-6) * SCALE  # slack for rounding
-    # Walks nothing when the threshold is too low to skip the probed terms (a second
-    # pass walks every term then).
-    skippable = "%(high)s::float8 < (SELECT score FROM threshold)"
-    reachable = "sum(part) + %(high)s::float8 >= (SELECT score FROM threshold)"
-    candidates = f"({_walk_sql(walked, params, 'w', where=skippable, having=reachable, allowed=allowed)})"
-    threshold = f"""
-        SELECT coalesce((SELECT score FROM ({completed}) s ORDER BY score DESC OFFSET %(limit)s - 1 LIMIT 1),
-                        '-infinity') AS score
-    """
-    return _top_rows(_probe_sql(probed, params, candidates, "p"), params, threshold=threshold)
-
-
-def _top_rows(scored: str, params: Params, *, threshold: str = "") -> tuple[list[Row], float]:
-    """The top %(limit)s of `scored` by score, then chunk id, scores unscaled; and the
-    threshold's score, unscaled (-inf without rows or a threshold). `threshold` is the
-    SQL of a one-row `score` that `scored` reads as (SELECT score FROM threshold)."""
-    with_threshold = f"WITH threshold AS MATERIALIZED ({threshold})" if threshold else ""
+    scored = _walk_sql(terms, params, "w", allowed=_allowed_sql(params, withheld))
     with read_connection().cursor() as cursor:
-        cursor.execute(
-            f"""
-            {with_threshold}
-            SELECT s.chunk_id, c.document_id, s.score, {"(SELECT score FROM threshold)" if threshold else "NULL"}
+        cursor.execute(f"""
+            SELECT s.chunk_id, c.document_id, s.score
             FROM ({scored} ORDER BY score DESC, chunk_id LIMIT %(limit)s) s
             JOIN catalog_chunk c ON c.catalog_id = %(catalog)s AND c.id = s.chunk_id
             ORDER BY s.score DESC, s.chunk_id
-            """,
-            params,
-        )
-        fetched = cursor.fetchall()
-    rows = [(chunk, doc, score / SCALE) for chunk, doc, score, _ in fetched]
-    return rows, fetched[0][3] / SCALE if fetched and threshold else float("-inf")
+        """, params)
+        return [(chunk, document, score / SCALE) for chunk, document, score in cursor.fetchall()]
+
+
+def _binary_cursor() -> CursorWrapper:
+    """A cursor whose results come in Postgres's binary format (a bytea as its bytes,
+    not as hex text to decode), wrapped as Django wraps its own (errors, query log)."""
+    connection = read_connection()
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)  # Django's client-side cursors cannot read binary
+    raw.format = psycopg.pq.Format.BINARY
+    connection.validate_thread_sharing()
+    return CursorDebugWrapper(raw, connection) if connection.queries_logged else CursorWrapper(raw, connection)
+
+
+def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int]) -> list[Row]:
+    """The exact top `limit` outside the withheld sources, scored in numpy from the
+    terms' packed postings (catalog_termblock; retrieval.search.blockscore)."""
+    weights = {t.term_id: _scaled_weight(t) for t in terms}
+    with _binary_cursor() as cursor:
+        cursor.execute("SELECT term_id, first_chunk_id, chunk_ids, tfs, dls FROM catalog_termblock "
+                       "WHERE catalog_id = %s AND term_id = ANY(%s::int[])", [catalog.pk, list(weights)])
+        rows = cursor.fetchall()
+    postings = blockscore.postings_decode(rows, weights)
+    chunk_ids, sums = blockscore.chunk_sums(postings.chunk_ids, blockscore.parts(postings, *_score_constants(catalog)))
+    documents: dict[int, int] = {}
+
+    def withheld_among(chunks: list[int]) -> set[int]:
+        """Which of `chunks` lie in withheld sources; notes each one's document."""
+        with read_connection().cursor() as cursor:
+            cursor.execute("SELECT id, document_id, source_id = ANY(%s) FROM catalog_chunk "
+                           "WHERE catalog_id = %s AND id = ANY(%s)", [sorted(withheld), catalog.pk, chunks])
+            found = cursor.fetchall()
+        documents.update((chunk, document) for chunk, document, _ in found)
+        return {chunk for chunk, _, hidden in found if hidden}
+
+    best = blockscore.top_allowed(chunk_ids, sums, limit, withheld_among)
+    return [(chunk, documents[chunk], score / SCALE) for chunk, score in best]
 
 
 def bm25_search(*, catalog: Catalog, query: str, limit: int,
                 withheld: Collection[int] = ()) -> tuple[list[Row], int]:
     """Exact BM25 top `limit` (rank_bm25's scores and order) of the chunks outside the
-    `withheld` sources, and the SQL passes taken. Statistics (N, df, lengths) stay the
+    `withheld` sources, and the reads of postings taken (0 without a known term). Statistics (N, df, lengths) stay the
     catalog's: leaving a source out does not change anyone else's scores."""
     return bm25_top(catalog, bm25_terms(catalog, query), limit, withheld)
 
 
 def bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
-              withheld: Collection[int] = ()) -> tuple[list[Row], int]:
-    """bm25_search over a query's terms.
-
-    Terms whose postings dwarf the others' (bm25.terms_to_probe) are probed for the
-    walked terms' candidates instead of walked; when their bounds turn out too high
-    for the threshold found, a second pass walks every term.
-    """
+             withheld: Collection[int] = ()) -> tuple[list[Row], int]:
+    """bm25_search over a query's terms."""
     if not terms:
         return [], 0
-    probed = bm25.terms_to_probe(terms, ratio=PROBE_RATIO)
-    if probed and sum(t.df for t in terms) - sum(t.df for t in probed) >= limit:  # else no threshold to bound by
-        rows, threshold = _bm25_probe(catalog, terms, probed, limit, withheld)
-        if bm25.can_skip(probed, threshold):
-            return rows, 1
-        return _bm25_walk(catalog, terms, limit, withheld), 2
-    return _bm25_walk(catalog, terms, limit, withheld), 1
+    return _bm25_blocks(catalog, terms, limit, withheld), 1
 
 
 def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:

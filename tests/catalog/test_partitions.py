@@ -194,6 +194,36 @@ def test_a_load_across_writes_builds_the_indexes_once_when_it_ends(make_catalog)
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("then", ["recovery", "next write"])
+def test_a_killed_load_across_writes_gets_its_bm25_blocks_with_its_indexes(make_catalog, then):
+    # given: a load across writes whose process died after two writes: its indexes
+    # missing, its writes' BM25 blocks never packed (they are left to the load's end)
+    catalog = make_catalog("kb")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT lectern_catalog_indexes_defer(%s)", [catalog.pk])
+    bulk._deferred_across_writes.add(catalog.pk)
+    try:
+        for number in range(2):
+            lexical_source(catalog, f"s{number}", 4, seed=number)
+    finally:
+        bulk._deferred_across_writes.discard(catalog.pk)  # the process is gone
+    catalog.refresh_from_db()
+    assert term_postings_mismatches(catalog) != []  # postings the blocks do not hold yet
+
+    # when: the next recovery, or the next write of another process, builds the indexes
+    if then == "recovery":
+        assert bulk_loads_recover() == [catalog.pk]
+    else:
+        lexical_source(catalog, "s2", 4, seed=2)
+
+    # then: the blocks hold every posting, and BM25 ranks from them
+    catalog.refresh_from_db()
+    assert len(catalog_indexes(catalog.pk)) == 2 and term_postings_mismatches(catalog) == []
+    hits = chunk_search(catalog=catalog, query="reconcile ledger", options=SearchOptions(mode="bm25", top_k=3)).hits
+    assert len(hits) == 3
+
+
+@pytest.mark.django_db
 def test_a_load_that_fails_still_builds_the_indexes(make_catalog):
     catalog = make_catalog("kb")
 

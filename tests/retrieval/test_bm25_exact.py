@@ -1,4 +1,6 @@
-"""BM25 in Postgres scores and ranks exactly as rank_bm25.BM25Okapi does over the same tokens.
+"""BM25 from Postgres scores and ranks exactly as rank_bm25.BM25Okapi does over the same
+tokens: the search (packed postings blocks scored in numpy) and the reference walk (every
+term-major posting summed in SQL) alike.
 
 The corpus goes through the real write path (chunker, analyser, ONNX embedder, Postgres);
 the reference scores come from rank_bm25 over `analyze(chunk.indexed_text)` of the stored
@@ -15,10 +17,10 @@ from django.db import connection
 from rank_bm25 import BM25Okapi
 
 from catalog.analysis import analyze
-from catalog.models import Catalog, Chunk, Term
+from catalog.models import Catalog, Chunk
 from catalog.sources.documents import DocumentInput
 from retrieval.search import bm25, lexical
-from retrieval.search.lexical import bm25_scores_for, bm25_search
+from retrieval.search.lexical import bm25_scores_for, bm25_search, bm25_terms, bm25_walk
 from tests.factories import import_documents
 
 K1, B = 1.2, 0.75
@@ -103,6 +105,28 @@ def test_corpus_has_a_floored_term_an_empty_chunk_and_multi_chunk_documents(bm25
     assert bm25_catalog.chunk_count == len(pks)
 
 
+def _blocks(catalog, query: str, limit: int, withheld=()) -> list:
+    return bm25_search(catalog=catalog, query=query, limit=limit, withheld=withheld)[0]
+
+
+def _walk(catalog, query: str, limit: int, withheld=()) -> list:
+    return bm25_walk(catalog, bm25_terms(catalog, query), limit, withheld)
+
+
+# The search, and the reference walk with its terms merged range by range (up to
+# MERGED_TERMS_MAX) or joined (0: past it).
+ENGINES = [pytest.param((_blocks, None), id="blocks"), pytest.param((_walk, lexical.MERGED_TERMS_MAX), id="merged"),
+           pytest.param((_walk, 0), id="joined")]
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request, monkeypatch):
+    run, merged_terms_max = request.param
+    if merged_terms_max is not None:
+        monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
+    return run
+
+
 QUERIES = [
     "cache invalidation for the replica",
     "cache cache retry",  # a repeated query term counts twice
@@ -114,13 +138,11 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 1])  # 1: every query joined
-def test_scores_and_order_equal_rank_bm25_when_every_hit_is_returned(bm25_catalog, monkeypatch, merged_terms_max):
-    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
+def test_scores_and_order_equal_rank_bm25_when_every_hit_is_returned(bm25_catalog, engine):
     for query in QUERIES:
         expected = expected_scores(bm25_catalog, query)
 
-        rows, _passes = bm25_search(catalog=bm25_catalog, query=query, limit=1000)
+        rows = engine(bm25_catalog, query, 1000)
 
         # A chunk holding only a term in exactly half the chunks (idf 0) may come back
         # with score 0; rank_bm25 scores it 0 as well. Every positive score comes back.
@@ -148,13 +170,11 @@ def test_queries_with_no_known_term_return_nothing(bm25_catalog):
         assert bm25_search(catalog=bm25_catalog, query=query, limit=10) == ([], 0), query
 
 
-@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 1])
-def test_a_small_limit_returns_the_exhaustive_top_k(bm25_catalog, monkeypatch, merged_terms_max):
-    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
+def test_a_small_limit_returns_the_exhaustive_top_k(bm25_catalog, engine):
     for query in QUERIES:
         expected = expected_scores(bm25_catalog, query)
         for limit in (1, 2, 5):
-            rows, _passes = bm25_search(catalog=bm25_catalog, query=query, limit=limit)
+            rows = engine(bm25_catalog, query, limit)
 
             # The same scores as the exhaustive top k, each on a chunk that really has it:
             # the exact top k, ties at the k-th place aside.
@@ -163,18 +183,14 @@ def test_a_small_limit_returns_the_exhaustive_top_k(bm25_catalog, monkeypatch, m
             assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows), (query, limit)
 
 
-@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 8, 1])
-def test_a_passage_scores_exactly_whether_its_terms_are_merged_or_joined(bm25_catalog, monkeypatch,
-                                                                         merged_terms_max):
-    # given: a query made of every chunk's text (a pasted passage); past
-    # MERGED_TERMS_MAX terms, the postings are summed by one join, not merged range by range
-    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
+def test_a_passage_scores_exactly(bm25_catalog, engine):
+    # given: a query made of every chunk's text (a pasted passage: every term, every chunk scored)
     query = " ".join(Chunk.objects.filter(catalog=bm25_catalog).order_by("pk").values_list("content", flat=True))
     assert len(set(analyze(query))) > 8
     expected = expected_scores(bm25_catalog, query)
 
-    everything, _ = bm25_search(catalog=bm25_catalog, query=query, limit=1000)
-    top = {limit: bm25_search(catalog=bm25_catalog, query=query, limit=limit)[0] for limit in (1, 2, 5)}
+    everything = engine(bm25_catalog, query, 1000)
+    top = {limit: engine(bm25_catalog, query, limit) for limit in (1, 2, 5)}
 
     # then: rank_bm25's scores (repeated terms weigh as often as they occur) and order
     assert {pk for pk, _, s in everything if s > TOLERANCE} == {pk for pk, s in expected.items() if s > TOLERANCE}
@@ -193,74 +209,28 @@ def postings_read(catalog) -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 0])  # 0: joined
-def test_a_term_in_most_chunks_is_probed_not_walked_and_the_top_k_stays_exact(bm25_catalog, monkeypatch,
-                                                                              merged_terms_max):
-    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
-    # given: "doc" (the heading "Doc N" of every titled chunk) is in most chunks, far
-    # more than "mango" (three untitled chunks)
-    ubiquitous = Term.objects.get(catalog=bm25_catalog, text=UBIQUITOUS)
-    assert ubiquitous.df > 0.75 * bm25_catalog.chunk_count
-    query = f"mango {UBIQUITOUS}"
-    expected = expected_scores(bm25_catalog, query)
-    # and a planner that would rather not loop (as it chose once in a full suite run,
-    # its statistics swollen by earlier tests' rows): a join would read every posting
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_nestloop = off; SET enable_hashjoin = off")
+def test_the_search_reads_packed_blocks_not_one_index_entry_per_posting(bm25_catalog):
+    # given: a query whose terms hold most of the catalog's postings
+    query = f"{UBIQUITOUS} {COMMON} cache retry"
     before = postings_read(bm25_catalog)
 
-    try:
-        rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=3)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET enable_nestloop; RESET enable_hashjoin")
+    rows, reads = bm25_search(catalog=bm25_catalog, query=query, limit=5)
 
-    # then: one pass, which read mango's postings and a few probes, not doc's postings
-    assert passes == 1
-    assert postings_read(bm25_catalog) - before < ubiquitous.df
-    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:3], abs=TOLERANCE)
-    assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
-
-
-@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 0])  # 0: joined
-def test_every_term_is_walked_when_a_probed_term_could_still_lift_a_chunk_into_the_top(bm25_catalog, monkeypatch,
-                                                                                       merged_terms_max):
-    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
-    # given: "doc" four times over weighs more than the threshold the two "kiwi"
-    # chunks set, so a chunk holding "doc" but not "kiwi" might still make the top 2
-    query = f"kiwi {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS}"
+    # then: the exact top 5, with no entry of the term-major index read
+    assert reads == 1 and postings_read(bm25_catalog) == before
     expected = expected_scores(bm25_catalog, query)
-
-    rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=2)
-
-    assert passes == 2
-    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:2], abs=TOLERANCE)
-    assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
+    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:5], abs=TOLERANCE)
+    assert rows == _walk(bm25_catalog, query, 5)
 
 
-def test_a_probed_term_is_walked_when_the_others_cannot_fill_the_top_k(bm25_catalog):
-    # given: "zebra" is in one chunk only, so a top 3 needs chunks holding only "doc"
-    query = f"zebra {UBIQUITOUS}"
-    expected = expected_scores(bm25_catalog, query)
-
-    rows, passes = bm25_search(catalog=bm25_catalog, query=query, limit=3)
-
-    assert passes == 1
-    assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:3], abs=TOLERANCE)
-    assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
-
-
-@pytest.mark.parametrize(("query", "limit", "passes"), [
-    (f"mango {UBIQUITOUS}", 3, 1),  # "doc" probed: the threshold comes from mango chunks that may be shown
-    (f"kiwi {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS}", 2, 2),  # the walk after a failed probe
-    # only one zebra chunk may be shown: no threshold, so "doc" cannot be skipped
-    (f"zebra {UBIQUITOUS}", 2, 2),
-    ("mango schema", 3, 1),  # every term walked
+@pytest.mark.parametrize(("query", "limit"), [
+    (f"mango {UBIQUITOUS}", 3),
+    (f"kiwi {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS} {UBIQUITOUS}", 2),
+    (f"zebra {UBIQUITOUS}", 2),  # the best two zebra chunks are withheld: the rest hold only "doc"
+    ("mango schema", 3),
+    ("mango", 1),
 ])
-@pytest.mark.parametrize("merged_terms_max", [lexical.MERGED_TERMS_MAX, 0])  # 0: joined
-def test_withheld_sources_are_left_out_before_the_top_k_on_every_path(bm25_catalog, monkeypatch, query, limit, passes,
-                                                                      merged_terms_max):
-    monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
+def test_withheld_sources_are_left_out_before_the_top_k(bm25_catalog, engine, query, limit):
     # given: a second source whose chunks are the best mango, kiwi and zebra chunks of all
     vault = import_documents(catalog=bm25_catalog, slug="vault", documents=[
         _text("vault.md", "Mango mango mango mango."), _text("vault-2.md", "Kiwi kiwi."),
@@ -271,12 +241,12 @@ def test_withheld_sources_are_left_out_before_the_top_k_on_every_path(bm25_catal
     assert max(expected, key=lambda pk: expected[pk]) in vault_chunks
     allowed = sorted((s for pk, s in expected.items() if s > 0 and pk not in vault_chunks), reverse=True)
 
-    rows, taken = bm25_search(catalog=bm25_catalog, query=query, limit=limit, withheld=[vault.pk])
+    rows = engine(bm25_catalog, query, limit, [vault.pk])
 
-    assert taken == passes
     assert not {pk for pk, _, _ in rows} & vault_chunks
     assert [s for _, _, s in rows] == pytest.approx(allowed[:limit], abs=TOLERANCE)
     assert all(math.isclose(s, expected[pk], abs_tol=TOLERANCE) for pk, _, s in rows)
+    assert rows == _walk(bm25_catalog, query, limit, [vault.pk])
 
 
 def test_scores_for_given_chunks_equal_the_searched_scores_bit_for_bit(bm25_catalog):
@@ -349,39 +319,3 @@ def test_query_terms_weigh_repeats_drop_unknown_terms_and_sort_by_bound():
     assert by_id[1].weight == pytest.approx(bm25.EPSILON * average)  # floored
     assert all(t.upper_bound == pytest.approx(max(t.weight, 0) * (K1 + 1)) for t in terms)
     assert [t.upper_bound for t in terms] == sorted((t.upper_bound for t in terms), reverse=True)
-
-
-def _terms(*bounds: float) -> list[bm25.QueryTerm]:
-    return [bm25.QueryTerm(i, b / (K1 + 1), b) for i, b in enumerate(bounds)]
-
-
-def _sized(*dfs: int) -> list[bm25.QueryTerm]:
-    """Terms by bound, highest first, the rarer the stronger (as query_terms makes them)."""
-    return [bm25.QueryTerm(i, 100 / df, 100 * (K1 + 1) / df, df) for i, df in enumerate(sorted(dfs))]
-
-
-@pytest.mark.parametrize(("dfs", "probed"), [
-    ((100, 5000), [1]),         # 5000 postings > 8 x 100
-    ((100, 800), []),           # 800 is not more than 8 x 100
-    ((10, 100, 5000), [1, 2]),  # 100 and 5000 both > 8 x 10
-    ((50, 100, 5000), [2]),     # 100 is not more than 8 x 50; 5000 > 8 x 150
-    ((5000,), []),              # the last term is always walked
-])
-def test_terms_to_probe_are_the_weakest_whose_postings_dwarf_the_walked_ones(dfs, probed):
-    assert [t.term_id for t in bm25.terms_to_probe(_sized(*dfs), ratio=8)] == probed
-
-
-def test_a_common_term_that_outweighs_the_strongest_is_not_probed():
-    # given: "cat" is common, but repeated in the query it outweighs the rare "owl"
-    owl, cat = bm25.QueryTerm(1, 2.0, 2.0 * (K1 + 1), 10), bm25.QueryTerm(2, 1.9, 1.9 * (K1 + 1), 5000)
-
-    assert bm25.terms_to_probe([owl, cat], ratio=8) == [cat]
-    assert bm25.terms_to_probe([owl, bm25.QueryTerm(2, 2.0, 2.0 * (K1 + 1), 5000)], ratio=8) == []
-
-
-def test_probed_terms_can_be_skipped_only_when_their_bounds_sum_below_the_threshold():
-    probed = _terms(1.0, 0.5)
-
-    assert bm25.can_skip(probed, 1.6)
-    assert not bm25.can_skip(probed, 1.5), "a chunk holding both could reach 1.5"
-    assert not bm25.can_skip(probed, float("-inf")), "fewer than k candidates: no threshold"
