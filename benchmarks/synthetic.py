@@ -4,7 +4,7 @@ It is grown from a real base catalog (NFCorpus): each synthetic chunk copies a r
 real chunk, drops and swaps some words and jitters the embedding, so terms stay Zipfian
 and vectors stay clustered like real ones. It is written through the real write path
 (prepare_chunks, source_replace_rows) without embedding, as a bulk load: the catalog's
-HNSW index and postings key are built once, after its rows (catalog.indexing.bulk). Its
+HNSW index and BM25 blocks are built once, after its rows (catalog.indexing.bulk). Its
 sources hold no upload files, so their fingerprint is that of an empty source and a scan
 leaves them alone. The written tables are then vacuumed and analysed, as autovacuum
 would do in time.
@@ -167,9 +167,9 @@ def terminate_raises() -> Iterator[None]:
 
 def bulk_tables_vacuum(catalog: Catalog) -> None:
     """VACUUM ANALYZE what a build wrote, as autovacuum would in time: index-only scans
-    of the postings need the visibility map, and the planner needs fresh statistics."""
+    of the chunk keys need the visibility map, and the planner needs fresh statistics."""
     with connection.cursor() as cursor:
-        for table in ("catalog_termposting", "catalog_postings", "catalog_chunk"):
+        for table in ("catalog_postings", "catalog_chunk"):
             cursor.execute(f"VACUUM (ANALYZE) {table}_c{int(catalog.pk)}")
         cursor.execute("VACUUM (ANALYZE) catalog_term")
         cursor.execute("VACUUM (ANALYZE) catalog_termblock")
@@ -178,7 +178,7 @@ def bulk_tables_vacuum(catalog: Catalog) -> None:
 def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, log: Log,
                         progress: Progress | None = None) -> Catalog:
     """A fresh `bench-<chunks>` catalog grown from `base` (see the module docstring): a
-    bulk load (catalog.indexing.bulk), its HNSW index and postings key built once after
+    bulk load (catalog.indexing.bulk), its HNSW index and BM25 blocks built once after
     its rows, however the build ends (an error, Ctrl-C, TERM)."""
     rng = np.random.default_rng(seed)
     texts, vectors = base_chunks(base)
@@ -198,7 +198,7 @@ def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, 
             log(f"  {catalog.slug}: {start + count}/{chunks} chunks written ({time.perf_counter() - started:.0f}s)")
             if progress:
                 progress("build", start + count, chunks)
-        log(f"  building {catalog.slug}'s HNSW index and postings key ({time.perf_counter() - started:.0f}s)")
+        log(f"  building {catalog.slug}'s HNSW index and BM25 blocks ({time.perf_counter() - started:.0f}s)")
     catalog.refresh_from_db()
     return catalog
 
@@ -214,7 +214,7 @@ def bench_catalog_ensure(*, base: Catalog, chunks: int, rebuild: bool, seed: int
     with the build time in seconds (None when it was reused). A catalog whose build was
     killed outright (SIGKILL) before its indexes were built gets them first."""
     for catalog_id in bulk_loads_recover():
-        log(f"catalog {catalog_id} had no HNSW index or postings key (a build killed before its end?): built them")
+        log(f"catalog {catalog_id} had no HNSW index or BM25 blocks (a build killed before its end?): built them")
     existing = Catalog.objects.filter(slug=f"bench-{chunks}").first()
     if existing is not None and existing.chunk_count == chunks and not rebuild:
         log(f"reusing {existing.slug} ({existing.chunk_count} chunks)")

@@ -208,8 +208,8 @@ class Document(models.Model):
 class Chunk(models.Model):
     """A slice of a document, with what BM25 and the vector search read of it.
 
-    The table is partitioned by catalog (migration 0017): each catalog's chunks, forward
-    and term-major postings are partitions of their own (catalog_chunk_c<id>, ...), made
+    The table is partitioned by catalog (migration 0017): each catalog's chunks and
+    forward postings are partitions of their own (catalog_chunk_c<id>, ...), made
     and dropped with the catalog row by triggers, and each has its own HNSW index
     (catalog_chunk_c<id>_hnsw), so one catalog's search never walks another's rows. The
     primary key is (catalog_id, id) in the database, the catalog leading every key;
@@ -269,14 +269,15 @@ class Postings(models.Model):
     """A chunk's forward index: its BM25 length, term ids and their frequencies.
 
     One narrow row per chunk. It holds N and the total length for the catalog
-    statistics, and the term ids that the write path needs to release a removed
-    chunk's document frequencies and to find its TermPosting rows.
+    statistics, the term ids that the write path needs to release a removed chunk's
+    document frequencies and to find its BM25 blocks, and the postings the blocks are
+    packed from (TermBlock, the only term-major index).
     """
 
     # In the database the key is (catalog_id, chunk_id) (migration 0017). No foreign key
     # constraint: one on a partitioned table pins every chunk partition (a catalog's could
     # be neither emptied nor dropped alone), and the write path writes and deletes these
-    # rows with their chunk's, in one transaction, as it does the term postings.
+    # rows with their chunk's, in one transaction, as it does the BM25 blocks.
     chunk = models.OneToOneField(Chunk, on_delete=models.CASCADE, primary_key=True, db_constraint=False,
                                  related_name="postings")
     catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, db_constraint=False, db_index=False,
@@ -289,35 +290,6 @@ class Postings(models.Model):
         return f"postings of chunk {self.chunk_id}"
 
 
-class TermPosting(models.Model):
-    """The inverted index BM25 searches: one row per (term, chunk holding it).
-
-    Each catalog's rows are a partition (see Chunk), whose unique key (catalog_id,
-    term_id, chunk_id) INCLUDE (tf, dl) covers scoring, so a term's postings are one
-    index range read without touching the heap. The key is each partition's own index
-    (catalog_termposting_c<id>_key, made by lectern_catalog_indexes_build), not the
-    parent's: a bulk load builds it once after the rows (catalog.indexing.bulk). The
-    foreign keys have no database constraints: checking ~50 rows per chunk on every
-    write would cost more than the write itself; the write path keeps these rows in
-    step with Postings in the same transaction. There is no index on chunk_id: the
-    write path deletes a chunk's rows by key from its Postings row (the ORM's cascade,
-    as from the admin, deletes them by chunk_id with a scan).
-    """
-
-    pk = models.CompositePrimaryKey("catalog_id", "term", "chunk")
-    # int4, as term ids are: with it the row is still 24 bytes (bigint would make it 32)
-    catalog_id = models.IntegerField(help_text="The catalog: the partition and the key's first column (int4, as "
-                                               "term ids are).")
-    term = models.ForeignKey(Term, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
-    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, db_constraint=False, db_index=False,
-                              related_name="+")
-    tf = models.IntegerField(help_text="Occurrences of the term in the chunk.")
-    dl = models.IntegerField(help_text="The chunk's length in analysed terms (BM25 dl), repeated for covering.")
-
-    def __str__(self) -> str:
-        return f"term {self.term_id} in chunk {self.chunk_id}"
-
-
 # Postings per TermBlock: 128 keep a row (three arrays of 4-byte values) under
 # Postgres's 2 kB TOAST threshold, so a block is read inline, uncompressed.
 TERM_BLOCK_POSTINGS = 128
@@ -326,11 +298,12 @@ TERM_BLOCK_POSTINGS = 128
 class TermBlock(models.Model):
     """A term's postings packed for BM25's scorer: up to TERM_BLOCK_POSTINGS consecutive
     postings (in chunk id order) per row, as big-endian int4 arrays: each chunk's id
-    less `first_chunk_id`, its tf and its dl. A term's blocks never overlap and cover
-    exactly its TermPosting rows; the write path rewrites the blocks it touches in the
-    same transaction (catalog.indexing.blocks), so BM25 reads the postings of a query
-    term as a few rows instead of one index entry each. No database constraints, as
-    for TermPosting; the catalog leads the key (one catalog's rows stay together).
+    less `first_chunk_id`, its tf and its dl. A term's blocks never overlap and hold
+    exactly the postings of the term in its catalog's Postings rows; the write path
+    repacks the blocks it touches from them in the same transaction
+    (catalog.indexing.blocks), so BM25 reads the postings of a query term as a few rows
+    instead of one index entry each. No database constraints: the write path keeps them
+    in step with Postings; the catalog leads the key (one catalog's rows stay together).
     """
 
     pk = models.CompositePrimaryKey("catalog", "term", "first_chunk_id")

@@ -46,14 +46,14 @@ RECENT = timedelta(hours=24)
 # The tables and indexes that hold the catalogs, as the page names them:
 # (name, relation, what is measured). `table`: the rows (heap and TOAST, no index);
 # `hnsw`: the table's HNSW indexes; `other_indexes`: its other indexes; `total`: a table
-# with its indexes. A table partitioned by catalog (catalog_chunk, catalog_postings,
-# catalog_termposting: a partition per catalog, each with its own HNSW index) is measured
+# with its indexes. A table partitioned by catalog (catalog_chunk, catalog_postings: a
+# partition per catalog, each chunk partition with its own HNSW index) is measured
 # over all its partitions; `relation` names the table, or for `hnsw` its indexes.
 RELATIONS = (
     ("Chunks (text)", "catalog_chunk", "table"),
     ("Vector indexes (HNSW, one per catalog)", "catalog_chunk_c*_hnsw", "hnsw"),
     ("Chunk keys and other chunk indexes", "catalog_chunk", "other_indexes"),
-    ("BM25 postings (term-major)", "catalog_termposting", "total"),
+    ("BM25 blocks (term-major, packed)", "catalog_termblock", "total"),
     ("Forward postings (per chunk)", "catalog_postings", "total"),
     ("Vocabulary (terms)", "catalog_term", "total"),
     ("Documents", "catalog_document", "total"),
@@ -67,7 +67,9 @@ RELATIONS = (
 _TABLE = {"catalog_chunk_c*_hnsw": "catalog_chunk"}
 # Each is a sum over the table's partition tree (the table alone when it is not
 # partitioned); NULL when the table is missing.
-_TREE = "FROM pg_partition_tree(to_regclass(%s)) t"
+# (pg_partition_tree lists nothing for a table that is not partitioned: it is added.)
+_TREE = ("FROM (SELECT relid FROM pg_partition_tree(to_regclass(%s)) UNION SELECT to_regclass(%s)) t "
+         "WHERE t.relid IS NOT NULL")
 _HNSW = ("(SELECT sum(pg_relation_size(i.indexrelid)) FROM pg_partition_tree(to_regclass(%s)) t "
          "JOIN pg_index i ON i.indrelid = t.relid JOIN pg_class c ON c.oid = i.indexrelid "
          "JOIN pg_am a ON a.oid = c.relam AND a.amname = 'hnsw')")

@@ -1,13 +1,15 @@
-"""Bulk loads into an empty catalog: its HNSW index and postings key built once, after
+"""Bulk loads into an empty catalog: its HNSW index and BM25 blocks built once, after
 the rows, instead of maintained row by row (docs/architecture.md, "Decision: bulk loads
 build a new catalog's indexes after its rows").
 
-Each catalog's chunks and term postings are partitions of their own (catalog migration
-0017), whose HNSW index and postings key the owner's functions drop and build:
-`lectern_catalog_indexes_defer` refuses a catalog that holds chunks (its indexes serve
-them), `lectern_catalog_indexes_build` builds whichever is missing and analyses the
-partitions. So a catalog that serves searches never loses its indexes, and a catalog
-being loaded for the first time gets them:
+Each catalog's chunks and forward postings are partitions of their own (catalog
+migration 0017), whose HNSW index the owner's functions drop and build (migration 0019):
+`lectern_catalog_indexes_defer` refuses a catalog that holds chunks (its index serves
+them), `lectern_catalog_indexes_build` builds it when missing and analyses the
+partitions; whenever it does, the catalog's BM25 blocks are packed anew from all its
+forward rows in one sorted pass (catalog.indexing.blocks). So a catalog that serves
+searches never loses its indexes, and a catalog being loaded for the first time gets
+them:
 - in the write that loads it (`catalog_bulk_load(..., across_writes=False)`, an import
   of one source): every write ends by building its catalog's missing indexes, before
   it commits, so its rows and their indexes appear together;
@@ -36,9 +38,9 @@ _deferred_across_writes: set[int] = set()
 
 
 def _indexes_build(cursor: CursorWrapper, catalog_id: int) -> bool:
-    """Build whichever of the catalog's indexes is missing; when one was, its BM25 blocks
-    are packed anew from all its postings (a bulk load leaves them to this: kept write
-    by write, each would read postings the missing key cannot find); whether it built."""
+    """Build the catalog's HNSW index if missing; when it was, its BM25 blocks are packed
+    anew from all its forward rows (a bulk load leaves them to this: one sorted pass
+    costs far less than merging every write into them); whether it built."""
     cursor.execute("SELECT lectern_catalog_indexes_build(%s)", [catalog_id])
     built = bool(cursor.fetchone()[0])
     if built:
@@ -53,9 +55,9 @@ def catalog_loading_across_writes(catalog_id: int) -> bool:
 
 
 def catalog_indexes_ensure(cursor: CursorWrapper, catalog_id: int) -> bool:
-    """Build the catalog's HNSW index and postings key if either is missing (after a
+    """Build the catalog's HNSW index and BM25 blocks if missing (after a
     bulk load's first write, or a killed one), unless this process is loading it
-    across writes; whether it built one. Two catalog lookups when both exist."""
+    across writes; whether it built them. One catalog lookup when the index exists."""
     if catalog_loading_across_writes(catalog_id):
         return False
     return _indexes_build(cursor, catalog_id)
@@ -72,7 +74,7 @@ def catalog_indexes_build(catalog_id: int, *, memory: str | None = None) -> bool
 
 @contextmanager
 def catalog_bulk_load(catalog: Catalog, *, across_writes: bool, memory: str | None = None) -> Iterator[bool]:
-    """Load a catalog without maintaining its HNSW index and postings key row by row
+    """Load a catalog without maintaining its HNSW index and BM25 blocks row by row
     when it holds no chunks (see the module docstring); yields whether it does so (a
     catalog holding chunks keeps its indexes, and the load maintains them)."""
     with connection.cursor() as cursor:
@@ -103,7 +105,7 @@ def bulk_loads_recover() -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("""
             SELECT id FROM catalog_catalog WHERE to_regclass(format('catalog_chunk_c%s_hnsw', id)) IS NULL
-                OR to_regclass(format('catalog_termposting_c%s_key', id)) IS NULL ORDER BY id
+            ORDER BY id
         """)
         missing = [row[0] for row in cursor.fetchall()]
     built = []

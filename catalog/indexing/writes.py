@@ -1,6 +1,6 @@
 """Switching a source to its new rows in one transaction: documents, chunks (COPY),
-forward and term-major postings, term document frequencies and the catalog's BM25
-statistics. Readers see the old rows or the new ones, never a mix."""
+forward postings and the BM25 blocks packed from them, term document frequencies and
+the catalog's BM25 statistics. Readers see the old rows or the new ones, never a mix."""
 
 from __future__ import annotations
 
@@ -39,17 +39,6 @@ def delete_document_rows(cursor: CursorWrapper, catalog_id: int, document_pks: l
               FROM catalog_postings p JOIN catalog_chunk c ON c.catalog_id = p.catalog_id AND c.id = p.chunk_id
               WHERE c.catalog_id = %(catalog)s AND c.document_id = ANY(%(documents)s) GROUP BY 1) x
         WHERE t.id = x.term_id
-        """,
-        params,
-    )
-    # Term-major rows by their key, from each chunk's term ids (no scan of the index).
-    cursor.execute(
-        """
-        DELETE FROM catalog_termposting t
-        USING catalog_chunk c JOIN catalog_postings p ON p.catalog_id = c.catalog_id AND p.chunk_id = c.id,
-              unnest(p.terms) AS x(term_id)
-        WHERE c.catalog_id = %(catalog)s AND c.document_id = ANY(%(documents)s)
-          AND t.catalog_id = %(catalog)s AND t.term_id = x.term_id AND t.chunk_id = c.id
         """,
         params,
     )
@@ -151,9 +140,8 @@ def _copy_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list
 
 def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list[Document],
                   prepared: list[PreparedChunk], vectors: np.ndarray | None,
-                  progress: Progress | None) -> dict[int, int]:
-    """Write the chunks and their postings; each term's least new chunk id (where its
-    BM25 blocks change)."""
+                  progress: Progress | None) -> list[int]:
+    """Write the chunks and their forward postings; the new chunks' ids."""
     cursor.execute(
         "SELECT nextval(pg_get_serial_sequence('catalog_chunk', 'id')) FROM generate_series(1, %s)", [len(prepared)]
     )
@@ -170,23 +158,9 @@ def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: lis
             terms = sorted(item.terms.items(), key=lambda kv: term_ids[kv[0]])
             copy.write_row((source.catalog_id, ids[i], item.length, [term_ids[t] for t, _ in terms],
                             [n for _, n in terms]))
-    # The same postings term-major, in key order: BM25 reads these.
-    cursor.execute(
-        """
-        INSERT INTO catalog_termposting (catalog_id, term_id, chunk_id, tf, dl)
-        SELECT p.catalog_id, x.term_id, p.chunk_id, x.tf, p.length
-        FROM catalog_postings p CROSS JOIN LATERAL unnest(p.terms, p.tfs) AS x(term_id, tf)
-        WHERE p.catalog_id = %s AND p.chunk_id = ANY(%s) ORDER BY 2, 3
-        """,
-        [source.catalog_id, ids],
-    )
     if progress:
         progress("write", len(prepared), len(prepared))
-    least: dict[int, int] = {}  # each term's least new chunk id: where its blocks change
-    for chunk_id, item in zip(ids, prepared, strict=True):
-        for term in item.terms:
-            least[term_ids[term]] = min(least.get(term_ids[term], chunk_id), chunk_id)
-    return least
+    return ids
 
 
 def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[DocumentInput],
@@ -212,14 +186,14 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             ])
             for pk, size, mtime in diff.restat:
                 Document.objects.filter(pk=pk).update(size=size, mtime=mtime)
-            least = _write_chunks(cursor, source, documents, prepared, vectors, progress) if prepared else {}
+            new_ids = _write_chunks(cursor, source, documents, prepared, vectors, progress) if prepared else []
             refresh_catalog_stats(cursor, source.catalog_id)
             # A build of the catalog's indexes packs all its BM25 blocks (catalog.indexing.bulk);
-            # else the blocks follow the new postings here, after the postings key they read
-            # by, or once the load across writes ends.
+            # else the new chunks' postings are merged into them here, or once the load
+            # across writes ends.
             built = catalog_indexes_ensure(cursor, source.catalog_id)
             if not built and not catalog_loading_across_writes(source.catalog_id):
-                term_blocks_extend(cursor, source.catalog_id, least)
+                term_blocks_extend(cursor, source.catalog_id, new_ids)
         status = ReferenceSource.Status.READY if vectors is not None else ReferenceSource.Status.LEXICAL_ONLY
         ReferenceSource.objects.filter(pk=source.pk).update(
             status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),

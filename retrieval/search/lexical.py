@@ -3,8 +3,9 @@ weighted by idf and repeats (retrieval.search.bm25); the terms' packed postings
 (catalog_termblock, a few rows per term) read in one statement and scored in numpy
 (retrieval.search.blockscore); the best chunks outside the withheld sources kept.
 
-The same scores summed in SQL from the term-major postings (catalog_termposting) are
-the reference (bm25_walk), and give the scores of given chunks (bm25_scores)."""
+The same scores summed in SQL from the forward postings (catalog_postings: each chunk's
+term ids and tfs) are the reference (bm25_walk), and give the scores of given chunks
+(bm25_scores)."""
 
 from __future__ import annotations
 
@@ -42,12 +43,12 @@ def bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
 SCALE = 2.0**32
 
 
-def _part(weight: str) -> str:
+def _part(weight: str, dl: str = "p.dl") -> str:
     """SQL for a posting row `p`'s part of the score, in units of 2**-32, for a term
     whose `weight` is idf * (k1 + 1) * SCALE: round(weight * tf / (tf + k1 * (1 - b +
     b * dl / avgdl))), in float8 (untyped parameters would make Postgres compute in
     numeric)."""
-    return f"round({weight} * p.tf / (p.tf + %(c1)s::float8 + %(c2)s::float8 * p.dl))"
+    return f"round({weight} * p.tf / (p.tf + %(c1)s::float8 + %(c2)s::float8 * {dl}))"
 
 
 def _score_constants(catalog: Catalog) -> tuple[float, float]:
@@ -77,54 +78,54 @@ def _allowed_sql(params: Params, withheld: Collection[int]) -> str:
             "AND c.source_id = ANY(%(withheld)s))")
 
 
-# Up to this many terms, a walk merges one index range per term (a plan node each);
-# beyond it (a pasted passage: hundreds of terms), one scan joins the postings to the
-# term array and sums in a hash table, whose plan does not grow with the terms.
+# Up to this many terms, the walk keeps the chunks holding one of them by their term
+# array (an overlap test per forward row) and sums each one's parts on its own; beyond
+# it (a pasted passage: hundreds of terms), one join of every posting of the catalog to
+# the term array sums them in a hash table. The scores are the same, parts being whole
+# numbers; the two forms check each other (tests/retrieval/test_bm25_exact.py).
 MERGED_TERMS_MAX = 32
+
+
+def _terms_sql(terms: list[bm25.QueryTerm], params: Params, name: str) -> str:
+    """The query terms as a relation q(term_id, w), w being the term's scaled weight."""
+    params[f"{name}_ids"] = [t.term_id for t in terms]
+    params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
+    return f"unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w)"
+
+
+def _forward_sql(where: str) -> str:
+    """The postings (chunk_id, term_id, tf, dl) of the forward rows `f` matching `where`."""
+    return (f"SELECT f.chunk_id, x.term_id, x.tf, f.length AS dl FROM catalog_postings f "
+            f"CROSS JOIN LATERAL unnest(f.terms, f.tfs) AS x(term_id, tf) WHERE {where}")
 
 
 def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, allowed: str = "") -> str:
     """(chunk_id, scaled score) over `terms` for every chunk holding one of them that
-    `allowed` (see _allowed_sql) keeps.
-
-    Each term's postings are one range of the (term_id, chunk_id) key, so they come in
-    chunk order; merging them keeps that order and the sum needs no hash table. Many
-    terms are summed by one join instead (MERGED_TERMS_MAX); the scores are the same,
-    parts being whole numbers. Withheld chunks are dropped after the sum, one test per
-    chunk rather than per posting.
+    `allowed` (see _allowed_sql) keeps, summed from the catalog's forward rows
+    (catalog_postings), not from the BM25 blocks the search reads: the reference is
+    computed another way. Withheld chunks are dropped after the sum, one test per chunk
+    rather than per posting.
     """
+    terms_sql = _terms_sql(terms, params, name)
     if len(terms) > MERGED_TERMS_MAX:
-        params[f"{name}_ids"] = [t.term_id for t in terms]
-        params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
-        # One index range per term, looked up in a nested loop (OFFSET 0 keeps the
-        # planner from flattening it into a join that may scan every catalog's postings)
-        parts = (f"SELECT p.chunk_id, {_part('q.w')} AS part "
-                 f"FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w) "
-                 "CROSS JOIN LATERAL (SELECT chunk_id, tf, dl FROM catalog_termposting t "
-                 "WHERE t.catalog_id = %(catalog)s AND t.term_id = q.term_id OFFSET 0) p")
+        grouped = (f"SELECT p.chunk_id, sum({_part('q.w')}) AS score "
+                   f"FROM ({_forward_sql('f.catalog_id = %(catalog)s')}) p "
+                   f"JOIN {terms_sql} ON q.term_id = p.term_id GROUP BY p.chunk_id")
     else:
-        ranges = []
-        for i, term in enumerate(terms):
-            params[f"{name}{i}"], params[f"{name}w{i}"] = term.term_id, _scaled_weight(term)
-            ranges.append(f"(SELECT p.chunk_id, {_part(f'%({name}w{i})s::float8')} AS part "
-                          f"FROM catalog_termposting p WHERE p.catalog_id = %(catalog)s AND p.term_id = %({name}{i})s "
-                          "ORDER BY p.chunk_id)")
-        parts = f"SELECT * FROM ({' UNION ALL '.join(ranges)}) r ORDER BY chunk_id"
-    grouped = f"SELECT chunk_id, sum(part) AS score FROM ({parts}) m GROUP BY chunk_id"
+        grouped = (f"SELECT f.chunk_id, (SELECT sum({_part('q.w', dl='f.length')}) "
+                   f"FROM unnest(f.terms, f.tfs) AS p(term_id, tf) JOIN {terms_sql} ON q.term_id = p.term_id) AS score "
+                   f"FROM catalog_postings f WHERE f.catalog_id = %(catalog)s AND f.terms && %({name}_ids)s::int[]")
     return f"SELECT * FROM ({grouped}) g WHERE {allowed}" if allowed else grouped
 
 
 def _probe_sql(terms: list[bm25.QueryTerm], params: Params, candidates: str, name: str) -> str:
     """(chunk_id, scaled score) of each row of `candidates`, adding its parts from
-    `terms`, each looked up by key (term_id, chunk_id)."""
-    params[f"{name}_ids"] = [t.term_id for t in terms]
-    params[f"{name}_w"] = [_scaled_weight(t) for t in terms]
+    `terms`, read from its forward row (catalog_postings, by key (catalog_id, chunk_id))."""
     return f"""
         SELECT c.chunk_id, c.score + coalesce(x.score, 0) AS score FROM {candidates} c CROSS JOIN LATERAL (
             SELECT sum({_part("q.w")}) AS score
-            FROM unnest(%({name}_ids)s::int[], %({name}_w)s::float8[]) AS q(term_id, w)
-            JOIN catalog_termposting p ON p.catalog_id = %(catalog)s AND p.term_id = q.term_id
-                AND p.chunk_id = c.chunk_id
+            FROM ({_forward_sql("f.catalog_id = %(catalog)s AND f.chunk_id = c.chunk_id")}) p
+            JOIN {_terms_sql(terms, params, name)} ON q.term_id = p.term_id
         ) x
     """
 

@@ -2,11 +2,10 @@
 
 chunk_search() runs:
   1. lexical (retrieval.search.lexical): analyse the whole query, weight its distinct
-     terms by idf and repeats (retrieval.search.bm25), then sum in SQL each chunk's
-     parts from the term-major postings (catalog_termposting), merged in chunk order;
-     a term whose postings dwarf the others' (common, near-zero idf) is not walked but
-     probed by key for the chunks that could still reach the top (MaxScore), with a
-     full walk as the fallback when its bound is too high
+     terms by idf and repeats (retrieval.search.bm25), then read the terms' packed
+     postings (catalog_termblock, a few rows per term) and score them in numpy
+     (retrieval.search.blockscore); the scores of given chunks (fusion's other side)
+     come from their forward rows (catalog_postings)
   2. vector (retrieval.search.vector): embed the query as the model reads it (a long
      passage's head: the result says how much), HNSW k-NN with ef_search >= the depth
      asked for (at most pgvector's 1000; the iterative scan returns more rows when
@@ -243,8 +242,8 @@ def withheld_hits(catalog: Catalog, withheld: dict[int, InjectionDecision], term
     matches = []
     if terms:
         params["terms"] = [term.term_id for term in terms]
-        matches.append("EXISTS (SELECT FROM catalog_termposting p WHERE p.catalog_id = %(catalog)s "
-                       "AND p.term_id = ANY(%(terms)s) AND p.chunk_id = c.id)")
+        matches.append("EXISTS (SELECT FROM catalog_postings p WHERE p.catalog_id = %(catalog)s "
+                       "AND p.chunk_id = c.id AND p.terms && %(terms)s::int[])")
     if similar == float("-inf"):
         matches.append("c.embedding IS NOT NULL")
     elif similar is not None and vectors:

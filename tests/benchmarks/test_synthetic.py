@@ -22,10 +22,10 @@ from benchmarks.synthetic import (
     vocabulary_of,
 )
 from catalog.embedder import vector_literal
-from catalog.models import Catalog, Chunk, Postings, TermPosting
+from catalog.models import Catalog, Chunk, Postings
 from catalog.sources.documents import DocumentInput
 from retrieval.search.vector import vector_search
-from tests.catalog.checks import term_postings_mismatches
+from tests.catalog.checks import block_postings, term_postings_mismatches
 from tests.factories import import_documents
 
 TEXT = "Statin use after diagnosis of breast cancer was associated with lower breast cancer mortality in Finland"
@@ -83,10 +83,10 @@ def base_catalog(transactional_db):
 
 
 def catalog_indexes(catalog_id: int) -> dict[str, str]:
-    """The catalog's HNSW index and postings key, by name, with their definitions."""
+    """The catalog's HNSW index, by name, with its definition."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN (%s, %s)",
-                       [f"catalog_chunk_c{catalog_id}_hnsw", f"catalog_termposting_c{catalog_id}_key"])
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = %s",
+                       [f"catalog_chunk_c{catalog_id}_hnsw"])
         return dict(cursor.fetchall())
 
 
@@ -117,7 +117,7 @@ def test_a_build_gets_its_indexes_after_its_rows_and_keeps_postings_exact(owner,
 
     assert (bench.slug, bench.chunk_count) == ("bench-30", 30) and build_s is not None and build_s > 0
     assert seen == [({}, base_indexes)] * 3  # none while it loads; the base catalog's untouched
-    assert len(catalog_indexes(bench.pk)) == 2 and catalog_indexes(owner.pk) == base_indexes
+    assert len(catalog_indexes(bench.pk)) == 1 and catalog_indexes(owner.pk) == base_indexes
     assert term_postings_mismatches(bench) == []
     chunk = Chunk.objects.filter(catalog=bench).first()
     assert chunk is not None
@@ -125,13 +125,13 @@ def test_a_build_gets_its_indexes_after_its_rows_and_keeps_postings_exact(owner,
     assert len(vector_search(catalog=bench, vector=vector, limit=5)) == 5
 
 
-def test_dropping_a_bench_catalog_removes_its_term_postings(owner):
+def test_dropping_a_bench_catalog_removes_its_bm25_blocks(owner):
     bench, _ = ensure(owner, chunks=20)
 
     bench_catalog_drop(bench)
 
     assert not Catalog.objects.filter(slug="bench-20").exists()
-    assert TermPosting.objects.count() == sum(len(t) for t in Postings.objects.values_list("terms", flat=True)) > 0
+    assert block_postings() == sum(len(t) for t in Postings.objects.values_list("terms", flat=True)) > 0
     assert term_postings_mismatches(owner) == []
 
 
@@ -153,7 +153,7 @@ def test_a_build_that_fails_still_gets_its_indexes(owner, monkeypatch):
 
     bench = Catalog.objects.get(slug="bench-12")
     assert writes == [12] and bench.chunk_count == 12
-    assert len(catalog_indexes(bench.pk)) == 2
+    assert len(catalog_indexes(bench.pk)) == 1
 
 
 def test_a_build_stopped_by_term_still_gets_its_indexes(owner, monkeypatch):
@@ -170,7 +170,7 @@ def test_a_build_stopped_by_term_still_gets_its_indexes(owner, monkeypatch):
         ensure(owner)
 
     assert stopped.value.code == 128 + signal.SIGTERM
-    assert len(catalog_indexes(Catalog.objects.get(slug="bench-12").pk)) == 2
+    assert len(catalog_indexes(Catalog.objects.get(slug="bench-12").pk)) == 1
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
@@ -182,8 +182,8 @@ def test_indexes_a_killed_build_left_missing_are_built_before_anything_else(owne
 
     ensure(owner, log=lines.append)
 
-    assert len(catalog_indexes(killed.pk)) == 2
-    assert f"catalog {killed.pk} had no HNSW index or postings key (a build killed before its end?): built them" \
+    assert len(catalog_indexes(killed.pk)) == 1
+    assert f"catalog {killed.pk} had no HNSW index or BM25 blocks (a build killed before its end?): built them" \
         in lines
 
 
@@ -196,4 +196,4 @@ def test_a_catalog_that_only_bears_a_benchmark_slug_is_never_dropped(owner):
         bench_catalog_drop(theirs)
 
     assert Catalog.objects.filter(pk=theirs.pk, name="Release notes").exists()
-    assert len(catalog_indexes(theirs.pk)) == 2
+    assert len(catalog_indexes(theirs.pk)) == 1

@@ -5,14 +5,11 @@ from __future__ import annotations
 import struct
 
 from django.db import connection
+from django.db.models import Sum
 
-from catalog.models import TERM_BLOCK_POSTINGS, Catalog, TermBlock, TermPosting
+from catalog.models import TERM_BLOCK_POSTINGS, Catalog, TermBlock
 
-_TERM_MAJOR = """
-    SELECT t.term_id, t.chunk_id, t.tf, t.dl FROM catalog_termposting t
-    JOIN catalog_chunk c ON c.id = t.chunk_id WHERE c.catalog_id = %(catalog)s
-"""
-_PER_CHUNK = """
+_FORWARD = """
     SELECT x.term_id, p.chunk_id, x.tf, p.length FROM catalog_postings p
     CROSS JOIN LATERAL unnest(p.terms, p.tfs) AS x(term_id, tf) WHERE p.catalog_id = %(catalog)s
 """
@@ -22,12 +19,22 @@ def _unpack(data: bytes) -> list[int]:
     return list(struct.unpack(f">{len(data) // 4}i", data))
 
 
+def forward_postings(catalog: Catalog) -> set[tuple[int, int, int, int]]:
+    """Every (term, chunk, tf, dl) that `catalog`'s forward rows (catalog_postings) hold."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FORWARD, {"catalog": catalog.pk})
+        rows = cursor.fetchall()
+    postings = set(rows)
+    assert len(postings) == len(rows), "a chunk holds a term twice"
+    return postings
+
+
 def term_blocks_mismatches(catalog: Catalog) -> list[tuple]:
     """What is wrong with `catalog`'s packed postings blocks: a block of the wrong shape
     (empty, over TERM_BLOCK_POSTINGS, out of order, its first, last, count, max tf or
     min dl not what it holds, overlapping the term's block before it, straddling a
-    multiple of 2**31), and every posting the blocks hold that catalog_termposting does
-    not, or the other way round."""
+    multiple of 2**31), and every posting the blocks hold that the catalog's forward
+    rows do not, or the other way round."""
     problems: list[tuple] = []
     held: set[tuple[int, int, int, int]] = set()
     last_of: dict[int, int] = {}
@@ -42,26 +49,31 @@ def term_blocks_mismatches(catalog: Catalog) -> list[tuple]:
             problems.append(("block", block.term_id, block.first_chunk_id))
         last_of[block.term_id] = block.last_chunk_id
         held.update(zip([block.term_id] * len(ids), ids, tfs, dls, strict=True))
-    posted = set(TermPosting.objects.filter(term__catalog=catalog).values_list("term_id", "chunk_id", "tf", "dl"))
+    posted = forward_postings(catalog)
     problems += [("blocks only", *row) for row in sorted(held - posted)]
     return problems + [("postings only", *row) for row in sorted(posted - held)]
 
 
 def term_postings_mismatches(catalog: Catalog) -> list[tuple]:
-    """Rows where the term-major postings and the per-chunk arrays of `catalog` disagree,
-    term-major rows (of any catalog) whose chunk or term no longer exists, and what is
-    wrong with the catalog's packed blocks (term_blocks_mismatches)."""
+    """Forward rows of `catalog` whose chunk no longer exists, that name a term which
+    does not exist in the catalog, or whose tfs do not match their terms one for one,
+    and what is wrong with the catalog's packed blocks (term_blocks_mismatches)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            (({_TERM_MAJOR}) EXCEPT ALL ({_PER_CHUNK}))
-            UNION ALL (({_PER_CHUNK}) EXCEPT ALL ({_TERM_MAJOR}))
-            UNION ALL (
-                SELECT t.term_id, t.chunk_id, t.tf, t.dl FROM catalog_termposting t
-                LEFT JOIN catalog_chunk c ON c.id = t.chunk_id LEFT JOIN catalog_term m ON m.id = t.term_id
-                WHERE c.id IS NULL OR m.id IS NULL
-            )
+            """
+            SELECT 'forward row', p.chunk_id, x.term_id FROM catalog_postings p
+            LEFT JOIN catalog_chunk c ON c.catalog_id = p.catalog_id AND c.id = p.chunk_id
+            LEFT JOIN LATERAL unnest(p.terms) AS x(term_id) ON true
+            LEFT JOIN catalog_term m ON m.id = x.term_id AND m.catalog_id = p.catalog_id
+            WHERE p.catalog_id = %(catalog)s AND (c.id IS NULL OR x.term_id IS NOT NULL AND m.id IS NULL
+                  OR cardinality(p.terms) <> cardinality(p.tfs))
             """,
             {"catalog": catalog.pk},
         )
         return cursor.fetchall() + term_blocks_mismatches(catalog)
+
+
+def block_postings(catalog: Catalog | None = None) -> int:
+    """How many postings the packed blocks hold: `catalog`'s, or every catalog's."""
+    blocks = TermBlock.objects.filter(catalog=catalog) if catalog else TermBlock.objects.all()
+    return blocks.aggregate(n=Sum("postings"))["n"] or 0

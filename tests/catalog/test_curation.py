@@ -14,11 +14,11 @@ from approvals.models import AuditEntry
 from catalog.catalogs import CatalogSettings, catalog_create, catalog_update
 from catalog.indexing.removal import SourceBusy, catalog_delete, source_delete
 from catalog.indexing.runs import LOCK_NAMESPACE, source_index_now
-from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term, TermPosting, UploadedFile
+from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term, UploadedFile
 from catalog.sources.documents import DocumentInput
 from catalog.sources.lifecycle import SourceSettings, source_create, source_update
 from catalog.sources.uploads import UploadRefused, upload_text
-from tests.catalog.checks import term_postings_mismatches
+from tests.catalog.checks import block_postings, term_postings_mismatches
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = pytest.mark.django_db
@@ -251,14 +251,14 @@ def test_deleting_a_catalog_removes_every_row_of_it_and_nothing_of_another(make_
     kept = make_catalog("kept")
     import_documents(catalog=kept, slug="alpha", documents=[doc("alpha.md", ALPHA)])
     kept_before = _statistics(kept)
-    postings_kept = TermPosting.objects.filter(term__catalog=kept).count()
+    postings_kept = block_postings(kept)
 
     catalog_delete(catalog=gone, by=cora)
 
     assert not Catalog.objects.filter(slug="gone").exists()
     assert not Term.objects.filter(catalog_id=gone.pk).exists()
     assert not Chunk.objects.filter(catalog_id=gone.pk).exists()
-    assert TermPosting.objects.count() == postings_kept and _statistics(kept) == kept_before
+    assert block_postings() == postings_kept and _statistics(kept) == kept_before
     assert term_postings_mismatches(kept) == []
     assert sorted(AuditEntry.objects.filter(action="source.changed").values_list("payload__source", flat=True)) == [
         "gone/alpha", "gone/intro"]

@@ -17,7 +17,7 @@ from catalog.indexing.bulk import BULK_LOCK_NAMESPACE, bulk_loads_recover, catal
 from catalog.indexing.chunks import prepare_chunks
 from catalog.indexing.removal import catalog_delete, partitions_prune
 from catalog.indexing.writes import source_replace_rows
-from catalog.models import Catalog, Chunk, ReferenceSource, TermPosting
+from catalog.models import Catalog, Chunk, ReferenceSource
 from catalog.sources.documents import Collected, DocumentInput
 from config.database_roles import connected_as_owner
 from retrieval.search.selectors import SearchOptions, chunk_search
@@ -25,7 +25,7 @@ from tests.catalog.checks import term_postings_mismatches
 from tests.factories import import_documents
 from tests.owner import owner_connection
 
-PARENTS = ("catalog_chunk", "catalog_postings", "catalog_termposting")
+PARENTS = ("catalog_chunk", "catalog_postings")
 
 
 def partitions(catalog_id: int) -> dict[str, int]:
@@ -42,10 +42,10 @@ def partitions(catalog_id: int) -> dict[str, int]:
 
 
 def catalog_indexes(catalog_id: int) -> dict[str, int]:
-    """The catalog's HNSW index and postings key, by name, with the transaction that made each."""
+    """The catalog's HNSW index, by name, with the transaction that made it."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT relname, xmin::text::bigint FROM pg_class WHERE relname IN (%s, %s)",
-                       [f"catalog_chunk_c{catalog_id}_hnsw", f"catalog_termposting_c{catalog_id}_key"])
+        cursor.execute("SELECT relname, xmin::text::bigint FROM pg_class WHERE relname = %s",
+                       [f"catalog_chunk_c{catalog_id}_hnsw"])
         return dict(cursor.fetchall())
 
 
@@ -72,8 +72,7 @@ def test_a_new_catalog_has_its_partitions_and_indexes(make_catalog):
     catalog = make_catalog("kb")  # the ORM's own create: a trigger makes them
 
     assert partitions(catalog.pk) == {f"{parent}_c{catalog.pk}": 0 for parent in PARENTS}
-    assert set(catalog_indexes(catalog.pk)) == {f"catalog_chunk_c{catalog.pk}_hnsw",
-                                                f"catalog_termposting_c{catalog.pk}_key"}
+    assert set(catalog_indexes(catalog.pk)) == {f"catalog_chunk_c{catalog.pk}_hnsw"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -90,9 +89,7 @@ def test_deleting_a_catalog_empties_its_partitions_and_migrate_drops_them(make_c
     with connected_as_owner() as owner:  # as `manage.py migrate` does
         assert partitions_prune(connection=owner) == 1
     assert partitions(gone.pk) == {}
-    assert partitions(kept.pk) == {f"catalog_chunk_c{kept.pk}": 5, f"catalog_postings_c{kept.pk}": 5,
-                                   f"catalog_termposting_c{kept.pk}": TermPosting.objects.filter(
-                                       catalog_id=kept.pk).count()}
+    assert partitions(kept.pk) == {f"catalog_chunk_c{kept.pk}": 5, f"catalog_postings_c{kept.pk}": 5}
     assert term_postings_mismatches(Catalog.objects.get(pk=kept.pk)) == []
 
 
@@ -188,7 +185,7 @@ def test_a_load_across_writes_builds_the_indexes_once_when_it_ends(make_catalog)
             during.append(catalog_indexes(catalog.pk))
 
     assert deferred and during == [{}, {}, {}]
-    assert len(catalog_indexes(catalog.pk)) == 2 and catalog_indexes(other.pk) == others
+    assert len(catalog_indexes(catalog.pk)) == 1 and catalog_indexes(other.pk) == others
     catalog.refresh_from_db()
     assert catalog.chunk_count == 12 and term_postings_mismatches(catalog) == []
 
@@ -218,7 +215,7 @@ def test_a_killed_load_across_writes_gets_its_bm25_blocks_with_its_indexes(make_
 
     # then: the blocks hold every posting, and BM25 ranks from them
     catalog.refresh_from_db()
-    assert len(catalog_indexes(catalog.pk)) == 2 and term_postings_mismatches(catalog) == []
+    assert len(catalog_indexes(catalog.pk)) == 1 and term_postings_mismatches(catalog) == []
     hits = chunk_search(catalog=catalog, query="reconcile ledger", options=SearchOptions(mode="bm25", top_k=3)).hits
     assert len(hits) == 3
 
@@ -231,7 +228,7 @@ def test_a_load_that_fails_still_builds_the_indexes(make_catalog):
         lexical_source(catalog, "s", 4, seed=1)
         raise RuntimeError("the load failed")
 
-    assert len(catalog_indexes(catalog.pk)) == 2
+    assert len(catalog_indexes(catalog.pk)) == 1
 
 
 @pytest.mark.django_db
@@ -270,7 +267,7 @@ def test_recovery_builds_the_indexes_a_killed_load_left_missing_but_not_a_live_l
 
         assert bulk_loads_recover() == [killed.pk]
 
-        assert len(catalog_indexes(killed.pk)) == 2 and catalog_indexes(live.pk) == {}
+        assert len(catalog_indexes(killed.pk)) == 1 and catalog_indexes(live.pk) == {}
         loader_pid = loader.info.backend_pid
     session_end_wait(loader_pid)  # a closed client's server process exits on its own time
     assert bulk_loads_recover() == [live.pk]  # its loader gone (the lock with its session)

@@ -533,7 +533,7 @@ def test_a_worker_killed_inside_the_write_transaction_leaves_the_first_generatio
     backend = wait_for(lambda: blocked_in_write(children), 120, "the worker to block inside its write transaction",
                        alive=(child,))
     # Everything is written, nothing committed: readers still see the first generation.
-    assert {"catalog_document", "catalog_chunk", "catalog_postings", "catalog_termposting", "catalog_term",
+    assert {"catalog_document", "catalog_chunk", "catalog_postings", "catalog_termblock", "catalog_term",
             "catalog_catalog"} <= relations_written(backend["pid"])
     assert snapshot(source.catalog) == before
     run = latest_run(source, first.pk)

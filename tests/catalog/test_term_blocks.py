@@ -1,4 +1,4 @@
-"""BM25's packed postings (catalog_termblock) stay exactly the term-major postings through
+"""BM25's packed postings (catalog_termblock) stay exactly the forward rows' postings through
 every write: imports, edits in the middle of a term's blocks, removals, deletions of a
 source or a catalog; and migration 0018 builds them for a database that had none."""
 
@@ -110,7 +110,8 @@ AFTER = [("catalog", "0018_term_blocks")]
 def test_the_migration_builds_the_blocks_of_a_database_that_had_none(as_owner, make_catalog, monkeypatch):
     try:
         # given: a catalog indexed by the schema before blocks: the same write path, with
-        # its block steps doing nothing (there is no table to write)
+        # its block steps doing nothing (there is no table to write), and the term-major
+        # rows that schema's write path added, unnested from the forward rows
         MigrationExecutor(connection).migrate(BEFORE)
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass('catalog_termblock')")
@@ -120,6 +121,10 @@ def test_the_migration_builds_the_blocks_of_a_database_that_had_none(as_owner, m
             patched.setattr(writes, "term_blocks_shrink", lambda *args: None)
             catalog = make_catalog("river")
             import_documents(catalog=catalog, slug="a", documents=documents(0, 300))
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO catalog_termposting (catalog_id, term_id, chunk_id, tf, dl) "
+                           "SELECT p.catalog_id, x.term_id, p.chunk_id, x.tf, p.length FROM catalog_postings p "
+                           "CROSS JOIN LATERAL unnest(p.terms, p.tfs) AS x(term_id, tf)")
 
         # when
         MigrationExecutor(connection).migrate(AFTER)
@@ -127,6 +132,57 @@ def test_the_migration_builds_the_blocks_of_a_database_that_had_none(as_owner, m
         # then: blocks holding every posting (a term's 120 in one), and search ranking as the walk does
         assert max(TermBlock.objects.filter(catalog=catalog).values_list("postings", flat=True)) == 120
         assert_searches_exact(catalog)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        app_role_grant(connection=connection)
+
+
+BLOCKS_ONLY = [("catalog", "0019_drop_term_postings")]
+
+
+def term_major_relations() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relname LIKE 'catalog\\_termposting%%' ORDER BY 1")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_migration_0019_drops_the_term_postings_and_keeps_the_blocks_and_answers(as_owner, make_catalog):
+    try:
+        # given: a database at the schema before (0018: term postings and blocks), with
+        # two catalogs, their term postings unpacked from the forward rows going back
+        catalog, other = make_catalog("river"), make_catalog("delta")
+        import_documents(catalog=catalog, slug="a", documents=documents(0, 200))
+        import_documents(catalog=other, slug="b", documents=documents(50, 30))
+        catalog.refresh_from_db()
+        MigrationExecutor(connection).migrate(AFTER)
+        assert term_major_relations() == sorted(
+            ["catalog_termposting", *(f"catalog_termposting_c{c.pk}{key}" for c in (catalog, other)
+                                      for key in ("", "_key"))])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT term_id, chunk_id, tf, dl FROM catalog_termposting WHERE catalog_id = %s",
+                           [catalog.pk])
+            assert set(cursor.fetchall()) == checks.forward_postings(catalog)
+        blocks_before = sorted(TermBlock.objects.values_list("catalog_id", "term_id", "first_chunk_id", "postings"))
+        answers = {q: bm25_search(catalog=catalog, query=q, limit=7)[0] for q in QUERIES}
+        assert all(answers.values())
+
+        # when
+        MigrationExecutor(connection).migrate(BLOCKS_ONLY)
+
+        # then: no term-major table or partition left, the same blocks, the same answers
+        assert term_major_relations() == []
+        assert sorted(TermBlock.objects.values_list("catalog_id", "term_id", "first_chunk_id", "postings")) == (
+            blocks_before)
+        assert {q: bm25_search(catalog=catalog, query=q, limit=7)[0] for q in QUERIES} == answers
+        assert_searches_exact(catalog)
+        # and a new catalog gets partitions without one, and writes keep the blocks exact
+        third = make_catalog("silt")
+        assert term_major_relations() == []
+        import_documents(catalog=third, slug="c", documents=documents(0, 10))
+        import_documents(catalog=catalog, slug="a", documents=documents(0, 150) + documents(300, 5))
+        assert_searches_exact(catalog)
+        assert_searches_exact(third)
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())

@@ -14,12 +14,12 @@ from rest_framework.test import APIClient
 from catalog.agents import hash_token
 from catalog.analysis import analyze
 from catalog.indexing.source_index import source_index
-from catalog.models import Agent, Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermPosting
+from catalog.models import Agent, Catalog, Chunk, Document, Postings, ReferenceSource, Term, TermBlock
 from catalog.sources.errors import SourceError
 from catalog.sources.globs import glob_resolve
 from retrieval.search import bm25
 from retrieval.search.lexical import bm25_search
-from tests.catalog.checks import term_postings_mismatches
+from tests.catalog.checks import block_postings, term_postings_mismatches
 
 
 @pytest.fixture
@@ -215,7 +215,7 @@ def test_deleting_every_file_then_reindexing_leaves_no_chunks_and_no_terms(glob_
     assert not Document.objects.filter(catalog=catalog).exists()
     assert not Chunk.objects.filter(catalog=catalog).exists()
     assert not Postings.objects.filter(catalog=catalog).exists()
-    assert not TermPosting.objects.exists()
+    assert not TermBlock.objects.filter(catalog=catalog).exists()
     assert not Term.objects.filter(catalog=catalog).exists()
     assert (catalog.chunk_count, catalog.token_total, catalog.term_count, catalog.idf_sum) == (0, 0, 0, 0)
     assert bm25_search(catalog=catalog, query="quokkas", limit=10) == ([], 0)
@@ -230,23 +230,23 @@ def test_term_postings_follow_every_chunk_and_term_of_a_source_edited_again_and_
         (root / "docs" / ("beta.txt" if round_ == 0 else "new-0.md")).unlink()
         source_index(source=glob_source)
 
-        # then: one term-major row per (term, chunk) of the per-chunk arrays, nothing else
+        # then: the blocks hold one posting per (term, chunk) of the per-chunk arrays, nothing else
         assert term_postings_mismatches(glob_source.catalog) == []
-    assert TermPosting.objects.filter(chunk__catalog=glob_source.catalog).count() == sum(
+    assert block_postings(glob_source.catalog) == sum(
         len(terms) for terms in Postings.objects.filter(catalog=glob_source.catalog).values_list("terms", flat=True))
 
 
-def test_deleting_a_catalog_through_the_orm_deletes_its_term_postings(glob_source, make_catalog):
+def test_deleting_a_catalog_through_the_orm_deletes_its_bm25_blocks(glob_source, make_catalog):
     # given: two indexed catalogs
     source_index(source=glob_source)
     other = ReferenceSource.objects.create(catalog=make_catalog("other"), slug="note", name="Note", kind="inline",
                                            content="Quokkas and narwhals meet in this inline note.")
     source_index(source=other)
-    kept = TermPosting.objects.filter(chunk__catalog=other.catalog).count()
+    kept = block_postings(other.catalog)
 
     glob_source.catalog.delete()  # as the admin does it: the ORM's cascade, not the write path
 
-    assert TermPosting.objects.count() == kept > 0
+    assert block_postings() == kept > 0
     assert term_postings_mismatches(other.catalog) == []
 
 

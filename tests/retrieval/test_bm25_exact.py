@@ -17,7 +17,7 @@ from django.db import connection
 from rank_bm25 import BM25Okapi
 
 from catalog.analysis import analyze
-from catalog.models import Catalog, Chunk
+from catalog.models import Catalog, Chunk, TermBlock
 from catalog.sources.documents import DocumentInput
 from retrieval.search import bm25, lexical
 from retrieval.search.lexical import bm25_scores_for, bm25_search, bm25_terms, bm25_walk
@@ -201,23 +201,32 @@ def test_a_passage_scores_exactly(bm25_catalog, engine):
         assert rows == everything[:limit]
 
 
-def postings_read(catalog) -> int:
-    """Entries of the catalog's term-major postings key read so far in this transaction."""
+def rows_read(relation: str) -> int:
+    """Rows of `relation` read so far in this transaction, by scans and index fetches."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_get_xact_tuples_returned(%s::regclass)",
-                       [f"catalog_termposting_c{catalog.pk}_key"])
+        cursor.execute("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables "
+                       "WHERE relid = %s::regclass", [relation])
         return cursor.fetchone()[0]
+
+
+def postings_read(catalog) -> int:
+    """Forward rows (catalog_postings) of the catalog read so far in this transaction."""
+    return rows_read(f"catalog_postings_c{catalog.pk}")
 
 
 def test_the_search_reads_packed_blocks_not_one_index_entry_per_posting(bm25_catalog):
     # given: a query whose terms hold most of the catalog's postings
     query = f"{UBIQUITOUS} {COMMON} cache retry"
-    before = postings_read(bm25_catalog)
+    before, blocks_before = postings_read(bm25_catalog), rows_read("catalog_termblock")
 
     rows, reads = bm25_search(catalog=bm25_catalog, query=query, limit=5)
 
-    # then: the exact top 5, with no entry of the term-major index read
+    # then: the exact top 5, from the terms' blocks alone (fewer rows than postings), no
+    # forward row read
+    held = TermBlock.objects.filter(catalog=bm25_catalog, term_id__in=[t.term_id for t in bm25_terms(
+        bm25_catalog, query)])
     assert reads == 1 and postings_read(bm25_catalog) == before
+    assert rows_read("catalog_termblock") - blocks_before == held.count() < sum(held.values_list("postings", flat=True))
     expected = expected_scores(bm25_catalog, query)
     assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:5], abs=TOLERANCE)
     assert rows == _walk(bm25_catalog, query, 5)

@@ -155,7 +155,7 @@ def test_the_full_status_reports_database_queue_schedules_runs_catalogs_and_size
         ("ops", 2, 1, 2, catalog.chunk_count)
     assert ops["terms"] == catalog.term_count > 0
     sizes = {part["relation"]: part["bytes"] for part in body["storage"]}
-    assert sizes["catalog_chunk_c*_hnsw"] > 0 and sizes["catalog_termposting"] > 0
+    assert sizes["catalog_chunk_c*_hnsw"] > 0 and sizes["catalog_termblock"] > 0 and sizes["catalog_term"] > 0
     assert body["disk"] and body["disk"][0]["total_bytes"] >= body["disk"][0]["used_bytes"] > 0
     assert body["process"]["pid"] > 0 and body["embeddings"]["model"] == "all-MiniLM-L6-v2-int8"
 
