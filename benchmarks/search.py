@@ -120,8 +120,8 @@ def _timed(call: Callable[..., T], times: list[float], *args: object) -> T:
 
 def exact_check(*, catalog: Catalog, queries: list[str], depth: int) -> ExactCheck:
     """How many queries get from bm25_top exactly the rows of bm25_walk, which sums
-    every posting in SQL (the exact evaluation); each timed, after the query's terms
-    are looked up."""
+    every posting of the catalog's forward rows in SQL (the exact evaluation, not the
+    blocks bm25_top reads); each timed, after the query's terms are looked up."""
     identical = 0
     top_times: list[float] = []
     walk_times: list[float] = []
