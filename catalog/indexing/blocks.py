@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from django.db.backends.utils import CursorWrapper
 
+from catalog.indexing.pack import term_blocks_pack
 from catalog.models import TERM_BLOCK_POSTINGS
 
 
@@ -120,9 +121,8 @@ def term_blocks_shrink(cursor: CursorWrapper, catalog_id: int, document_pks: lis
 
 
 def term_blocks_rebuild(cursor: CursorWrapper, catalog_id: int) -> None:
-    """Pack all the catalog's BM25 blocks anew from its forward rows, in one sorted pass
-    (after a bulk load, which does not keep them write by write). The sort gets the
-    memory given to index builds (maintenance_work_mem): it is one, by another name."""
-    cursor.execute("SELECT set_config('work_mem', current_setting('maintenance_work_mem'), true)")
+    """Pack all the catalog's BM25 blocks anew from its forward rows (after a bulk load,
+    which does not keep them write by write), in numpy (catalog.indexing.pack): the same
+    blocks as blocks_sql packs, in a third of the time."""
     cursor.execute("DELETE FROM catalog_termblock WHERE catalog_id = %s", [catalog_id])
-    cursor.execute(INSERT + blocks_sql(forward_sql("p.catalog_id = %(catalog)s")), {"catalog": catalog_id})
+    term_blocks_pack(cursor.cursor, catalog_id, size=TERM_BLOCK_POSTINGS)

@@ -89,6 +89,81 @@ def ranked(chunk_ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int,
     return list(zip(chunk_ids[order].tolist(), scores[order].tolist(), strict=True))
 
 
+@dataclass(frozen=True)
+class BlockBounds:
+    """Blocks known by their bounds alone: each one's first and last chunk id, and the
+    most any of its postings adds to a score (a whole number, like the parts)."""
+
+    firsts: np.ndarray
+    lasts: np.ndarray
+    bounds: np.ndarray
+
+
+# Added to each block's bound: the bound is computed as the parts are, so it already
+# holds; one unit (2**-32 of a score) more guards against a last-place rounding.
+BOUND_MARGIN = 1.0
+
+
+def block_bounds(blocks: Sequence[tuple[int, int, int, int, int]], weights: dict[int, float],
+                 c1: float, c2: float) -> BlockBounds:
+    """Bounds of `blocks`, each (term id, first chunk id, last chunk id, max tf, min dl):
+    a part grows with tf and shrinks with dl, so none in a block exceeds the part of
+    its largest tf at its smallest dl."""
+    columns = np.array(blocks, dtype=np.float64).reshape(-1, 5)
+    weights_of = np.fromiter((weights[row[0]] for row in blocks), dtype=np.float64, count=len(blocks))
+    max_tfs, min_dls = columns[:, 3], columns[:, 4]
+    bounds = np.rint(weights_of * max_tfs / ((max_tfs + c1) + c2 * min_dls)) + BOUND_MARGIN
+    firsts = np.fromiter((row[1] for row in blocks), dtype=np.int64, count=len(blocks))
+    lasts = np.fromiter((row[2] for row in blocks), dtype=np.int64, count=len(blocks))
+    return BlockBounds(firsts, lasts, bounds)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The chunk ids cut where any of some blocks starts or ends (piece i runs from
+    edges[i] up to edges[i + 1]); each block's first piece and the piece past its last;
+    and per piece the sum of the bounds of the blocks covering it (at most one a term),
+    the most those blocks' terms add to the score of a chunk there. One more piece, the
+    last, stands for the ids no block covers: it adds 0."""
+
+    edges: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    reach: np.ndarray
+
+    def of(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """The piece of each chunk id."""
+        pieces = np.searchsorted(self.edges, chunk_ids, side="right") - 1
+        pieces[pieces < 0] = len(self.edges)
+        return pieces
+
+
+def pieces_cut(blocks: BlockBounds) -> Pieces:
+    edges = np.unique(np.r_[blocks.firsts, blocks.lasts + 1])
+    starts, ends = np.searchsorted(edges, blocks.firsts), np.searchsorted(edges, blocks.lasts + 1)
+    covered = np.zeros(len(edges) + 1)
+    np.add.at(covered, starts, blocks.bounds)
+    np.add.at(covered, ends, -blocks.bounds)
+    return Pieces(edges, starts, ends, np.cumsum(covered))
+
+
+def blocks_needed(pieces: Pieces, chunk_ids: np.ndarray, sums: np.ndarray, threshold: float) -> np.ndarray:
+    """Which of the blocks cut into `pieces` (the terms not read yet) may hold a posting
+    of a chunk whose score reaches `threshold`, knowing each chunk's exact sum over the
+    terms read (`chunk_ids`, `sums`; 0 for the chunks they do not hold): in a piece, no
+    chunk scores more than the best sum read there plus the piece's reach. A block is
+    needed when that reaches the threshold in one of its pieces; a chunk scoring the
+    threshold or more then has every block holding it read, and its sum is exact."""
+    if not len(pieces.starts):
+        return np.zeros(0, dtype=bool)
+    best = np.zeros(len(pieces.reach))
+    np.maximum.at(best, pieces.of(chunk_ids), sums)
+    reach = pieces.reach + best
+    bounds = np.maximum.reduceat(reach, np.column_stack((pieces.starts, pieces.ends)).ravel())[::2]
+    needed: np.ndarray = bounds >= threshold
+    return needed
+
+
 def top_allowed(chunk_ids: np.ndarray, scores: np.ndarray, k: int,
                 withheld_among: Callable[[list[int]], set[int]]) -> list[tuple[int, float]]:
     """The best `k` chunks that `withheld_among` (which of these chunk ids are withheld?)

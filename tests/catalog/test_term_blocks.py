@@ -4,11 +4,12 @@ source or a catalog; and migration 0018 builds them for a database that had none
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from catalog.indexing import blocks, writes
+from catalog.indexing import blocks, pack, writes
 from catalog.indexing.removal import catalog_delete, source_delete
 from catalog.models import TermBlock
 from catalog.sources.documents import DocumentInput
@@ -101,6 +102,58 @@ def test_a_block_never_straddles_a_multiple_of_2_to_the_31_in_chunk_ids(db):
         found = cursor.fetchall()
 
     assert found == [(2**31 - 2, 2**31 - 1), (2**31, 2**31 + 5)]
+
+
+def sql_blocks(catalog) -> list[tuple]:
+    """The catalog's blocks as blocks_sql packs them from its forward rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT catalog_id, term_id, first, max, count, max_tf, min_dl, ids, tfs, dls FROM "
+                       f"({blocks.blocks_sql(blocks.forward_sql('p.catalog_id = %s'))}) "
+                       f"r(catalog_id, term_id, first, max, count, max_tf, min_dl, ids, tfs, dls) ORDER BY 2, 3",
+                       [catalog.pk])
+        return [(*row[:7], *map(bytes, row[7:])) for row in cursor.fetchall()]
+
+
+def stored_blocks(catalog) -> list[tuple]:
+    return [(*row[:7], *map(bytes, row[7:])) for row in TermBlock.objects.filter(catalog=catalog).order_by(
+        "term_id", "first_chunk_id").values_list("catalog_id", "term_id", "first_chunk_id", "last_chunk_id",
+                                                 "postings", "max_tf", "min_dl", "chunk_ids", "tfs", "dls")]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 4, 7, 1000])
+def test_the_numpy_pack_makes_the_blocks_sql_makes_whatever_its_batches(make_catalog, small_blocks, batch_rows):
+    # given: a catalog whose terms span many blocks, edited so that ids have gaps
+    catalog = make_catalog("river")
+    import_documents(catalog=catalog, slug="a", documents=documents(0, 30))
+    import_documents(catalog=catalog, slug="b", documents=documents(30, 25))
+    import_documents(catalog=catalog, slug="a", documents=documents(0, 10) + documents(60, 9, variant="delta"))
+    expected = sql_blocks(catalog)
+
+    # when: the blocks are packed anew in numpy, a few forward rows at a time
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM catalog_termblock WHERE catalog_id = %s", [catalog.pk])
+        written = pack.term_blocks_pack(cursor.cursor, catalog.pk, size=3, batch_rows=batch_rows)
+
+    # then: byte for byte the blocks SQL packs (a term's unfilled last block waits for the next batch)
+    assert stored_blocks(catalog) == expected and written == len(expected) > 30
+    assert_searches_exact(catalog)
+
+
+def test_the_numpy_pack_never_straddles_a_multiple_of_2_to_the_31_either():
+    near = np.array([2**31 - 2, 2**31 - 1, 2**31, 2**31 + 5])
+    postings = pack.Postings(terms=np.full(4, 7, np.int32), chunks=near, tfs=np.ones(4, np.int32),
+                             dls=np.full(4, 9, np.int32))
+
+    cut = pack.blocks_cut(postings, 3)
+
+    assert postings.chunks[cut.starts].tolist() == [2**31 - 2, 2**31] and cut.ends.tolist() == [2, 4]
+
+
+def test_the_numpy_pack_of_a_catalog_without_chunks_writes_nothing(make_catalog):
+    catalog = make_catalog("empty")
+    with connection.cursor() as cursor:
+        assert pack.term_blocks_pack(cursor.cursor, catalog.pk) == 0
+    assert stored_blocks(catalog) == []
 
 
 BEFORE = [("catalog", "0017_catalog_partitions")]
