@@ -12,12 +12,15 @@ would do in time.
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.queues
 import re
 import signal
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from queue import Empty
 from types import FrameType
 
 import numpy as np
@@ -25,7 +28,7 @@ from django.db import connection, transaction
 
 from benchmarks.common import BenchmarkError, Log
 from catalog.indexing.bulk import bulk_loads_recover, catalog_bulk_load
-from catalog.indexing.chunks import prepare_chunks
+from catalog.indexing.chunks import PreparedChunk, prepare_chunks
 from catalog.indexing.writes import source_replace_rows
 from catalog.models import Catalog, Chunk, ReferenceSource
 from catalog.progress import Progress
@@ -113,12 +116,12 @@ def synthetic_documents(texts: list[str], vectors: np.ndarray, vocabulary: list[
 
 
 def synthetic_source_write(*, catalog: Catalog, slug: str, documents: list[DocumentInput],
-                           vectors: np.ndarray) -> int:
-    """Write pre-embedded documents as one upload source; the chunks written."""
+                           vectors: np.ndarray, prepared: list[PreparedChunk]) -> int:
+    """Write pre-embedded documents, `prepared` as chunks, as one upload source; the
+    chunks written."""
     source = ReferenceSource(catalog=catalog, slug=slug, name=slug, kind=ReferenceSource.Kind.UPLOAD, location=slug)
     source.full_clean()
     source.save()
-    prepared = prepare_chunks(catalog, documents, embedder=None)
     if len(prepared) != len(documents):
         raise BenchmarkError(f"{slug}: {len(documents)} documents made {len(prepared)} chunks, expected one each")
     source_replace_rows(source, Collected(documents, [], ""), prepared, vectors)
@@ -175,29 +178,78 @@ def bulk_tables_vacuum(catalog: Catalog) -> None:
         cursor.execute("VACUUM (ANALYZE) catalog_termblock")
 
 
+Batch = tuple[int, list[DocumentInput], np.ndarray, list[PreparedChunk]]  # first number, documents, vectors, chunks
+
+
+def _batches_make(catalog: Catalog, texts: list[str], vectors: np.ndarray, chunks: int, seed: int, sigma: float,
+                  out: multiprocessing.queues.Queue[Batch | None]) -> None:
+    """Make the synthetic sources' documents, vectors and chunks in order (one random
+    generator: the same catalog for the same seed), each batch put on `out`; None after
+    the last. Touches no database."""
+    rng = np.random.default_rng(seed)
+    vocabulary = vocabulary_of(texts)
+    for start in range(0, chunks, SOURCE_ROWS):
+        documents, jittered = synthetic_documents(texts, vectors, vocabulary, start=start,
+                                                  count=min(SOURCE_ROWS, chunks - start), rng=rng, sigma=sigma)
+        out.put((start, documents, jittered, prepare_chunks(catalog, documents, embedder=None)))
+    out.put(None)
+
+
+@contextmanager
+def synthetic_batches(catalog: Catalog, texts: list[str], vectors: np.ndarray, *, chunks: int, seed: int,
+                      sigma: float) -> Iterator[Iterator[Batch]]:
+    """The synthetic sources, made by a forked process while this one writes the batch
+    before (on two cores the analysis and the database's work overlap). The child
+    inherits this process's database connection and never uses it; it is stopped when
+    the build ends, however it ends."""
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.queues.Queue[Batch | None] = context.Queue(maxsize=2)
+    maker = context.Process(target=_batches_make, args=(catalog, texts, vectors, chunks, seed, sigma, queue),
+                            daemon=True, name="synthetic batches")
+    maker.start()
+
+    def batches() -> Iterator[Batch]:
+        while True:
+            try:
+                batch = queue.get(timeout=BATCH_WAIT_S)
+            except Empty:
+                if maker.is_alive():
+                    continue
+                raise BenchmarkError(f"the process making the synthetic batches died (exit {maker.exitcode})") from None
+            if batch is None:
+                return
+            yield batch
+
+    try:
+        yield batches()
+    finally:
+        maker.terminate()
+        maker.join()
+
+
+BATCH_WAIT_S = 5.0  # how often the writer checks that the maker of its batches is alive
+
+
 def bench_catalog_build(*, base: Catalog, chunks: int, seed: int, sigma: float, log: Log,
                         progress: Progress | None = None) -> Catalog:
     """A fresh `bench-<chunks>` catalog grown from `base` (see the module docstring): a
     bulk load (catalog.indexing.bulk), its HNSW index and BM25 blocks built once after
     its rows, however the build ends (an error, Ctrl-C, TERM)."""
-    rng = np.random.default_rng(seed)
     texts, vectors = base_chunks(base)
-    vocabulary = vocabulary_of(texts)
     catalog = Catalog(slug=f"bench-{chunks}", name=f"{BENCH_NAME}{chunks} synthetic chunks",
                       description=f"Synthetic chunks grown from {base.slug} (seed {seed}, sigma {sigma}).")
     catalog.full_clean()
     catalog.save()
     started = time.perf_counter()
-    with terminate_raises(), catalog_bulk_load(catalog, across_writes=True, memory=BUILD_MEMORY):
-        for start in range(0, chunks, SOURCE_ROWS):
-            count = min(SOURCE_ROWS, chunks - start)
-            documents, jittered = synthetic_documents(texts, vectors, vocabulary, start=start, count=count,
-                                                      rng=rng, sigma=sigma)
+    with (terminate_raises(), catalog_bulk_load(catalog, across_writes=True, memory=BUILD_MEMORY),
+          synthetic_batches(catalog, texts, vectors, chunks=chunks, seed=seed, sigma=sigma) as batches):
+        for start, documents, jittered, prepared in batches:
             synthetic_source_write(catalog=catalog, slug=f"synthetic-{start // SOURCE_ROWS:03d}",
-                                   documents=documents, vectors=jittered)
-            log(f"  {catalog.slug}: {start + count}/{chunks} chunks written ({time.perf_counter() - started:.0f}s)")
+                                   documents=documents, vectors=jittered, prepared=prepared)
+            written = start + len(documents)
+            log(f"  {catalog.slug}: {written}/{chunks} chunks written ({time.perf_counter() - started:.0f}s)")
             if progress:
-                progress("build", start + count, chunks)
+                progress("build", written, chunks)
         log(f"  building {catalog.slug}'s HNSW index and BM25 blocks ({time.perf_counter() - started:.0f}s)")
     catalog.refresh_from_db()
     return catalog
