@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import statistics
 import time
 from collections.abc import Callable
@@ -170,6 +172,10 @@ def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: boo
     if not base_only:
         bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma,
                                               log=log, progress=progress)
+        # What the build left in this process is not the searches' to pay for: without
+        # this, the cyclic collector's full passes over it landed in the timed queries.
+        gc.collect()
+        gc.freeze()
     if get_embedder() is None:
         raise BenchmarkError("no embedding model loaded: vector and hybrid latency cannot be measured")
     runs: dict[tuple[str, str], list[LatencyReport]] = {}

@@ -9,9 +9,8 @@ term ids and tfs) are the reference (bm25_walk), and give the scores of given ch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
-import numpy as np
 import psycopg
 from django.conf import settings
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
@@ -161,50 +160,16 @@ def _binary_cursor() -> CursorWrapper:
     return CursorDebugWrapper(raw, connection) if connection.queries_logged else CursorWrapper(raw, connection)
 
 
-# Below this many postings in all, a query's blocks are read whole in one statement;
-# from it on, the rarest terms' first (up to FIRST_SHARE of the postings), then only
-# the other terms' blocks that may hold a chunk of the top (retrieval.search.blockscore).
-SKIP_POSTINGS_MIN = 50_000
-FIRST_SHARE = 0.5
-# Past this share of the other terms' blocks needed, they are read whole, a range scan
-# per term, rather than each by its key.
-KEYED_SHARE_MAX = 0.5
-
-
-def _first_terms(terms: list[bm25.QueryTerm]) -> list[int]:
-    """The terms whose blocks are read whole: all when their postings are few; else the
-    rarest, while they hold at most FIRST_SHARE of the postings (at least one)."""
-    total = sum(t.df for t in terms)
-    if total < SKIP_POSTINGS_MIN:
-        return [t.term_id for t in terms]
-    first: list[int] = []
-    held = 0
-    for term in sorted(terms, key=lambda t: (t.df, t.term_id)):
-        if first and held + term.df > FIRST_SHARE * total:
-            break
-        first.append(term.term_id)
-        held += term.df
-    return first
-
-
-def _threshold(chunk_ids: np.ndarray, sums: np.ndarray, limit: int,
-               withheld_among: Callable[[list[int]], set[int]] | None) -> float:
-    """A score the `limit`-th best allowed chunk reaches: the `limit`-th best sum read
-    so far among the allowed chunks (a sum read so far never exceeds the whole score);
-    0 when fewer are known."""
-    best = blockscore.ranked(chunk_ids, sums, 2 * limit if withheld_among else limit)
-    hidden = withheld_among([chunk for chunk, _ in best]) if withheld_among and best else set()
-    allowed = [score for chunk, score in best if chunk not in hidden]
-    return allowed[limit - 1] if len(allowed) >= limit else 0.0
-
-
-def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
-                 withheld: Collection[int]) -> tuple[list[Row], int]:
+def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int]) -> list[Row]:
     """The exact top `limit` outside the withheld sources, scored in numpy from the
-    terms' packed postings (catalog_termblock; retrieval.search.blockscore), skipping
-    the blocks that cannot hold a chunk of the top; and the statements that read blocks."""
+    terms' packed postings (catalog_termblock; retrieval.search.blockscore)."""
     weights = {t.term_id: _scaled_weight(t) for t in terms}
-    c1, c2 = _score_constants(catalog)
+    with _binary_cursor() as cursor:
+        cursor.execute("SELECT term_id, first_chunk_id, chunk_ids, tfs, dls FROM catalog_termblock "
+                       "WHERE catalog_id = %s AND term_id = ANY(%s::int[])", [catalog.pk, list(weights)])
+        rows = cursor.fetchall()
+    postings = blockscore.postings_decode(rows, weights)
+    chunk_ids, sums = blockscore.chunk_sums(postings.chunk_ids, blockscore.parts(postings, *_score_constants(catalog)))
     documents: dict[int, int] = {}
 
     def withheld_among(chunks: list[int]) -> set[int]:
@@ -216,52 +181,6 @@ def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
         documents.update((chunk, document) for chunk, document, _ in found)
         return {chunk for chunk, _, hidden in found if hidden}
 
-    first = _first_terms(terms)
-    with _binary_cursor() as cursor:
-        cursor.execute("""
-            SELECT term_id, first_chunk_id, last_chunk_id, max_tf, min_dl, chunk_ids, tfs, dls
-            FROM catalog_termblock WHERE catalog_id = %(catalog)s AND term_id = ANY(%(first)s::int[])
-            UNION ALL
-            SELECT term_id, first_chunk_id, last_chunk_id, max_tf, min_dl, NULL, NULL, NULL
-            FROM catalog_termblock WHERE catalog_id = %(catalog)s AND term_id = ANY(%(rest)s::int[])
-        """, {"catalog": catalog.pk, "first": first, "rest": [t for t in weights if t not in set(first)]})
-        rows = cursor.fetchall()
-    read = [(row[0], row[1], row[5], row[6], row[7]) for row in rows if row[5] is not None]
-    rest = [row[:5] for row in rows if row[5] is None]
-    chunk_ids, sums = _block_sums(read, weights, c1, c2)
-    if not rest:
-        return _bm25_top(chunk_ids, sums, limit, withheld_among, documents), 1
-    pieces = blockscore.pieces_cut(blockscore.block_bounds(rest, weights, c1, c2))
-    threshold = _threshold(chunk_ids, sums, limit, withheld_among if withheld else None)
-    needed = blockscore.blocks_needed(pieces, chunk_ids, sums, threshold)
-    keys = [rest[i] for i in np.flatnonzero(needed).tolist()]
-    if keys:
-        with _binary_cursor() as cursor:
-            if len(keys) > KEYED_SHARE_MAX * len(rest):  # most of them: one range scan a term
-                cursor.execute("SELECT term_id, first_chunk_id, chunk_ids, tfs, dls FROM catalog_termblock "
-                               "WHERE catalog_id = %s AND term_id = ANY(%s::int[])",
-                               [catalog.pk, sorted({key[0] for key in keys})])
-            else:
-                cursor.execute("""
-                    SELECT b.term_id, b.first_chunk_id, b.chunk_ids, b.tfs, b.dls
-                    FROM unnest(%s::int[], %s::bigint[]) AS k(term_id, first_chunk_id)
-                    JOIN catalog_termblock b ON b.catalog_id = %s AND b.term_id = k.term_id
-                     AND b.first_chunk_id = k.first_chunk_id
-                """, [[key[0] for key in keys], [key[1] for key in keys], catalog.pk])
-            more_ids, more_sums = _block_sums(cursor.fetchall(), weights, c1, c2)
-        chunk_ids, sums = blockscore.chunk_sums(np.r_[chunk_ids, more_ids], np.r_[sums, more_sums])
-    return _bm25_top(chunk_ids, sums, limit, withheld_among, documents), 1 + bool(keys)
-
-
-def _block_sums(rows: list[blockscore.BlockRow], weights: dict[int, float], c1: float,
-                c2: float) -> tuple[np.ndarray, np.ndarray]:
-    """Each chunk the blocks `rows` hold (ascending) and the sum of its parts in them."""
-    postings = blockscore.postings_decode(rows, weights)
-    return blockscore.chunk_sums(postings.chunk_ids, blockscore.parts(postings, c1, c2))
-
-
-def _bm25_top(chunk_ids: np.ndarray, sums: np.ndarray, limit: int, withheld_among: Callable[[list[int]], set[int]],
-              documents: dict[int, int]) -> list[Row]:
     best = blockscore.top_allowed(chunk_ids, sums, limit, withheld_among)
     return [(chunk, documents[chunk], score / SCALE) for chunk, score in best]
 
@@ -279,7 +198,7 @@ def bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
     """bm25_search over a query's terms."""
     if not terms:
         return [], 0
-    return _bm25_blocks(catalog, terms, limit, withheld)
+    return _bm25_blocks(catalog, terms, limit, withheld), 1
 
 
 def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:
@@ -290,14 +209,9 @@ def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> di
 def bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:
     if not terms or not chunk_pks:
         return {}
-    return {chunk: score / SCALE for chunk, score in _sums(catalog, terms, chunk_pks).items()}
-
-
-def _sums(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:
-    """Scores (in units of 2**-32) of the given chunks, read from their forward rows."""
     params = _score_params(catalog)
     params["chunks"] = chunk_pks
     candidates = "(SELECT unnest(%(chunks)s::bigint[]) AS chunk_id, 0::float8 AS score)"
     with read_connection().cursor() as cursor:
         cursor.execute(_probe_sql(terms, params, candidates, "q"), params)
-        return dict(cursor.fetchall())
+        return {chunk: score / SCALE for chunk, score in cursor.fetchall()}

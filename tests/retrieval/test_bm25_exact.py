@@ -19,8 +19,7 @@ from rank_bm25 import BM25Okapi
 from catalog.analysis import analyze
 from catalog.models import Catalog, Chunk, TermBlock
 from catalog.sources.documents import DocumentInput
-from catalog.indexing import pack
-from retrieval.search import blockscore, bm25, lexical
+from retrieval.search import bm25, lexical
 from retrieval.search.lexical import bm25_scores_for, bm25_search, bm25_terms, bm25_walk
 from tests.factories import import_documents
 
@@ -114,32 +113,10 @@ def _walk(catalog, query: str, limit: int, withheld=()) -> list:
     return bm25_walk(catalog, bm25_terms(catalog, query), limit, withheld)
 
 
-SMALL_BLOCKS = 2  # postings per block where the skipping is tested: many blocks on a small corpus
-
-
-def blocks_repack(catalog, size: int = SMALL_BLOCKS) -> None:
-    """Pack the catalog's BM25 blocks anew, `size` postings each."""
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM catalog_termblock WHERE catalog_id = %s", [catalog.pk])
-        pack.term_blocks_pack(cursor.cursor, catalog.pk, size=size)
-
-
-def _skipping(catalog, query: str, limit: int, withheld=()) -> list:
-    """The search over blocks of 2 postings, always reading the rarest term first and
-    skipping the other terms' blocks that cannot reach the top (the engine patched)."""
-    blocks_repack(catalog)
-    return _blocks(catalog, query, limit, withheld)
-
-
-# The search (reading every block, or skipping), and the reference walk with its terms
-# merged range by range (up to MERGED_TERMS_MAX) or joined (0: past it).
-ENGINES = [pytest.param((_blocks, None), id="blocks"), pytest.param((_skipping, None), id="skipping"),
-           pytest.param((_walk, lexical.MERGED_TERMS_MAX), id="merged"), pytest.param((_walk, 0), id="joined")]
-
-
-def skip_always(monkeypatch) -> None:
-    monkeypatch.setattr(lexical, "SKIP_POSTINGS_MIN", 0)
-    monkeypatch.setattr(lexical, "FIRST_SHARE", 0.0)
+# The search, and the reference walk with its terms merged range by range (up to
+# MERGED_TERMS_MAX) or joined (0: past it).
+ENGINES = [pytest.param((_blocks, None), id="blocks"), pytest.param((_walk, lexical.MERGED_TERMS_MAX), id="merged"),
+           pytest.param((_walk, 0), id="joined")]
 
 
 @pytest.fixture(params=ENGINES)
@@ -147,8 +124,6 @@ def engine(request, monkeypatch):
     run, merged_terms_max = request.param
     if merged_terms_max is not None:
         monkeypatch.setattr(lexical, "MERGED_TERMS_MAX", merged_terms_max)
-    if run is _skipping:
-        skip_always(monkeypatch)
     return run
 
 
@@ -255,34 +230,6 @@ def test_the_search_reads_packed_blocks_not_one_index_entry_per_posting(bm25_cat
     expected = expected_scores(bm25_catalog, query)
     assert [s for _, _, s in rows] == pytest.approx(sorted(expected.values(), reverse=True)[:5], abs=TOLERANCE)
     assert rows == _walk(bm25_catalog, query, 5)
-
-
-def test_skipping_reads_fewer_blocks_and_ranks_as_the_walk_on_random_queries(bm25_catalog, monkeypatch):
-    # given: the catalog's blocks 2 postings each, the search skipping whenever it can,
-    # and the blocks it decodes counted
-    skip_always(monkeypatch)
-    blocks_repack(bm25_catalog)
-    decoded = []
-    decode = blockscore.postings_decode
-    monkeypatch.setattr(blockscore, "postings_decode", lambda rows, weights: decoded.append(len(rows)) or decode(
-        rows, weights))
-    words = [*VOCABULARY, COMMON, UBIQUITOUS, "kiwi", "mango", "zebra", "quokka"]
-    rng = random.Random(7)
-    held = skipped = 0
-    for _ in range(60):
-        query = " ".join(rng.choice(words) for _ in range(rng.randint(2, 7)))
-        limit = rng.choice([1, 2, 3, 5, 10])
-        terms = bm25_terms(bm25_catalog, query)
-        decoded.clear()
-
-        rows, _ = bm25_search(catalog=bm25_catalog, query=query, limit=limit)
-
-        # then: the walk's top, scores and order, bit for bit
-        assert rows == _walk(bm25_catalog, query, limit), (query, limit)
-        blocks = TermBlock.objects.filter(catalog=bm25_catalog, term_id__in=[t.term_id for t in terms]).count()
-        held += blocks
-        skipped += blocks - sum(decoded)
-    assert skipped > held / 20, f"the search must leave out blocks that cannot reach the top ({skipped} of {held})"
 
 
 @pytest.mark.parametrize(("query", "limit"), [
