@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import gc
-
 import statistics
 import time
 from collections.abc import Callable
