@@ -6,8 +6,9 @@ TERM_BLOCK_POSTINGS, never across a multiple of 2**31 in chunk ids); each term's
 unfilled block waits for the next batch, so batching changes no block; the blocks go
 back by binary COPY. Memory stays bounded by the batch, whatever the catalog's size.
 
-SQL packs the same rows in about three times the time: it sorts the unnested postings
-twice, for two window functions, and aggregates three ordered string_agg per block.
+SQL (blocks_sql) packs the same blocks in six times the time at 1M chunks (277 s against
+41): it sorts the unnested postings twice, for two window functions, and aggregates three
+ordered string_agg per block.
 """
 
 from __future__ import annotations
