@@ -378,7 +378,7 @@ class IndexRun(models.Model):
 
 
 class Agent(models.Model):
-    """An API caller and its profile (seed 003): which catalogs it may read, which
+    """An API caller and its profile: which catalogs it may read, which
     references it starts with, how they reach it (preloaded into its instructions or
     searched with rag_search), and the thresholds detection uses for it.
 

@@ -254,10 +254,10 @@ LECTERN_RUNTIME_POLL_SECONDS = env_int("LECTERN_RUNTIME_POLL_SECONDS", 5, minimu
 # ~0.2 ms a token on two cores: `manage.py bench_enrich` measures each head length's
 # latency and recall).
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
-# Conversations (issue 14): at most this many messages in one call (the body's size is
+# Conversations: at most this many messages in one call (the body's size is
 # bounded by LECTERN_MAX_BODY_BYTES as well).
 LECTERN_CONVERSATION_MAX_MESSAGES = env_int("LECTERN_CONVERSATION_MAX_MESSAGES", 2000, minimum=1)
-# Memory (seed 001): a memory's relevance to a message is boosted by its recency,
+# Memory: a memory's relevance to a message is boosted by its recency,
 # score = relevance * (1 + weight * 2^(-age / half-life)) / (1 + weight): a memory stored
 # just now keeps its whole relevance, a very old one 1 / (1 + weight) of it.
 LECTERN_MEMORY_HALF_LIFE_DAYS = env_float("LECTERN_MEMORY_HALF_LIFE_DAYS", 30.0, minimum=0.01)
@@ -266,7 +266,7 @@ LECTERN_MEMORY_MAX_CHARS = env_int("LECTERN_MEMORY_MAX_CHARS", 10_000, minimum=1
 # An end user with at most this many memories has them ranked by meaning exactly (sorted);
 # more, and the HNSW index is walked.
 LECTERN_MEMORY_EXACT_MAX = env_int("LECTERN_MEMORY_EXACT_MAX", 5000, minimum=0)
-# Conversation retrieval (seed 002) embeds and searches once per query chunk (a chunk is
+# Conversation retrieval embeds and searches once per query chunk (a chunk is
 # what the model reads whole, about 1,000 characters): a conversation that makes more
 # chunks than this is refused, with a 400 saying so.
 LECTERN_CONVERSATION_MAX_CHUNKS = env_int("LECTERN_CONVERSATION_MAX_CHUNKS", 100, minimum=1)
@@ -299,7 +299,7 @@ LECTERN_AUDIT_CHECKPOINT_KEY = env_str("LECTERN_AUDIT_CHECKPOINT_KEY", "")
 LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS = env_list("LECTERN_AUDIT_CHECKPOINT_KEY_FALLBACKS", [], sep=",")
 LECTERN_AUDIT_CHECKPOINT_MINUTES = env_int("LECTERN_AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 
-# --- Outbound requests (issue 20, item 7) ------------------------------------------------
+# --- Outbound requests ------------------------------------------------
 # Webhook deliveries (and later git and web sources) never reach loopback, private,
 # link-local (cloud metadata), multicast, unspecified or reserved addresses, checked when
 # a URL is registered and again, after resolving it, before each request
@@ -307,7 +307,7 @@ LECTERN_AUDIT_CHECKPOINT_MINUTES = env_int("LECTERN_AUDIT_CHECKPOINT_MINUTES", 5
 # 127.0.0.0/8 for a receiver on this machine, 10.0.0.0/8 for one on a private network.
 LECTERN_OUTBOUND_ALLOWED_NETWORKS = env_networks("LECTERN_OUTBOUND_ALLOWED_NETWORKS", [])
 
-# --- Sign-in and browser hardening (issue 20, item 9) -------------------------------------
+# --- Sign-in and browser hardening -------------------------------------
 # Passwords: Django's four validators wherever one is set (changepassword, createsuperuser,
 # the admin's user forms, the demo's admin).
 AUTH_PASSWORD_VALIDATORS = [

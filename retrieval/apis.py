@@ -205,7 +205,7 @@ def withheld_report(withheld: list[WithheldHits]) -> dict[str, Any]:
     return {"count": sum(entry.count or 0 for entry in withheld), "sources": [entry.__dict__ for entry in withheld]}
 
 
-# --- conversation retrieval (seed 002) ------------------------------------------------------
+# --- conversation retrieval ------------------------------------------------------
 
 QUERY_CHUNK_EXCERPT_CHARS = 200
 
@@ -230,7 +230,7 @@ class ConversationCountsSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class ConversationSearchApi(APIView):
-    """Conversation retrieval (seed 002): a catalog's passages for every topic of a
+    """Conversation retrieval: a catalog's passages for every topic of a
     conversation, one query per chunk of it."""
 
     class InputSerializer(serializers.Serializer[None]):

@@ -1,5 +1,5 @@
-"""Agent-facing enrichment API (seed 000): enrich, listReferences, selectReferences,
-traces, reading a selected reference's files, and the startup instructions (seed 003).
+"""Agent-facing enrichment API: enrich, listReferences, selectReferences,
+traces, reading a selected reference's files, and the startup instructions.
 
 Responses are rendered through the output serializers, so the published schema is
 the code's: a trace's steps (one shape per pass) are the one part stored as JSON and
@@ -166,7 +166,7 @@ def enrich_response(user: RequestUser, params: dict[str, Any]) -> dict[str, Any]
         "trace_id": result.trace.id, "took_ms": result.trace.took_ms, "degraded": result.degraded}).data
 
 
-# --- conversations (seed 001) ----------------------------------------------------------------
+# --- conversations ----------------------------------------------------------------
 
 
 class ConversationOptionsSerializer(serializers.Serializer[None]):
@@ -212,7 +212,7 @@ class TokensSerializer(serializers.Serializer[dict[str, Any]]):
 
 class EnrichConversationApi(APIView):
     """A whole conversation, returned with facts and context postfixed onto its newest user
-    message (seed 001); what Lectern added to earlier turns is removed exactly."""
+    message; what Lectern added to earlier turns is removed exactly."""
 
     class InputSerializer(serializers.Serializer[None]):
         messages = messages_field(help_text="The conversation, oldest first, as the client holds it (what it "

@@ -1,5 +1,5 @@
-"""POST /api/v1/evaluations and GET /api/v1/evaluations/{id} (seed 004's eval endpoint,
-done by the worker): start a run of a catalog's search modes on a stored test set or on
+"""POST /api/v1/evaluations and GET /api/v1/evaluations/{id} (the
+run done by the worker): start a run of a catalog's search modes on a stored test set or on
 one uploaded in the body, then follow it: progress, per-mode metrics and latency, and
 wins, ties and losses between every two modes.
 

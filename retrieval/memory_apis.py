@@ -1,4 +1,4 @@
-"""Facts and memory over the API (seed 001), an agent's own, per end user: facts set,
+"""Facts and memory over the API, an agent's own, per end user: facts set,
 listed and deleted; memories stored (`store_memory`), listed or searched, exported, and
 erased at the end user's request (audited). Only an agent's token reaches them: they are
 the agent's (curators see them on the agent's page)."""

@@ -16,8 +16,8 @@ from catalog.embedder import DIMENSIONS
 
 
 class SourceProfile(models.Model):
-    """A source's description and tags embedded for semantic detection (seed 000's
-    "embed descriptions + tags"), recomputed when that text or the model changes."""
+    """A source's description and tags embedded for semantic detection,
+    recomputed when that text or the model changes."""
 
     source = models.OneToOneField("catalog.ReferenceSource", on_delete=models.CASCADE, primary_key=True,
                                   related_name="profile")
@@ -193,7 +193,7 @@ class EvaluationQuery(models.Model):
         return f"{self.query_id} in evaluation {self.run_id}"
 
 
-# --- facts and memory (seed 001), per agent and end user -------------------------------------
+# --- facts and memory, per agent and end user -------------------------------------
 
 END_USER_MAX = 200  # characters of an end user's id, as the agent names them
 

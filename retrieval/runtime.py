@@ -1,4 +1,4 @@
-"""What each process caches, and resetting it in every process (seed 004's reset).
+"""What each process caches, and resetting it in every process.
 
 A process keeps two things in memory: the embedding model (catalog.embedder, loaded
 once, or the reason it could not be, remembered until reset) and each catalog's

@@ -1,4 +1,4 @@
-"""GET /api/v1/status and POST /api/v1/status/reset (seed 004's status and reset).
+"""GET /api/v1/status and POST /api/v1/status/reset.
 
 Status: the embeddings to anyone signed in or holding a token (which search modes work);
 everything retrieval.status reports to people with a role; its own catalogs' indexes and
@@ -171,7 +171,7 @@ class StatusSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class StatusApi(APIView):
-    """Whether vector search is available, and with which model (seed 004's status); for
+    """Whether vector search is available, and with which model; for
     people with a role also the database and its extensions, the task queue and failed
     tasks, the schedules and the last scan, every catalog's index, index sizes and disk
     use; for a curator agent the process and its own catalogs' indexes and index runs."""

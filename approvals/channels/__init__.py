@@ -11,5 +11,5 @@ webhooks/delivery.py   delivery_attempt: claim, sign, POST, record, back off
 webhooks/inbound.py    signed decisions coming back: verify, refuse replays, decide
 webhooks/apis.py       POST /api/v1/approvals/{id}/decision; curators' endpoint and
                        delivery endpoints
-files.py               the decision-file directory (seed 000)
+files.py               the decision-file directory
 """

@@ -1,4 +1,4 @@
-"""The decision-file channel (seed 000): a JSON file of decisions dropped into
+"""The decision-file channel: a JSON file of decisions dropped into
 LECTERN_DECISION_DIR is applied once, all or nothing, then moved aside.
 
 A file is `{"request_id": 17, "fingerprint": "9f2c...", "verdict": "approve", "reviewer":

@@ -1,4 +1,4 @@
-"""Sentence- and block-aware chunking with byte offsets (seed 003), pure Python.
+"""Sentence- and block-aware chunking with byte offsets, pure Python.
 
 A chunk may start only at a boundary: after a sentence end (. ! ? and their closing
 quotes, brackets or emphasis, then whitespace, a line break included; a CJK end needs

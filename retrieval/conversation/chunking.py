@@ -1,4 +1,4 @@
-"""A conversation's markdown cut into query chunks (seed 002), pure.
+"""A conversation's markdown cut into query chunks, pure.
 
 Whole paragraphs (text between blank lines) are packed into chunks of at most
 `max_tokens` model tokens, what the embedding model reads whole, so that every word of

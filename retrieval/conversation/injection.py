@@ -1,4 +1,4 @@
-"""Conversation enrichment (seed 001): a whole conversation in, the same conversation
+"""Conversation enrichment: a whole conversation in, the same conversation
 out with `[facts: ...]` and `[context: ...]` postfixed onto its newest user message.
 
 - Never into the system prompt, never as a separate message: the prompt cache of a

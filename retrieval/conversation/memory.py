@@ -1,8 +1,8 @@
-"""Facts and memory (seed 001), kept per agent and end user.
+"""Facts and memory, kept per agent and end user.
 
 Facts are key=value pairs the agent sets and deletes. Memories are what the agent asks
 to remember (`store_memory`): the same text stored twice is one entry, remembered again.
-A message finds memories two ways, by its keywords (seed 001's extraction: the share of
+A message finds memories two ways, by its keywords (the share of
 the message's keywords a memory holds) and by meaning (cosine similarity of the two
 embeddings); a memory's relevance is the better of the two, and its score that
 relevance boosted by recency (settings.LECTERN_MEMORY_*). Only the end user's erasure

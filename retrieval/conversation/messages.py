@@ -23,6 +23,6 @@ def messages_of(items: Sequence[dict[str, str]]) -> list[Message]:
 
 def conversation_markdown(messages: Sequence[Message]) -> str:
     """The conversation as markdown, a section per message with its role, paragraphs
-    kept: what the storage chunker splits (seed 002's consolidation)."""
+    kept: what the storage chunker splits."""
     return "\n\n".join(f"## Message {number}\n**Role:** {message.role}\n\n{message.content.strip()}"
                        for number, message in enumerate(messages, start=1) if message.content.strip())

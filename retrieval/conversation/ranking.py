@@ -1,6 +1,6 @@
 """What conversation retrieval does with the hits of all its query chunks, pure: one
-entry per catalog chunk, the best `n` per document (seed 002's dedup), and maximal
-marginal relevance (seed 002's "future enhancement") to trade similarity for variety."""
+entry per catalog chunk, the best `n` per document, and maximal
+marginal relevance to trade similarity for variety."""
 
 from __future__ import annotations
 

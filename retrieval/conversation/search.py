@@ -1,4 +1,4 @@
-"""Conversation retrieval (seed 002): a catalog's passages for every topic of a
+"""Conversation retrieval: a catalog's passages for every topic of a
 conversation, not only the one a single query of it would average towards.
 
 conversation_search() runs:
@@ -19,7 +19,7 @@ conversation_search() runs:
      names them (retrieval.search.selectors.withheld_named): where its policies disclose
      matches, its chunks as similar to some query chunk as the least similar hit shown
      counted (never shown) and the agent's approval request raised when some are
-The counts of seed 002's log (chunks, results, deduplicated, final) are logged at INFO
+The counts of each retrieval (chunks, results, deduplicated, final) are logged at INFO
 and returned; the conversation's text is never logged.
 """
 
@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 APPROXIMATE, EXACT = "approximate", "exact"
 SEARCH_MODES = (APPROXIMATE, EXACT)
-# Chunks each query chunk fetches per chunk kept: seed 002's `chunks_per_query` (5 per
+# Chunks each query chunk fetches per chunk kept: `chunks_per_query` (5 per
 # chunk query, for its top 5), with room for what per-document dedup drops.
 CHUNK_QUERY_DEPTH = 5
 MMR_POOL = 5  # MMR picks top_k among the top_k x this most similar
@@ -68,7 +68,7 @@ class ConversationTooLong(ValueError):
 @dataclass(frozen=True)
 class ConversationOptions:
     top_k: int = 10
-    per_document: int = 1  # chunks kept per document (seed 002's n)
+    per_document: int = 1  # chunks kept per document
     mmr_lambda: float | None = None  # None or 1: no MMR
     min_similarity: float = 0.0  # cosine; weaker hits are dropped before dedup
     mode: str = APPROXIMATE
@@ -116,7 +116,7 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     vectors = [vector_literal(v) for v in embedder.embed(chunks)] if chunks else []
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     # Each query chunk could fill the answer alone: top_k documents of per_document
-    # chunks, five times over (seed 002), for the chunks dedup drops.
+    # chunks, five times over, for the chunks dedup drops.
     depth = options.top_k * options.per_document * CHUNK_QUERY_DEPTH
     found = [Candidate(chunk, document, similarity, index)
              for index, vector in enumerate(vectors)

@@ -24,7 +24,7 @@ MODE_HELP = {
     "bm25": "exact BM25 over the catalog's terms",
     "vector": "nearest chunks by meaning",
     "hybrid": "BM25 and vector fused by rank",
-    "bm25_tiebreak": "BM25, vector breaks its ties (seed 004)",
+    "bm25_tiebreak": "BM25, vector breaks its ties",
 }
 assert set(MODE_HELP) == set(MODES)
 STORED, UPLOAD = "stored", "upload"

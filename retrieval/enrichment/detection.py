@@ -74,7 +74,7 @@ class SourceCard:
         return "/".join(literal) + "/"
 
     def profile_text(self, head: str = "") -> str:
-        """What semantic detection compares a text with: seed 000's name, description
+        """What semantic detection compares a text with: name, description
         and tags as natural language, then the head of the reference's main document
         (a description alone is often too terse to meet a paraphrase)."""
         text = f"{self.name}. {self.description}".strip()

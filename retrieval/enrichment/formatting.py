@@ -1,4 +1,4 @@
-"""The text Lectern injects: hint blocks (seed 000's format), reference expansions,
+"""The text Lectern injects: hint blocks, reference expansions,
 reading context, startup instructions. Pure.
 
 What enrichment appends to a text (an injection: its blocks) ends the text with a signed
@@ -24,7 +24,7 @@ HINT_HEADER = "**Reference sources available** — use `selectReferences` with I
 _MARKER = re.compile(r"<!-- lectern ([0-2]) ([0-9]{1,9}) ([0-9a-f]{32}) -->")  # a text's last line
 
 # What each conventional sub-folder of a reference holds, and what to do with it
-# (seed 000's `contents` annotations: directives, not just file lists).
+# (`contents` annotations: directives, not just file lists).
 CONTENT_KINDS = {
     "templates": "start from these files and keep their structure",
     "validation": "check your result against these before you finish",

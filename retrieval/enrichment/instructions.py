@@ -1,4 +1,4 @@
-"""An agent's startup instructions (seed 003): its AUTO sources' content within the token
+"""An agent's startup instructions: its AUTO sources' content within the token
 budget, its preselected sources resolved transitively (their content too for `preload`
 agents), and the rag_search hint for `rag` agents."""
 

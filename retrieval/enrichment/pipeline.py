@@ -1,4 +1,4 @@
-"""Enrichment (seed 000): the passes that run over every prompt and tool result. Every
+"""Enrichment: the passes that run over every prompt and tool result. Every
 injection passes `approvals.selectors.injection_decisions`; every enrichment is stored
 as a Trace saying which pass found what and why it was injected, hinted or withheld.
 """
@@ -130,7 +130,7 @@ class _Passes:
         pass that reads content (the semantic profile holds the head of a source's main
         document; the path pass, its documents' paths) may find them, score them or let
         them move another's threshold, or whether a prompt matches the withheld text
-        would show in the hints, the trace and the requests raised (issue 20). Mentions
+        would show in the hints, the trace and the requests raised. Mentions
         and tags, which name sources by what any listing shows, still find them."""
         withheld = withheld_sources(agent=self.caller.agent, catalog_ids=[index.catalog_id for index in self.indexes])
         return {(index.catalog_id, index.by_pk[pk].slug) for index in self.indexes for pk, decision in withheld.items()

@@ -1,9 +1,9 @@
-"""Two modes compared query by query (seed 004's win rates); pure Python.
+"""Two modes compared query by query (win rates); pure Python.
 
 For each query both modes answered, mode `a` wins when its score on the metric is
 higher than `b`'s, loses when lower, and ties when the two are equal (within a
 rounding tolerance: the metrics are sums of logarithms). Beside the counts: how much
-the winner was ahead on average where it won (seed 004's "average improvement when
+the winner was ahead on average where it won ("average improvement when
 enhanced wins", as a difference of the metric: a ratio has no meaning where the loser
 scored 0), and the queries where the two differ most, which is where a curator looks
 to see why."""

@@ -464,7 +464,7 @@ async def enrich(
     return await answer(ctx, ENRICH)
 
 
-# --- conversations and memory (seed 001) ----------------------------------------------------
+# --- conversations and memory ----------------------------------------------------
 
 
 Messages = Annotated[

@@ -11,7 +11,7 @@ chunk_search() runs:
      asked for (at most pgvector's 1000; the iterative scan returns more rows when
      more are asked for)
   3. fuse (RRF or convex), tie-break, or pass through; optional per-document dedup
-     (fusion and tie-break take only BM25 hits with a positive score: seed 004)
+     (fusion and tie-break take only BM25 hits with a positive score)
   4. hydrate the top_k with content and the component scores each hit lacks
   5. name every source withheld from the caller; count the chunks that match the query
      only of those whose policies disclose matches (withheld_named)
@@ -21,7 +21,7 @@ are left out inside the SQL of steps 1 and 2, before any ranking or limit: the t
 filled from what may be shown, and no withheld content is ever read into a result.
 Nor does what is said of them depend on their content: by default a withheld source is
 named with its state and request whatever the query, and search raises no request for
-it (a count per query would let an agent probe the text word by word: issue 20). Only a
+it (a count per query would let an agent probe the text word by word). Only a
 source every covering policy opens with `disclose_matches` is counted, and its
 request raised when its chunks match.
 """
@@ -165,7 +165,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     terms = bm25_terms(catalog, query)  # once: a pasted passage takes milliseconds to analyse
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
         rows, passes = bm25_top(catalog, terms, depth, withheld)
-        if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence (seed 004)
+        if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence
             rows = [row for row in rows if row[2] > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     # vector is None only where an unavailable model turned the mode to bm25
