@@ -4,23 +4,28 @@
   2. grow the synthetic catalog `bench-<N>` of exactly N chunks from it
      (benchmarks.synthetic), or reuse it
   3. time chunk_search (query embedding included) per mode over the NFCorpus test
-     queries, on both catalogs, each figure the median of repeated runs
+     queries, on both catalogs, each figure the median of repeated runs; each run in a
+     new Python process, connected as the app's role, as a web process started after
+     the import answers (the process that built the catalog answered 20 to 50% slower
+     on every mode and catalog, small ones too: the build's heap, not the database)
   4. check, untimed, that BM25's top k (at top_k and at the fusion depth) is the full
      SQL walk's for every query: the same chunks, order and scores, bit for bit
 """
 
 from __future__ import annotations
 
-import gc
+import multiprocessing
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
 from django.conf import settings
 
+from benchmarks import fresh
 from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
 from benchmarks.synthetic import base_wait, bench_catalog_ensure
 from catalog.embedder import get_embedder
@@ -86,6 +91,13 @@ def catalog_latencies(*, catalog: Catalog, queries: list[str]) -> list[LatencyRe
     """One run: query embedding alone, then each search mode."""
     reports = [embed_latency(catalog=catalog, queries=queries)]
     return reports + [search_latency(catalog=catalog, mode=mode, queries=queries) for mode in SEARCH_MODES]
+
+
+def latencies_in_new_process(*, slugs: list[str], dataset: Path) -> list[LatencyReport]:
+    """catalog_latencies of each catalog in turn, in a new Python process (spawned: it
+    shares nothing with this one but the environment)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fresh.latencies, slugs, dataset).result()
 
 
 def median_report(runs: list[LatencyReport]) -> LatencyReport:
@@ -171,20 +183,15 @@ def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: boo
     if not base_only:
         bench, build_s = bench_catalog_ensure(base=base, chunks=chunks, rebuild=rebuild, seed=seed, sigma=sigma,
                                               log=log, progress=progress)
-        # What the build left in this process is not the searches' to pay for: without
-        # this, the cyclic collector's full passes over it landed in the timed queries.
-        gc.collect()
-        gc.freeze()
     if get_embedder() is None:
         raise BenchmarkError("no embedding model loaded: vector and hybrid latency cannot be measured")
     runs: dict[tuple[str, str], list[LatencyReport]] = {}
     catalogs = [base] if bench is None else [base, bench]
     for round_ in range(1, repeat + 1):
-        for catalog in catalogs:
-            for report in catalog_latencies(catalog=catalog, queries=queries):
-                runs.setdefault((report.catalog, report.mode), []).append(report)
-                log(f"  run {round_}: {catalog.slug} {report.mode} p50 {report.p50_ms:.1f} ms, "
-                    f"p95 {report.p95_ms:.1f} ms")
+        for report in latencies_in_new_process(slugs=[catalog.slug for catalog in catalogs], dataset=dataset):
+            runs.setdefault((report.catalog, report.mode), []).append(report)
+            log(f"  run {round_}: {report.catalog} {report.mode} p50 {report.p50_ms:.1f} ms, "
+                f"p95 {report.p95_ms:.1f} ms")
     depths = sorted({10, settings.LECTERN_FUSION_DEPTH})
     exact = [exact_check(catalog=catalog, queries=queries, depth=depth)
              for catalog in catalogs for depth in depths]

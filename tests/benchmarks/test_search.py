@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from benchmarks import search
 from benchmarks.search import ExactCheck, LatencyReport, SearchBenchmark, exact_check, median_report
 from catalog.sources.documents import DocumentInput
 from retrieval.search import lexical
+from tests.config.servers import child_env
 from tests.factories import import_documents
 
 
@@ -51,3 +56,26 @@ def test_the_exact_check_counts_the_queries_whose_top_k_is_the_full_walks(make_c
     # a top k in another order is not the walk's
     monkeypatch.setattr(search, "bm25_top", lambda *args: (list(reversed(lexical.bm25_top(*args)[0])), 1))
     assert exact_check(catalog=catalog, queries=queries, depth=10).identical == 1  # the query with no hit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_run_is_timed_in_a_new_process_on_the_catalog_as_committed(indexed_catalog, tmp_path, monkeypatch):
+    # Given a dataset of two judged queries (and one not judged), and the test database
+    # named in the environment a spawned process starts from
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"_id": key, "text": text}) + "\n" for key, text in
+                                                    [("q1", "circuit breaker"), ("q2", "cache"), ("q3", "logs")]))
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    for key, value in child_env().items():
+        monkeypatch.setenv(key, value)
+    calls_here: list[object] = []
+    monkeypatch.setattr(search, "catalog_latencies", lambda **kwargs: calls_here.append(kwargs) or [])
+
+    # When one run is timed
+    reports = search.latencies_in_new_process(slugs=["ops"], dataset=tmp_path)
+
+    # Then another process timed both judged queries on the catalog, in every mode
+    assert [(r.catalog, r.chunks, r.mode, r.queries) for r in reports] == [
+        ("ops", indexed_catalog.chunk_count, mode, 2) for mode in ("embed-only", *search.SEARCH_MODES)]
+    assert all(0 < r.p50_ms <= r.p95_ms for r in reports)
+    assert calls_here == []  # nothing of it ran in this process
