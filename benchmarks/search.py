@@ -5,9 +5,10 @@
      (benchmarks.synthetic), or reuse it
   3. time chunk_search (query embedding included) per mode over the NFCorpus test
      queries, on both catalogs, each figure the median of repeated runs; each run in a
-     new Python process, connected as the app's role, as a web process started after
-     the import answers (the process that built the catalog answered 20 to 50% slower
-     on every mode and catalog, small ones too: the build's heap, not the database)
+     new Python process connected as the app's role, as a web process started after an
+     import answers (on 2026-11-26 the process that had just built the catalog answered
+     20 to 50% slower than new ones on every mode and catalog, small ones too; the cause
+     was not found)
   4. check, untimed, that BM25's top k (at top_k and at the fusion depth) is the full
      SQL walk's for every query: the same chunks, order and scores, bit for bit
 """
