@@ -92,7 +92,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "approvals.context_processors.reviewer_header",
+                "config.context_processors.site_header",
             ],
         },
     },
