@@ -16,7 +16,7 @@ endif
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run serve test test-fast test-topology screenshots setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium redis
+.PHONY: run serve production-database test test-fast test-topology screenshots setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium redis
 
 # Every dependency installs from a wheel (--only-binary): nothing is compiled here.
 NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
@@ -50,8 +50,13 @@ run: setup demo
 # Production: collectstatic, then gunicorn (config/gunicorn.conf.py) and a qcluster,
 # stopping together (config/serve.py), and with make: a killed make stops them too.
 # Settings from the environment: README "Deploying".
-serve: setup
+serve: production-database setup
 	DEBUG=0 $(PY) -m config.serve --stop-with-parent
+
+# Production serves only the database it is given (config/database.py, server_database):
+# checked before setup, which would start the embedded Postgres.
+production-database:
+	@[ -n "$$DATABASE_URL" ] || { echo 'make serve: DATABASE_URL is not set: a production server (DEBUG off) serves only the database it is given, never the embedded development Postgres (README, "Deploying"); for development, `make run`' >&2; exit 1; }
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }

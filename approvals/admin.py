@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -19,14 +18,12 @@ from approvals.services.decisions import request_decide
 from approvals.services.policies import FIELDS, policy_create, policy_delete, policy_update
 from approvals.services.revocation import approval_revoke
 from catalog.rest.errors import DomainError
+from catalog.web import person
 
 if TYPE_CHECKING:
     from approvals.queries import RequestNow
 
 
-def _person(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # the admin admits only signed-in staff
-    return request.user
 
 
 class ReadOnly(admin.ModelAdmin[Any]):
@@ -65,10 +62,10 @@ class ApprovalPolicyAdmin(admin.ModelAdmin[ApprovalPolicy]):
         agents = None if data.get("all_agents", True) else list(data.get("agents", []))
         fields = {name: data[name] for name in FIELDS if name in data and name != "all_agents"}
         if change:
-            policy = policy_update(policy_id=obj.pk, by=_person(request), agents=agents,
+            policy = policy_update(policy_id=obj.pk, by=person(request), agents=agents,
                                    all_agents=agents is None, **fields)
         else:
-            policy = policy_create(by=_person(request), catalog=data.get("catalog"), source=data.get("source"),
+            policy = policy_create(by=person(request), catalog=data.get("catalog"), source=data.get("source"),
                                    tag=data.get("tag"), agents=agents, **fields)
         obj.pk, obj.changed_by, obj.created_at, obj.updated_at = (policy.pk, policy.changed_by, policy.created_at,
                                                                   policy.updated_at)
@@ -78,12 +75,12 @@ class ApprovalPolicyAdmin(admin.ModelAdmin[ApprovalPolicy]):
         """The agents were set by save_model's service call."""
 
     def delete_model(self, request: HttpRequest, obj: ApprovalPolicy) -> None:
-        policy_delete(policy_id=obj.pk, by=_person(request))
+        policy_delete(policy_id=obj.pk, by=person(request))
 
     @admin.action(description="Delete the selected policies (audited)", permissions=["delete"])
     def delete_through_the_service(self, request: HttpRequest, queryset: QuerySet[ApprovalPolicy]) -> None:
         for policy in queryset:
-            policy_delete(policy_id=policy.pk, by=_person(request))
+            policy_delete(policy_id=policy.pk, by=person(request))
 
 
 class DecisionInline(admin.TabularInline[Decision, ApprovalRequest]):
@@ -148,16 +145,16 @@ class ApprovalRequestAdmin(ReadOnly):
     @admin.action(description="Approve the selected requests", permissions=["view"])
     def approve(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
         self._each(request, queryset, lambda pk: request_decide(
-            request_id=pk, reviewer=_person(request), verdict="approve", channel=Decision.Channel.ADMIN))
+            request_id=pk, reviewer=person(request), verdict="approve", channel=Decision.Channel.ADMIN))
 
     @admin.action(description="Reject the selected requests", permissions=["view"])
     def reject(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
         self._each(request, queryset, lambda pk: request_decide(
-            request_id=pk, reviewer=_person(request), verdict="reject", channel=Decision.Channel.ADMIN))
+            request_id=pk, reviewer=person(request), verdict="reject", channel=Decision.Channel.ADMIN))
 
     @admin.action(description="Revoke the selected approvals", permissions=["view"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
-        self._each(request, queryset, lambda pk: approval_revoke(request_id=pk, by=_person(request)))
+        self._each(request, queryset, lambda pk: approval_revoke(request_id=pk, by=person(request)))
 
 
 @admin.register(ApprovedContent)

@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
 
 from approvals.audit.export import audit_csv_chunks, audit_entries, audit_json_chunks
 from approvals.forms import AuditFilterForm, BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
@@ -39,6 +39,7 @@ from approvals.services.revocation import approval_revoke
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, is_reviewer, role_required
 from catalog.models import Agent, ReferenceSource
 from catalog.rest.errors import DomainError
+from catalog.web import from_htmx, person
 
 viewers = role_required(CURATOR_GROUP, REVIEWER_GROUP)
 reviewers = role_required(REVIEWER_GROUP)
@@ -51,14 +52,8 @@ EXPORT_CHUNK_CHARS = 64 * 1024
 QUEUE_CHANGED = "queue-changed"
 
 
-def _person(request: HttpRequest) -> User:
-    """The signed-in person (the role decorators let no one else through)."""
-    assert isinstance(request.user, User)
-    return request.user
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 def _query_without_page(request: HttpRequest) -> str:
@@ -79,7 +74,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     context = {"form": form, "page": page, "rows": [(r, rules[r.pk]) for r in page.object_list],
                "query": _query_without_page(request), "can_decide": is_reviewer(request.user),
                "state": form.cleaned_data.get("state") if form.is_valid() else ""}
-    template = "approvals/partials/queue_table.html" if _htmx(request) else "approvals/queue.html"
+    template = "approvals/partials/queue_table.html" if from_htmx(request) else "approvals/queue.html"
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 
@@ -105,7 +100,7 @@ def _panel_context(request: HttpRequest, detail: RequestReview, **extra: Any) ->
     """What the decision panel shows this person: the forms they may use, their own
     decision so far, whether their own change raised it (then another reviewer decides,
     unless the policies allow self-approval), whether four eyes keeps them from approving."""
-    user, state = _person(request), detail.request.state_now
+    user, state = person(request), detail.request.state_now
     mine = next((d for d in detail.decisions if d.reviewer_id == user.pk), None)
     reviewer = is_reviewer(user)
     own = user.get_username() in detail.caused_by and not detail.self_approval
@@ -131,14 +126,14 @@ def _panel_response(request: HttpRequest, request_id: int, *, status: int = 200,
     """After a decision or a revocation: the panel (htmx) or the whole page."""
     detail = _detail_or_404(request_id)
     context = _panel_context(request, detail, **extra)
-    if not _htmx(request):
+    if not from_htmx(request):
         if status == 200:
             return redirect("approvals-request", request_id=request_id)
         return render(request, "approvals/request.html", context, status=status)
     response = render(request, "approvals/partials/decision_panel.html", context, status=status)
     response["X-Lectern-Partial"] = "1"
     if changed:
-        response["HX-Trigger"] = QUEUE_CHANGED
+        trigger_client_event(response, QUEUE_CHANGED)
     return response
 
 
@@ -154,7 +149,7 @@ def decide(request: HttpRequest, request_id: int) -> HttpResponse:
         return _panel_response(request, request_id, status=400, decide_form=form, error="Check the form below.")
     verdict = form.cleaned_data["verdict"]
     try:
-        decided = request_decide(request_id=request_id, reviewer=_person(request),
+        decided = request_decide(request_id=request_id, reviewer=person(request),
                                  verdict=verdict, comment=form.cleaned_data["comment"], channel=Decision.Channel.WEB)
     except DomainError as error:
         if error.status_code == 404:
@@ -165,7 +160,7 @@ def decide(request: HttpRequest, request_id: int) -> HttpResponse:
     note = f"You {done} request {decided.pk}" + (
         "." if decided.state != ApprovalRequest.State.PENDING else
         f"; it waits for more approvals ({decided.approvals} so far).")
-    if not _htmx(request):
+    if not from_htmx(request):
         messages.success(request, note)
     return _panel_response(request, request_id, changed=True, notice=note)
 
@@ -178,14 +173,14 @@ def revoke(request: HttpRequest, request_id: int) -> HttpResponse:
         return _panel_response(request, request_id, status=400, revoke_form=form,
                                error="Say why the approval is revoked.")
     try:
-        approval_revoke(request_id=request_id, by=_person(request), reason=form.cleaned_data["reason"])
+        approval_revoke(request_id=request_id, by=person(request), reason=form.cleaned_data["reason"])
     except DomainError as error:
         if error.status_code == 404:
             raise Http404(str(error.detail)) from None
         return _panel_response(request, request_id, status=error.status_code, changed=True, revoke_form=form,
                                **_refused(error))
     note = f"You revoked the approval of request {request_id}."
-    if not _htmx(request):
+    if not from_htmx(request):
         messages.success(request, note)
     return _panel_response(request, request_id, changed=True, notice=note)
 
@@ -200,7 +195,7 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            outcomes = requests_decide_bulk(request_ids=data["ids"], reviewer=_person(request),
+            outcomes = requests_decide_bulk(request_ids=data["ids"], reviewer=person(request),
                                             verdict=data["verdict"], comment=data["comment"])
         except DomainError as error:
             form.add_error(None, str(error.detail))
@@ -209,12 +204,12 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
         status = 400
     context = {"form": form, "outcomes": outcomes, "verdict": form.cleaned_data.get("verdict", ""),
                "decided": sum(o.decided for o in outcomes), "refused": sum(not o.decided for o in outcomes)}
-    if not _htmx(request):
+    if not from_htmx(request):
         return render(request, "approvals/bulk.html", context, status=status)
     response = render(request, "approvals/partials/bulk_report.html", context, status=status)
     response["X-Lectern-Partial"] = "1"
     if any(o.decided for o in outcomes):
-        response["HX-Trigger"] = QUEUE_CHANGED
+        trigger_client_event(response, QUEUE_CHANGED)
     return response
 
 
@@ -225,7 +220,7 @@ def _history(request: HttpRequest, requests: QuerySet[ApprovalRequest], **contex
     rules = rules_for(list(page.object_list))
     context.update(page=page, rows=[(r, rules[r.pk]) for r in page.object_list], query="",
                    revocations=revocations(r.pk for r in page.object_list))
-    template = "approvals/partials/history_list.html" if _htmx(request) else "approvals/history.html"
+    template = "approvals/partials/history_list.html" if from_htmx(request) else "approvals/history.html"
     return render(request, template, context)
 
 
@@ -257,7 +252,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     sources, agents = audit_names(page.object_list)
     context = {"form": form, "page": page, "query": _query_without_page(request), "source_names": sources,
                "agent_names": agents, "narrowed": _narrowed(request, form, sources, agents)}
-    template = "approvals/partials/audit_table.html" if _htmx(request) else "approvals/audit.html"
+    template = "approvals/partials/audit_table.html" if from_htmx(request) else "approvals/audit.html"
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from django.db import connection
 
+from config.database import default_database_url, owner_database_url
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 
@@ -67,7 +69,10 @@ class Server:
     process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, timeout: float = 120) -> Server:
-        env = {**os.environ, "PGAPPNAME": self.app, "LECTERN_BIND": f"127.0.0.1:{self.port}", **self.env}
+        # The database named as production needs it named (config.database.server_database):
+        # DATABASE_URL's, else the embedded server's, as the settings read them.
+        database = {"DATABASE_URL": default_database_url(), "DATABASE_OWNER_URL": owner_database_url()}
+        env = {**os.environ, **database, "PGAPPNAME": self.app, "LECTERN_BIND": f"127.0.0.1:{self.port}", **self.env}
         with open(self.log or os.devnull, "wb") as out:
             # A session of its own: TERM goes to the leader, which stops what it started.
             self.process = subprocess.Popen(server_command(self.kind, f"127.0.0.1:{self.port}"), cwd=BASE_DIR,

@@ -16,10 +16,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
-from django.conf import settings
-from django.test import override_settings
 from rest_framework.test import APIClient
 
 from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
@@ -28,6 +27,7 @@ from catalog.embedder import get_embedder
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, ReferenceSource
 from catalog.tags import tags_ensure
+from retrieval.enrichment import pipeline
 from retrieval.enrichment.detection import catalog_index, content_words
 from retrieval.models import Trace
 
@@ -187,8 +187,8 @@ def enrich_benchmark(*, sources: int, dataset: Path, calls: int, warmup: int, to
         shift = round_no % len(configs)
         for surface, tokens in configs[shift:] + configs[:shift]:
             texts = prompts if surface == "prompt" else tool_texts
-            head = tokens or settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
-            with override_settings(LECTERN_ENRICH_TOOL_EMBED_TOKENS=head):
+            head = tokens or pipeline.ENRICH_TOOL_EMBED_TOKENS  # enrich reads it at each call
+            with mock.patch.object(pipeline, "ENRICH_TOOL_EMBED_TOKENS", head):
                 rounds[(surface, tokens)].append(_measure(client, texts, surface, warmup))
         log(f"  round {round_no + 1}/{repeat} done")
     return {"sources": catalog.sources.count(),

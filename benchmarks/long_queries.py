@@ -27,13 +27,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from django.conf import settings
-
 from catalog.embedder import word_prefix
 from catalog.models import Catalog
 from retrieval.evaluation.metrics import percentile
 from retrieval.search import lexical
-from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.selectors import FUSION_DEPTH, SearchOptions, chunk_search
 from retrieval.search.vector import embed_query
 
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
@@ -129,13 +127,13 @@ def _stages(catalog: Catalog, passages: list[Passage]) -> dict[str, float]:
         terms = lexical.bm25_terms(catalog, passage.text)
         analyse.append(_ms_since(started))
         started = time.perf_counter()
-        lexical.bm25_top(catalog, terms, settings.LECTERN_FUSION_DEPTH)
+        lexical.bm25_top(catalog, terms, FUSION_DEPTH)
         walk.append(_ms_since(started))
         started = time.perf_counter()
         embed_query(passage.text)
         embed.append(_ms_since(started))
     return {"analyse+terms": statistics.median(analyse),
-            f"bm25 sql (depth {settings.LECTERN_FUSION_DEPTH})": statistics.median(walk),
+            f"bm25 sql (depth {FUSION_DEPTH})": statistics.median(walk),
             "embed": statistics.median(embed)}
 
 

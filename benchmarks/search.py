@@ -24,8 +24,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from django.conf import settings
-
 from benchmarks import fresh
 from benchmarks.common import BenchmarkError, Log, nfcorpus_test_queries
 from benchmarks.synthetic import base_wait, bench_catalog_ensure
@@ -34,7 +32,7 @@ from catalog.models import Catalog
 from catalog.progress import Progress
 from retrieval.evaluation.metrics import percentile
 from retrieval.search.lexical import bm25_terms, bm25_top, bm25_walk
-from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.selectors import FUSION_DEPTH, SearchOptions, chunk_search
 from retrieval.search.vector import embed_query
 
 SEARCH_MODES = ("bm25", "vector", "hybrid")
@@ -193,7 +191,7 @@ def search_benchmark(*, chunks: int, base_slug: str, dataset: Path, rebuild: boo
             runs.setdefault((report.catalog, report.mode), []).append(report)
             log(f"  run {round_}: {report.catalog} {report.mode} p50 {report.p50_ms:.1f} ms, "
                 f"p95 {report.p95_ms:.1f} ms")
-    depths = sorted({10, settings.LECTERN_FUSION_DEPTH})
+    depths = sorted({10, FUSION_DEPTH})
     exact = [exact_check(catalog=catalog, queries=queries, depth=depth)
              for catalog in catalogs for depth in depths]
     return SearchBenchmark(chunks, build_s, [median_report(r) for r in runs.values()], exact)

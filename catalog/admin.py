@@ -2,17 +2,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth.models import User
 from django.db.models import ForeignKey
 from django.http import HttpRequest
 
 from catalog.agents import agent_changed_announce, agent_snapshot, preselected_outside
 from catalog.models import Agent, Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
 from catalog.sources.editing import source_changed_by, upload_put
-
-
-def _person(request: HttpRequest) -> User | None:
-    return request.user if isinstance(request.user, User) else None
+from catalog.web import person_or_none
 
 
 @admin.register(Catalog)
@@ -46,7 +42,7 @@ class ReferenceSourceAdmin(admin.ModelAdmin[ReferenceSource]):
                    change: bool) -> None:
         super().save_model(request, obj, form, change)
         if form.changed_data:  # who changed it: four eyes bars them from approving it
-            source_changed_by(source=obj, by=_person(request), fields=form.changed_data)
+            source_changed_by(source=obj, by=person_or_none(request.user), fields=form.changed_data)
 
 
 @admin.register(Document)
@@ -95,7 +91,7 @@ class UploadedFileAdmin(admin.ModelAdmin[UploadedFile]):
 
     def save_model(self, request: HttpRequest, obj: UploadedFile, form: forms.ModelForm[UploadedFile],
                    change: bool) -> None:
-        upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text, by=_person(request))
+        upload_put(source=obj.source, path=obj.path, title=obj.title, text=obj.text, by=person_or_none(request.user))
 
 
 class AgentAdminForm(forms.ModelForm[Agent]):
@@ -141,4 +137,4 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
         super().save_related(request, form, formsets, change)
         before = getattr(request, BEFORE, None)
         if before is not None:
-            agent_changed_announce(agent=form.instance, before=before, by=_person(request))
+            agent_changed_announce(agent=form.instance, before=before, by=person_or_none(request.user))

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
@@ -25,6 +24,7 @@ from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.sources.uploads import text_size_problem
+from catalog.web import person_or_none
 
 
 def _require_curator(caller: RequestUser) -> None:
@@ -134,10 +134,6 @@ def _edit_errors_as_409() -> Iterator[None]:
         raise DomainError(str(exc), code="busy", status_code=409) from None
 
 
-def _person(request: Request) -> User | None:
-    """The person behind a request (four eyes remembers who edited), None for an agent."""
-    user = request_user(request)
-    return user if isinstance(user, User) else None
 
 
 def _trigger(request: Request) -> str:
@@ -183,7 +179,7 @@ class SourceContentApi(APIView):
         target = _curated_source(request, slug, source)
         with _edit_errors_as_409():
             _, run = source_edit_queued(source=target, trigger=_trigger(request), edit=lambda: inline_set(
-                source=target, content=data.validated_data["content"], by=_person(request)))
+                source=target, content=data.validated_data["content"], by=person_or_none(request_user(request))))
         return Response(self.OutputSerializer({"source": target.slug, "run": run}).data,
                         status=status.HTTP_202_ACCEPTED)
 
@@ -229,7 +225,7 @@ class SourceFilesApi(APIView):
         target = _curated_source(request, slug, source)
         with _edit_errors_as_409():
             _, run = source_edit_queued(source=target, trigger=_trigger(request), edit=lambda: upload_put(
-                source=target, by=_person(request), **data.validated_data))
+                source=target, by=person_or_none(request_user(request)), **data.validated_data))
         return self._queued_response(target, data.validated_data["path"], run)
 
     @extend_schema(parameters=[PathSerializer], operation_id="delete_upload_file",
@@ -244,7 +240,7 @@ class SourceFilesApi(APIView):
         target = _curated_source(request, slug, source)
         with _edit_errors_as_409():
             deleted, run = source_edit_queued(source=target, trigger=_trigger(request), edit=lambda: upload_delete(
-                source=target, path=path, by=_person(request)))
+                source=target, path=path, by=person_or_none(request_user(request))))
         if not deleted:
             raise Http404(f"Source {source!r} has no file {path!r}.")
         return self._queued_response(target, path, run)

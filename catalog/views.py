@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
@@ -29,6 +28,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget, trigger_client_event
 
 from catalog import pages
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, get_catalog_for_caller, is_curator, role_required
@@ -56,6 +56,7 @@ from catalog.sources.globs import glob_entries, source_roots
 from catalog.sources.lifecycle import CONTENT_FIELD, source_create, source_update
 from catalog.sources.uploads import UPLOAD_SUFFIXES, max_upload_bytes
 from catalog.tags import tag_name_problem, tags_suggested
+from catalog.web import from_htmx, person
 
 viewers = role_required(CURATOR_GROUP, REVIEWER_GROUP)
 curators = role_required(CURATOR_GROUP)
@@ -75,14 +76,8 @@ KINDS = [(ReferenceSource.Kind.UPLOAD, "Upload files", "Markdown or text files f
 INDEX_FINISHED = "index-finished"
 
 
-def _person(request: HttpRequest) -> User:
-    """The signed-in person (the role decorators let no one else through)."""
-    assert isinstance(request.user, User)
-    return request.user
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 def _catalog_or_404(request: HttpRequest, slug: str) -> Catalog:
@@ -112,15 +107,15 @@ def _done(request: HttpRequest, url: str, note: str = "") -> HttpResponse:
     """After a write: to `url` with `note` shown there (htmx follows HX-Redirect)."""
     if note:
         messages.success(request, note)
-    if _htmx(request):
-        return HttpResponse(headers={"HX-Redirect": url})
+    if from_htmx(request):
+        return HttpResponseClientRedirect(url)
     return redirect(url)
 
 
 def _form_response(request: HttpRequest, page: str, partial: str, context: dict[str, Any],
                    status: int = 400) -> HttpResponse:
     """A form refused: the form with its errors (htmx swaps it in place) or the page."""
-    return render(request, partial if _htmx(request) else page, context, status=status)
+    return render(request, partial if from_htmx(request) else page, context, status=status)
 
 
 def _base(request: HttpRequest, **context: Any) -> dict[str, Any]:
@@ -205,7 +200,7 @@ def catalog_remove(request: HttpRequest, catalog: str) -> HttpResponse:
     status = 200
     if form.is_valid():
         try:
-            catalog_delete(catalog=found, by=_person(request))
+            catalog_delete(catalog=found, by=person(request))
         except SourceBusy as busy:
             form.add_error(None, f"Not deleted: {busy}.")
             status = 409
@@ -224,7 +219,7 @@ def _reindex_response(request: HttpRequest, catalog: Catalog, source: ReferenceS
     queued = sum(1 for run in runs if run.status == IndexRun.Status.QUEUED)
     note = f"{len(runs)} source{'s' if len(runs) != 1 else ''} queued for reindexing." if runs else \
         "There is no source to reindex."
-    if not _htmx(request):
+    if not from_htmx(request):
         messages.success(request, note)
         return redirect(back)
     # The runs just asked for, whether still queued or (a synchronous queue) done already.
@@ -271,10 +266,10 @@ def run_page(request: HttpRequest, catalog: str, run_id: int) -> HttpResponse:
     if run is None:
         raise Http404(f"Catalog {catalog!r} has no run {run_id}.")
     context = _base(request, catalog=found, run=run)
-    if _htmx(request):
+    if from_htmx(request):
         response = render(request, "catalog/partials/run_progress.html", context)
         if run.status not in (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING):
-            response["HX-Trigger"] = INDEX_FINISHED
+            trigger_client_event(response, INDEX_FINISHED)
         return response
     return render(request, "catalog/run.html", context)
 
@@ -294,7 +289,7 @@ def catalog_activity(request: HttpRequest, catalog: str) -> HttpResponse:
     response = render(request, "catalog/partials/activity.html",
                       _base(request, catalog=found, source=source, activity=activity))
     if not activity.busy:
-        response["HX-Trigger"] = INDEX_FINISHED
+        trigger_client_event(response, INDEX_FINISHED)
     return response
 
 
@@ -329,7 +324,7 @@ def source_new(request: HttpRequest, catalog: str) -> HttpResponse:
         def create() -> ReferenceSource:
             return source_create(catalog=found, slug=data["slug"], kind=kind, settings=form.settings(),
                                  location=data.get("location", ""), content=data.get("content", ""),
-                                 files=data.get("uploads"), by=_person(request))
+                                 files=data.get("uploads"), by=person(request))
         try:
             # The source and the run that indexes it are stored together (or neither).
             source, _ = source_create_queued(slug=data["slug"], trigger=IndexRun.Trigger.UI, create=create)
@@ -382,7 +377,7 @@ def source_edit(request: HttpRequest, catalog: str, source: str) -> HttpResponse
 
         def update() -> list[str]:
             return source_update(source=found, settings=form.settings(), location=data.get("location"),
-                                 content=data.get("content"), by=_person(request))
+                                 content=data.get("content"), by=person(request))
         try:
             # A content change and the run that indexes it are stored together (or neither).
             changed, run = source_edit_queued(source=found, trigger=IndexRun.Trigger.UI, edit=update,
@@ -415,7 +410,7 @@ def source_remove(request: HttpRequest, catalog: str, source: str) -> HttpRespon
     error, status = "", 200
     if request.method == "POST":
         try:
-            source_delete(source=found, by=_person(request))
+            source_delete(source=found, by=person(request))
         except SourceBusy as busy:
             error, status = f"Not deleted: {busy}.", 409
         else:
@@ -454,7 +449,7 @@ def source_upload(request: HttpRequest, catalog: str, source: str) -> HttpRespon
         documents = form.cleaned_data["uploads"]
         try:
             source_edit_queued(source=found, trigger=IndexRun.Trigger.UI,
-                               edit=lambda: uploads_add(source=found, documents=documents, by=_person(request)))
+                               edit=lambda: uploads_add(source=found, documents=documents, by=person(request)))
         except EditConflict as conflict:
             form.add_error(None, f"Not uploaded: {conflict}.")
         else:
@@ -478,7 +473,7 @@ def source_file_delete(request: HttpRequest, catalog: str, source: str) -> HttpR
     path = form.cleaned_data["path"]
     try:
         removed, _ = source_edit_queued(source=found, trigger=IndexRun.Trigger.UI,
-                                        edit=lambda: upload_delete(source=found, path=path, by=_person(request)))
+                                        edit=lambda: upload_delete(source=found, path=path, by=person(request)))
     except (SourceError, EditConflict) as error:
         messages.error(request, f"Not removed: {error}.")
         return redirect(here)
@@ -510,8 +505,7 @@ def tag_chips(request: HttpRequest) -> HttpResponse:
     problems = [f"{name}: {problem}" for name in names if (problem := tag_name_problem(name))]
     if problems:
         response = render(request, "catalog/partials/tag_error.html", {"problems": problems}, status=400)
-        response["HX-Retarget"], response["HX-Reswap"] = "#tag-error", "outerHTML"
-        return response
+        return reswap(retarget(response, "#tag-error"), "outerHTML")
     return render(request, "catalog/partials/tag_chips.html", {"names": names, "clear_error": True})
 
 

@@ -2,8 +2,8 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from config.database import ensure_database
+from config.database import server_database
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-ensure_database()  # the embedded Postgres, unless DATABASE_URL names a server
+server_database()  # DATABASE_URL; the embedded Postgres only with DEBUG on
 application = get_asgi_application()

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded_pg
-from config.env import env_int
+from config.env import env_bool, env_int
 
 # manage.py commands that read only settings and code; every other command (Lectern's
 # own included) may touch the database, so the embedded server is started for it.
@@ -90,6 +90,25 @@ def command_needs_database(argv: Sequence[str]) -> bool:
     if command == "check":
         return any(arg.startswith("--database") for arg in argv[2:])
     return not command.startswith("-") and command not in NO_DATABASE_COMMANDS
+
+
+# Why a production server will not start without DATABASE_URL (it would start the
+# embedded Postgres under var/ and serve an empty Lectern that looks healthy).
+NO_PRODUCTION_DATABASE = ("DATABASE_URL is not set: a production server (DEBUG off) serves only the database "
+                          "it is given, never the embedded development Postgres (README, \"Deploying\"); "
+                          "for development, `make run`")
+
+
+def server_database() -> str | None:
+    """What a server's entry point (config.serve, config.wsgi, config.asgi, gunicorn's
+    settings) calls before it serves: in development (DEBUG on: `make run`, runserver)
+    ensure_database(); in production (DEBUG off: `make serve`, gunicorn) DATABASE_URL or
+    an exit with NO_PRODUCTION_DATABASE, starting nothing."""
+    if env_bool("DEBUG", False):
+        return ensure_database()
+    if not os.environ.get("DATABASE_URL"):
+        raise SystemExit(NO_PRODUCTION_DATABASE)
+    return None
 
 
 def ensure_database() -> str | None:

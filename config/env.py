@@ -42,21 +42,6 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
-    return value
-
-
 def env_list(name: str, default: list[str], *, sep: str = os.pathsep) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

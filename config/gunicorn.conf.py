@@ -8,8 +8,13 @@ connections (8 by default), whatever the number of clients; README "Deploying" a
 the worker's and compares the sum with max_connections.
 """
 
+from config.database import server_database
 from config.env import env_int
 from config.ports import lectern_bind
+
+# DEBUG is off here: without DATABASE_URL, gunicorn stops now with one line, before a
+# worker boots (config.wsgi checks the same for any other WSGI server).
+server_database()
 
 wsgi_app = "config.wsgi:application"
 bind = lectern_bind()

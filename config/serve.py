@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from config.database import ensure_database
+from config.database import ensure_database, server_database
 from config.parent_death import child_dies_with_this_process, die_with_parent
 from config.ports import address_holder, lectern_bind
 
@@ -89,13 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     options = _parser().parse_args(argv)
     if options.stop_with_parent:
         die_with_parent(signal.SIGTERM, os.getppid())
+    if not options.dev:
+        try:
+            server_database()  # DEBUG is off: DATABASE_URL, never the embedded server
+        except SystemExit as exc:
+            print(f"serve: {exc}", file=sys.stderr)
+            return 1
     address = options.dev or lectern_bind()
     if (problem := _address_problem(address, dev=bool(options.dev))) is not None:
         print(f"serve: {problem}", file=sys.stderr)
         return 1
-    # The embedded Postgres, started once here (a failure is one line), not by both children at once.
-    ensure_database()
     if options.dev:
+        # The embedded Postgres, started once here (a failure is one line), not by both children at once.
+        ensure_database()
         return supervise(dev_commands(address))
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=BASE_DIR,
                    check=True)

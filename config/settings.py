@@ -16,7 +16,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.database import database_from_url, database_owner, default_database_url
-from config.env import env_bool, env_float, env_int, env_list, env_networks, env_str, local_secret_key
+from config.env import env_bool, env_int, env_list, env_networks, env_str, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -92,7 +92,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "approvals.context_processors.reviewer_header",
+                "config.context_processors.site_header",
             ],
         },
     },
@@ -232,14 +232,6 @@ LECTERN_EVAL_MAX_QUERIES = env_int("LECTERN_EVAL_MAX_QUERIES", 5000, minimum=1)
 LECTERN_EMBEDDING_MODEL = env_str("LECTERN_EMBEDDING_MODEL", "default")
 LECTERN_EMBEDDING_THREADS = env_int("LECTERN_EMBEDDING_THREADS", os.cpu_count() or 1, minimum=1)
 LECTERN_EMBEDDING_BATCH = env_int("LECTERN_EMBEDDING_BATCH", 8, minimum=1)
-LECTERN_HNSW_EF_SEARCH = env_int("LECTERN_HNSW_EF_SEARCH", 100, minimum=1)
-# A catalog of at most this many chunks is ranked exactly, not by its HNSW index.
-LECTERN_VECTOR_EXACT_MAX = env_int("LECTERN_VECTOR_EXACT_MAX", 1000, minimum=0)
-LECTERN_BM25_K1 = float(env_str("LECTERN_BM25_K1", "1.2"))
-LECTERN_BM25_B = float(env_str("LECTERN_BM25_B", "0.75"))
-LECTERN_RRF_K = env_int("LECTERN_RRF_K", 60, minimum=1)
-# How many hits each component contributes to fusion (at least top_k).
-LECTERN_FUSION_DEPTH = env_int("LECTERN_FUSION_DEPTH", 100, minimum=1)
 # Minutes between scheduled scans that reindex sources whose fingerprint moved.
 LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
 # A curator's reset (POST /api/v1/status/reset: the embedding model reloaded, detection
@@ -249,29 +241,16 @@ LECTERN_SCAN_MINUTES = env_int("LECTERN_SCAN_MINUTES", 1, minimum=1)
 LECTERN_RUNTIME_POLL_SECONDS = env_int("LECTERN_RUNTIME_POLL_SECONDS", 5, minimum=0)
 # The longest text accepted: a prompt or tool result to enrich, or a search query (an
 # agent may search with a whole passage: BM25 scores every term, the model reads the
-# head). Enrichment: how many model tokens of a prompt / of a tool result's content
-# words the semantic pass embeds (a long text is matched by its head; MiniLM costs
-# ~0.2 ms a token on two cores: `manage.py bench_enrich` measures each head length's
-# latency and recall).
+# head).
 LECTERN_MAX_ENRICH_CHARS = env_int("LECTERN_MAX_ENRICH_CHARS", 200_000, minimum=100)
 # Conversations: at most this many messages in one call (the body's size is
 # bounded by LECTERN_MAX_BODY_BYTES as well).
 LECTERN_CONVERSATION_MAX_MESSAGES = env_int("LECTERN_CONVERSATION_MAX_MESSAGES", 2000, minimum=1)
-# Memory: a memory's relevance to a message is boosted by its recency,
-# score = relevance * (1 + weight * 2^(-age / half-life)) / (1 + weight): a memory stored
-# just now keeps its whole relevance, a very old one 1 / (1 + weight) of it.
-LECTERN_MEMORY_HALF_LIFE_DAYS = env_float("LECTERN_MEMORY_HALF_LIFE_DAYS", 30.0, minimum=0.01)
-LECTERN_MEMORY_RECENCY_WEIGHT = env_float("LECTERN_MEMORY_RECENCY_WEIGHT", 0.5, minimum=0.0)
 LECTERN_MEMORY_MAX_CHARS = env_int("LECTERN_MEMORY_MAX_CHARS", 10_000, minimum=100)
-# An end user with at most this many memories has them ranked by meaning exactly (sorted);
-# more, and the HNSW index is walked.
-LECTERN_MEMORY_EXACT_MAX = env_int("LECTERN_MEMORY_EXACT_MAX", 5000, minimum=0)
 # Conversation retrieval embeds and searches once per query chunk (a chunk is
 # what the model reads whole, about 1,000 characters): a conversation that makes more
 # chunks than this is refused, with a 400 saying so.
 LECTERN_CONVERSATION_MAX_CHUNKS = env_int("LECTERN_CONVERSATION_MAX_CHUNKS", 100, minimum=1)
-LECTERN_ENRICH_EMBED_TOKENS = env_int("LECTERN_ENRICH_EMBED_TOKENS", 128, minimum=8)
-LECTERN_ENRICH_TOOL_EMBED_TOKENS = env_int("LECTERN_ENRICH_TOOL_EMBED_TOKENS", 48, minimum=8)
 # Enrichment traces hold the agents' texts: each is deleted this many days after it was
 # made (0 keeps them forever) by the hourly schedule `lectern-purge-traces` or on demand
 # by `manage.py purge_traces`. With LECTERN_TRACE_STORE_TEXT off a trace keeps its steps

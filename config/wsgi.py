@@ -3,10 +3,10 @@ import threading
 
 from django.core.wsgi import get_wsgi_application
 
-from config.database import ensure_database
+from config.database import server_database
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-ensure_database()  # the embedded Postgres, unless DATABASE_URL names a server
+server_database()  # DATABASE_URL; the embedded Postgres only with DEBUG on
 application = get_wsgi_application()
 
 

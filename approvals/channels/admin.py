@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet, URLField
 from django.http import HttpRequest
@@ -16,10 +15,7 @@ from approvals.admin import ReadOnly
 from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from approvals.channels.webhooks.endpoints import FIELDS, endpoint_delete, endpoint_update, endpoint_url_check
 from catalog.outbound.client import url_refusal
-
-
-def _person(request: HttpRequest) -> User | None:
-    return request.user if isinstance(request.user, User) else None
+from catalog.web import person_or_none
 
 
 class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
@@ -64,14 +60,14 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
                    change: bool) -> None:
         changed = {name: form.cleaned_data[name] for name in form.changed_data if name in FIELDS}
         if changed:
-            endpoint_update(endpoint_id=obj.pk, by=_person(request), **changed)
+            endpoint_update(endpoint_id=obj.pk, by=person_or_none(request.user), **changed)
 
     def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
-        endpoint_delete(endpoint_id=obj.pk, by=_person(request))
+        endpoint_delete(endpoint_id=obj.pk, by=person_or_none(request.user))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
         for pk in queryset.values_list("pk", flat=True):
-            endpoint_delete(endpoint_id=pk, by=_person(request))
+            endpoint_delete(endpoint_id=pk, by=person_or_none(request.user))
 
 
 @admin.register(WebhookDelivery)

@@ -5,10 +5,10 @@ to remember (`store_memory`): the same text stored twice is one entry, remembere
 A message finds memories two ways, by its keywords (the share of
 the message's keywords a memory holds) and by meaning (cosine similarity of the two
 embeddings); a memory's relevance is the better of the two, and its score that
-relevance boosted by recency (settings.LECTERN_MEMORY_*). Only the end user's erasure
-deletes memories: all of them, the facts, and the traces of their conversations, audited
-(the audit entry names the user by a keyed hash, never in clear: the log is kept for
-good)."""
+relevance boosted by recency (MEMORY_HALF_LIFE_DAYS, MEMORY_RECENCY_WEIGHT). Only the
+end user's erasure deletes memories: all of them, the facts, and the traces of their
+conversations, audited (the audit entry names the user by a keyed hash, never in clear:
+the log is kept for good)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,14 @@ from retrieval.models import Fact, MemoryEntry, Trace
 log = logging.getLogger(__name__)
 
 DAY_SECONDS = 86_400.0
+# A memory's relevance to a message is boosted by its recency,
+# score = relevance * (1 + weight * 2^(-age / half-life)) / (1 + weight): a memory stored
+# just now keeps its whole relevance, a very old one 1 / (1 + weight) of it.
+MEMORY_HALF_LIFE_DAYS = 30.0
+MEMORY_RECENCY_WEIGHT = 0.5
+# An end user with at most this many memories has them ranked by meaning exactly (sorted);
+# more, and the HNSW index is walked.
+MEMORY_EXACT_MAX = 5000
 
 
 # --- facts -------------------------------------------------------------------------------
@@ -128,9 +136,9 @@ class MemoryHit:
 
 
 def recency_factor(stored_at: datetime, now: datetime) -> float:
-    weight = settings.LECTERN_MEMORY_RECENCY_WEIGHT
+    weight = MEMORY_RECENCY_WEIGHT
     age_days = max((now - stored_at).total_seconds(), 0.0) / DAY_SECONDS
-    return (1 + weight * math.pow(2.0, -age_days / settings.LECTERN_MEMORY_HALF_LIFE_DAYS)) / (1 + weight)
+    return (1 + weight * math.pow(2.0, -age_days / MEMORY_HALF_LIFE_DAYS)) / (1 + weight)
 
 
 def memory_search(*, agent: Agent, user_id: str, text: str, limit: int, vector: str | None = None,
@@ -178,9 +186,9 @@ def _lexical(agent: Agent, user_id: str, words: list[str], depth: int) -> dict[i
 
 def _similar(agent: Agent, user_id: str, vector: str, depth: int) -> dict[int, float]:
     """Memory id -> cosine similarity, for the `depth` nearest: sorted exactly when the
-    end user has at most LECTERN_MEMORY_EXACT_MAX memories, else by the HNSW index."""
+    end user has at most MEMORY_EXACT_MAX memories, else by the HNSW index."""
     params: dict[str, Any] = {"agent": agent.pk, "user": user_id, "vector": vector, "depth": depth,
-              "cap": settings.LECTERN_MEMORY_EXACT_MAX + 1}
+              "cap": MEMORY_EXACT_MAX + 1}
     where = "agent_id = %(agent)s AND user_id = %(user)s AND embedding IS NOT NULL"
     with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM retrieval_memoryentry WHERE {where} LIMIT %(cap)s) n",
@@ -191,7 +199,7 @@ def _similar(agent: Agent, user_id: str, vector: str, depth: int) -> dict[int, f
             WHERE {where} ORDER BY {{order}} LIMIT %(depth)s
             """
         exact = sql.format(order="(embedding <=> %(vector)s::vector) + 0")  # "+ 0": an order no index serves
-        if count <= settings.LECTERN_MEMORY_EXACT_MAX:
+        if count <= MEMORY_EXACT_MAX:
             cursor.execute(exact, params)
             return {pk: float(similarity) for pk, similarity in cursor.fetchall()}
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "

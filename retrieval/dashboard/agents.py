@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from catalog.agents import agent_create, agent_token_revoke, agent_token_rotate, agent_update
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.models import Agent, Catalog
+from catalog.web import from_htmx
 from retrieval.dashboard.forms import AgentFilterForm, AgentForm, ids_of, pin_groups
 
 curators = role_required(CURATOR_GROUP)
@@ -37,8 +38,6 @@ def signed_in(request: HttpRequest) -> User:
     return request.user
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 def _agents_with_catalogs() -> Any:
@@ -59,7 +58,7 @@ def agent_list(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)
     context = {"form": form, "page": page, "query": query.urlencode(), "filtered": any(request.GET.get(name)
                                                                                           for name in form.fields)}
-    template = "retrieval/agents/partials/agents_table.html" if _htmx(request) else "retrieval/agents/list.html"
+    template = "retrieval/agents/partials/agents_table.html" if from_htmx(request) else "retrieval/agents/list.html"
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
@@ -24,9 +23,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.forms import apply_errors
+from catalog.web import from_htmx, person
 from retrieval.dashboard.evaluation_forms import MODE_HELP, STORED, CompareForm, EvaluationForm, HistoryFilterForm
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.chart import Chart, bar_chart
@@ -51,13 +52,8 @@ SETS_SHOWN = 50
 MODE_CHOICES = [(mode, MODE_HELP[mode]) for mode in MODES]  # the form's checkboxes, each with what it does
 
 
-def _person(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # role_required lets no one else through
-    return request.user
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 # --- the history and the form ------------------------------------------------------------
@@ -84,7 +80,7 @@ def _list_context(request: HttpRequest, form: EvaluationForm) -> dict[str, Any]:
 @require_GET
 def evaluation_list(request: HttpRequest) -> HttpResponse:
     context = _list_context(request, EvaluationForm())
-    history = _htmx(request) and request.headers.get("HX-Target") == "evaluation-history"
+    history = from_htmx(request).target == "evaluation-history"
     template = "retrieval/evaluations/partials/history.html" if history else "retrieval/evaluations/list.html"
     return render(request, template, context, status=200 if context["filters"].is_valid() else 400)
 
@@ -102,9 +98,9 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
             with transaction.atomic():
                 query_set = data["query_set"] if data["test_set"] == STORED else query_set_create(
                     catalog=data["catalog"], name=data["name"], queries=data["queries"], qrels=data["qrels"],
-                    by=_person(request).username)
+                    by=person(request).username)
                 run = evaluation_request(catalog=data["catalog"], query_set=query_set, modes=data["modes"],
-                                         by=_person(request).username)
+                                         by=person(request).username)
         except ValidationError as error:
             apply_errors(form, error)
         else:
@@ -112,8 +108,8 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
                                       f"{len(run.modes)} mode{'s' if len(run.modes) != 1 else ''} × "
                                       f"{query_set.query_count} queries.")
             url = reverse("evaluations-run", args=[run.pk])
-            return HttpResponse(headers={"HX-Redirect": url}) if _htmx(request) else redirect(url)
-    if _htmx(request):
+            return HttpResponseClientRedirect(url) if from_htmx(request) else redirect(url)
+    if from_htmx(request):
         return render(request, "retrieval/evaluations/partials/start_form.html",
                       {"form": form, "mode_choices": MODE_CHOICES}, status=400)
     return render(request, "retrieval/evaluations/list.html", _list_context(request, form), status=400)
@@ -180,7 +176,7 @@ def evaluation_page(request: HttpRequest, run_id: int) -> HttpResponse:
     finds it done is the body with the results, which polls no more."""
     run = run_for(request.user, run_id)
     context = _run_context(request, run)
-    if _htmx(request):
+    if from_htmx(request):
         return render(request, "retrieval/evaluations/partials/run_body.html", context)
     status = 400 if "compare" in context and not context["compare"].is_valid() else 200
     return render(request, "retrieval/evaluations/run.html", context, status=status)
@@ -194,7 +190,7 @@ def evaluation_compare(request: HttpRequest, run_id: int) -> HttpResponse:
     run = run_for(request.user, run_id)
     if run.status != EvaluationRun.Status.SUCCEEDED or len(run.modes) < 2:
         return redirect("evaluations-run", run_id=run.pk)
-    if not _htmx(request):
+    if not from_htmx(request):
         return redirect(f"{reverse('evaluations-run', args=[run.pk])}?{request.GET.urlencode()}#comparison")
     form = CompareForm.chosen(request.GET, run)
     context = {"run": run, **_comparison(run, form)}

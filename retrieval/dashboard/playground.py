@@ -16,10 +16,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
+from django_htmx.http import push_url
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.embedder import embedder_status
 from catalog.rest.errors import DomainError
+from catalog.web import from_htmx
 from retrieval.dashboard.playground_forms import SHARE_MAX, PlaygroundForm
 from retrieval.dashboard.runs import EnrichRun, SearchRun, enrich_run, search_run
 from retrieval.search.selectors import SearchOptions
@@ -43,11 +45,11 @@ def playground(request: HttpRequest) -> HttpResponse:
             query = form.share_query()
             share = f"{reverse('playground')}?{query}" if query is not None else None
     context = {"form": form, "run": run, "share": share, "share_max": SHARE_MAX, "embeddings": embedder_status()}
-    htmx = request.headers.get("HX-Request") == "true"
+    htmx = bool(from_htmx(request))
     template = "retrieval/playground/partials/workbench.html" if htmx else "retrieval/playground/page.html"
     response = render(request, template, context, status=400 if form.is_bound and form.errors else 200)
     if htmx and share is not None:
-        response["HX-Push-Url"] = share  # the address bar holds the run's link, as a reload reruns it
+        push_url(response, share)  # the address bar holds the run's link, as a reload reruns it
     return response
 
 

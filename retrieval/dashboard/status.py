@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, is_curator, role_required
+from catalog.web import from_htmx
 from retrieval.runtime import runtime_reset
 from retrieval.status import full_status
 
@@ -57,15 +58,13 @@ def _minutes(seconds: int) -> str:
     return f"{minutes // 60} hours"
 
 
-def _htmx(request: HttpRequest) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 def _render(request: HttpRequest, **extra: object) -> HttpResponse:
     status = full_status()
     context = {"status": status, "checks": checks(status), "can_reset": is_curator(request.user),
                "late_s": LATE_S, **extra}
-    template = "retrieval/status/partials/panel.html" if _htmx(request) else "retrieval/status/page.html"
+    template = "retrieval/status/partials/panel.html" if from_htmx(request) else "retrieval/status/page.html"
     return render(request, template, context)
 
 
@@ -88,7 +87,7 @@ def status_reset(request: HttpRequest) -> HttpResponse:
             f"index{'es' if outcome.indexes_dropped != 1 else ''} dropped here; "
             + (f"the other processes follow within {others} seconds." if others
                else "other processes keep theirs until they restart (LECTERN_RUNTIME_POLL_SECONDS=0)."))
-    if not _htmx(request):
+    if not from_htmx(request):
         messages.success(request, note)
         return redirect("status-page")
     return _render(request, notice=note)

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from catalog.auth import CURATOR_GROUP, role_required
+from catalog.web import from_htmx
 from retrieval.dashboard.playground_forms import SHARE_MAX
 from retrieval.dashboard.trace_forms import TraceFilterForm
 from retrieval.dashboard.trace_reads import story_of, trace_get, trace_rows, traces_filtered
@@ -43,8 +44,7 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     context = {"form": form, "page": page, "rows": trace_rows(list(page.object_list)), "query": query.urlencode(),
                "filtered": any(request.GET.get(name) for name in form.fields),
                "retention_days": settings.LECTERN_TRACE_RETENTION_DAYS}
-    htmx = request.headers.get("HX-Request") == "true"
-    template = "retrieval/traces/partials/traces_table.html" if htmx else "retrieval/traces/list.html"
+    template = "retrieval/traces/partials/traces_table.html" if from_htmx(request) else "retrieval/traces/list.html"
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 

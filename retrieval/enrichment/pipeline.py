@@ -32,6 +32,12 @@ from retrieval.models import Selection, Trace
 
 SURFACES = [Trace.Surface.PROMPT.value, Trace.Surface.TOOL_RESULT.value]  # a conversation has its own operation
 
+# How many model tokens of a prompt / of a tool result's content words the semantic pass
+# embeds: a long text is matched by its head (MiniLM costs ~0.2 ms a token on two cores;
+# `manage.py bench_enrich` measures each head length's latency and recall).
+ENRICH_EMBED_TOKENS = 128
+ENRICH_TOOL_EMBED_TOKENS = 48
+
 
 # The passes, most specific reason first: a reference several passes found is hinted
 # for the first of them (an author's link says more than a shared tag or meaning).
@@ -338,10 +344,10 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
     if surface == Trace.Surface.TOOL_RESULT:
-        head_tokens = settings.LECTERN_ENRICH_TOOL_EMBED_TOKENS
+        head_tokens = ENRICH_TOOL_EMBED_TOKENS
         semantic = run.semantic(content_words(clean, head_tokens), head_tokens, read_as="content words")
     else:
-        semantic = run.semantic(clean, settings.LECTERN_ENRICH_EMBED_TOKENS, read_as="as written")
+        semantic = run.semantic(clean, ENRICH_EMBED_TOKENS, read_as="as written")
     tagged.sort(key=lambda c: (-len(c.reasons["tag"]), -(c.score or 0.0)))  # scores came from the semantic pass
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])

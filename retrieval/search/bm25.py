@@ -17,6 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 EPSILON = 0.25
+# Okapi BM25's parameters, as rank_bm25.BM25Okapi has them: k1, how fast a term's repeats
+# in a chunk saturate; b, how much a chunk longer than the average is discounted. Every
+# BM25 score and the figures of docs/benchmarks.md were measured with these values.
+K1 = 1.2
+B = 0.75
 
 
 def raw_idf(n_docs: int, df: int) -> float:

@@ -12,9 +12,13 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 Ranking = Sequence[tuple[K, float]]
 
+# Reciprocal rank fusion's k: a hit ranked r in a list adds weight / (k + r). The larger
+# k, the less the top ranks of each list outweigh the ranks below them.
+RRF_K = 60
+
 
 def rrf(
-    rankings: Mapping[str, Ranking[K]], *, k: int = 60, weights: Mapping[str, float] | None = None
+    rankings: Mapping[str, Ranking[K]], *, k: int = RRF_K, weights: Mapping[str, float] | None = None
 ) -> list[tuple[K, float]]:
     """Reciprocal rank fusion: score = sum of weight / (k + rank), ranks from 1."""
     fused: dict[K, float] = {}

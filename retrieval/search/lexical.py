@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import psycopg
-from django.conf import settings
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from catalog import analysis
@@ -33,7 +32,7 @@ def bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
         )
         stats = {text: (term_id, df) for text, term_id, df in cursor.fetchall()}
     return bm25.query_terms(tokens, stats, n_docs=catalog.chunk_count, average_idf=catalog.average_idf,
-                            k1=settings.LECTERN_BM25_K1)
+                            k1=bm25.K1)
 
 
 # SQL sums each term's part of a score in units of 2**-32, rounded to a whole number
@@ -53,7 +52,7 @@ def _part(weight: str, dl: str = "p.dl") -> str:
 
 def _score_constants(catalog: Catalog) -> tuple[float, float]:
     """c1 = k1 (1 - b) and c2 = k1 b / avgdl: a part is w tf / (tf + c1 + c2 dl)."""
-    k1, b = settings.LECTERN_BM25_K1, settings.LECTERN_BM25_B
+    k1, b = bm25.K1, bm25.B
     return k1 * (1 - b), k1 * b / catalog.average_length
 
 
@@ -63,7 +62,7 @@ def _score_params(catalog: Catalog) -> Params:
 
 
 def _scaled_weight(term: bm25.QueryTerm) -> float:
-    return term.weight * (settings.LECTERN_BM25_K1 + 1) * SCALE  # times a power of two: exact
+    return term.weight * (bm25.K1 + 1) * SCALE  # times a power of two: exact
 
 
 def _allowed_sql(params: Params, withheld: Collection[int]) -> str:

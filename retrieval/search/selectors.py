@@ -32,8 +32,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
 from approvals.selectors import InjectionDecision, withheld_raise, withheld_sources
 from approvals.services.requests import request_context
 from catalog.models import Agent, Catalog, ReferenceSource
@@ -46,6 +44,9 @@ from retrieval.search.vector import SearchUnavailable, embed_query, vector_score
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
 FUSIONS = ("rrf", "convex")
 NORMALISATIONS = tuple(fusion.NORMALISERS)
+# How many hits each component contributes to fusion (at least top_k): hybrid and
+# bm25_tiebreak rank each list this deep before fusing them.
+FUSION_DEPTH = 100
 
 
 @dataclass
@@ -127,7 +128,7 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
         weights = options.weights or {"bm25": 0.5, "vector": 0.5}
         return fusion.convex(rankings, weights=weights, normalise=options.normalization)
     if options.mode == "hybrid":
-        return fusion.rrf(rankings, k=settings.LECTERN_RRF_K, weights=options.weights)
+        return fusion.rrf(rankings, k=fusion.RRF_K, weights=options.weights)
     if options.mode == "bm25_tiebreak":
         vector = dict(rankings.get("vector", []))
         return fusion.tiebreak(rankings["bm25"], vector)
@@ -158,7 +159,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
             options = SearchOptions(**{**options.__dict__, "mode": "bm25"})
     # Fusion needs each component's list beyond top_k; a single component does not.
     fused_modes = ("hybrid", "bm25_tiebreak")
-    depth = max(options.top_k, settings.LECTERN_FUSION_DEPTH) if mode in fused_modes else options.top_k
+    depth = max(options.top_k, FUSION_DEPTH) if mode in fused_modes else options.top_k
     depth *= 3 if options.dedup else 1  # chunks per distinct document, roughly
     lists: dict[str, list[Row]] = {}
     passes = 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from django.conf import settings
 from django.db import transaction
 
 from catalog.embedder import embedder_status, get_embedder, vector_literal
@@ -20,9 +19,14 @@ class SearchUnavailable(Exception):
     """The mode asked for needs an embedding model and none is loaded."""
 
 
+# hnsw.ef_search for a search that asks for fewer rows (a deeper one raises it to its
+# depth): the HNSW scan's candidate list, recall bought with latency.
+HNSW_EF_SEARCH = 100
 # The largest hnsw.ef_search pgvector accepts; an HNSW scan returns at most ef_search
 # rows unless the iterative scan lets it go on.
 HNSW_EF_SEARCH_MAX = 1000
+# A catalog of at most this many chunks is ranked exactly, not by its HNSW index.
+VECTOR_EXACT_MAX = 1000
 
 
 def embed_query(query: str) -> tuple[str, int]:
@@ -40,10 +44,10 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
     """HNSW k-NN by cosine over the chunks outside the `withheld` sources; score =
     cosine similarity. ef_search is raised towards `limit`, up to what pgvector
     accepts; the iterative scan finds the rest, past the rows the filters drop. A
-    catalog of at most LECTERN_VECTOR_EXACT_MAX chunks is ranked exactly, and so is one
+    catalog of at most VECTOR_EXACT_MAX chunks is ranked exactly, and so is one
     the scan returns fewer than `limit` rows of while it holds more (a small catalog
     beside large ones), and any catalog when `exact` is asked for (its rows sorted)."""
-    ef_search = min(max(settings.LECTERN_HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
+    ef_search = min(max(HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
         # relaxed_order: the scan keeps going past ef_search rows, and past rows the
@@ -73,16 +77,16 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
                     WHERE catalog_id = %(catalog)s AND source_id = ANY(array_agg(s.id)) AND embedding IS NOT NULL
                     LIMIT %(cap)s) readable)
                 FROM catalog_referencesource s WHERE catalog_id = %(catalog)s AND id <> ALL(%(withheld)s)
-                """, {**params, "cap": settings.LECTERN_VECTOR_EXACT_MAX + 1})
+                """, {**params, "cap": VECTOR_EXACT_MAX + 1})
             allowed_sources, allowed_chunks = cursor.fetchone()
             if not allowed_sources:
                 return []
-            if allowed_chunks <= settings.LECTERN_VECTOR_EXACT_MAX:
+            if allowed_chunks <= VECTOR_EXACT_MAX:
                 cursor.execute(exact_sql.replace(allowed, "AND source_id = ANY(%(allowed)s)"),
                                {**params, "allowed": allowed_sources})
                 return sorted(((chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()),
                               key=lambda row: (-row[2], row[0]))
-        if exact or catalog.chunk_count <= settings.LECTERN_VECTOR_EXACT_MAX:
+        if exact or catalog.chunk_count <= VECTOR_EXACT_MAX:
             # A small catalog is a small part of the index every catalog shares: the
             # approximate scan's recall for it falls with what lies around it (other
             # catalogs, dead tuples), while sorting its rows costs about a millisecond.

@@ -7,7 +7,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from benchmarks.commands import command_load
-from benchmarks.enrich import enrich_benchmark
+from benchmarks.enrich import AGENT, enrich_benchmark
+from retrieval.enrichment import pipeline
+from retrieval.models import Trace
 from tests.conftest import DATASETS
 
 pytestmark = pytest.mark.django_db
@@ -28,6 +30,10 @@ def test_benchmark_reports_prompts_and_each_head_length_with_its_recall():
         assert run["embed_p50_ms"] > 0
         recall = run["semantic_self_recall"]
         assert recall["passages"] > 0 and 0 <= recall["recall_at_1"] <= recall["recall_at_5"] <= 1
+    # each head length reached the pipeline, and the default came back after the sweep
+    steps = Trace.objects.filter(caller=AGENT, surface="tool_result").values_list("steps", flat=True)
+    assert {step["embedded_tokens"] for trace in steps for step in trace if "embedded_tokens" in step} == {16, 32}
+    assert pipeline.ENRICH_TOOL_EMBED_TOKENS == 48
 
 
 @pytest.mark.parametrize("args", [["--tool-tokens", "64,abc"], ["--tool-tokens", "4"], ["--repeat", "0"]])

@@ -9,7 +9,6 @@ import json
 import logging
 
 import pytest
-from django.test import override_settings
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
@@ -183,9 +182,10 @@ def test_mmr_reorders_only_below_lambda_1(guides):
     assert [hit["rank"] for hit in diverse["results"]] == [1, 2, 3]
 
 
-def test_exact_and_approximate_find_the_same_top_hits(ops):
+def test_exact_and_approximate_find_the_same_top_hits(ops, monkeypatch):
     talk = messages(*TWO_TOPICS)
-    with override_settings(LECTERN_VECTOR_EXACT_MAX=0):  # approximate: the HNSW index, even for 4 chunks
+    with monkeypatch.context() as patched:
+        patched.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", 0)  # approximate: the HNSW index, even for 4 chunks
         approximate = ask(ops, messages=talk, top_k=3)
     exact = ask(ops, messages=talk, top_k=3, mode="exact")
 

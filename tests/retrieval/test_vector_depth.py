@@ -150,8 +150,8 @@ def scans_stopping_early():
                            "RESET enable_bitmapscan")
 
 
-def test_a_small_catalog_beside_a_large_nearer_one_is_answered_by_its_own_index(make_catalog, settings):
-    settings.LECTERN_VECTOR_EXACT_MAX = 0  # the small catalog goes to the HNSW scan
+def test_a_small_catalog_beside_a_large_nearer_one_is_answered_by_its_own_index(make_catalog, monkeypatch):
+    monkeypatch.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", 0)  # the small catalog goes to the HNSW scan
     # given: a large catalog whose chunks are all nearer the query than a small one's:
     # when every catalog shared one index, the scan stopped short of the small one's
     query = random_unit_vectors(1, seed=11)[0]
@@ -179,8 +179,8 @@ def test_a_small_catalog_beside_a_large_nearer_one_is_answered_by_its_own_index(
     assert len(found) == 100 and len(set(found) & set(exact)) >= 90  # HNSW: approximate, on its own graph
 
 
-def test_a_scan_the_filters_stop_short_is_ranked_exactly(make_catalog, settings):
-    settings.LECTERN_VECTOR_EXACT_MAX = 0  # the catalog goes to the HNSW scan first
+def test_a_scan_the_filters_stop_short_is_ranked_exactly(make_catalog, monkeypatch):
+    monkeypatch.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", 0)  # the catalog goes to the HNSW scan first
     # given: a catalog whose nearest chunks are a withheld source's, so the scan's first
     # ef_search rows are all filtered out, and a scan that stops right after them
     query = random_unit_vectors(1, seed=11)[0]
@@ -200,9 +200,9 @@ def test_a_scan_the_filters_stop_short_is_ranked_exactly(make_catalog, settings)
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("exact_max", [150, 149])
-def test_a_catalog_within_the_exact_limit_is_ranked_without_the_shared_index(make_catalog, settings, exact_max):
+def test_a_catalog_within_the_exact_limit_is_ranked_without_the_shared_index(make_catalog, monkeypatch, exact_max):
     # given: a catalog of 150 chunks with random vectors, and the limit at or just below it
-    settings.LECTERN_VECTOR_EXACT_MAX = exact_max
+    monkeypatch.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", exact_max)
     catalog = make_catalog("exact", chunk_size=60, chunk_overlap=0)
     source = ReferenceSource.objects.create(catalog=catalog, slug="dots", name="Dots", kind="upload", location="d")
     text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
@@ -227,9 +227,9 @@ def test_a_catalog_within_the_exact_limit_is_ranked_without_the_shared_index(mak
 
 
 @pytest.mark.django_db
-def test_what_an_agent_may_read_of_a_mostly_withheld_catalog_is_ranked_exactly(make_catalog, settings):
+def test_what_an_agent_may_read_of_a_mostly_withheld_catalog_is_ranked_exactly(make_catalog, monkeypatch):
     # given: a catalog over the exact limit, in three sources of 100 chunks; two withheld
-    settings.LECTERN_VECTOR_EXACT_MAX = 150
+    monkeypatch.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", 150)
     catalog = make_catalog("governed", chunk_size=60, chunk_overlap=0)
     text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
     sources = []

@@ -3,6 +3,8 @@ per request of what was decided and what was refused, and why."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -31,7 +33,7 @@ def test_bulk_approval_reports_each_request(client_for, three, rita, rob):
                                      headers={"HX-Request": "true"})
 
     html = response.content.decode()
-    assert response.status_code == 200 and response["HX-Trigger"] == "queue-changed"
+    assert response.status_code == 200 and json.loads(response["HX-Trigger"]) == {"queue-changed": {}}
     assert "<strong>2</strong> approvals recorded, <strong>1</strong> refused" in html
     assert f"#{three[2]}</a>:\n        refused — request {three[2]} is already rejected" in html
     assert "request_decided" in html

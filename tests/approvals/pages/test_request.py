@@ -5,6 +5,7 @@ a refusal (decided first by another reviewer, four eyes) is a message, never a 5
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 
@@ -69,7 +70,7 @@ def test_approving_through_htmx_updates_the_panel_in_place_and_audits(client_for
 
     html = response.content.decode()
     assert response.status_code == 200
-    assert response["HX-Trigger"] == "queue-changed"  # the header's count and the queue reload
+    assert json.loads(response["HX-Trigger"]) == {"queue-changed": {}}  # the header's count and the queue reload
     assert 'id="decision-panel"' in html and "<html" not in html
     assert "You approved request" in html and "state-approved" in html and "fine for the bot" in html
     assert ApprovalRequest.objects.get(pk=pending).state == "approved"
@@ -100,7 +101,8 @@ def test_when_two_reviewers_decide_the_first_stands_and_the_second_is_told(clien
     html = late.content.decode()
     assert late.status_code == 409
     assert late["X-Lectern-Partial"] == "1"  # htmx swaps it in whatever the status
-    assert late["HX-Trigger"] == "queue-changed"  # the count in the header catches up with rita's decision
+    # the count in the header catches up with rita's decision
+    assert json.loads(late["HX-Trigger"]) == {"queue-changed": {}}
     assert "Not recorded." in html and "already rejected" in html
     assert ApprovalRequest.objects.get(pk=pending).state == "rejected"
     assert list(Decision.objects.values_list("reviewer__username", "verdict")) == [("rita", "reject")]

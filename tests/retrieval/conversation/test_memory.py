@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import AuditEntry
 from catalog.models import Agent
+from retrieval.conversation import memory
 from retrieval.conversation.memory import end_user_digest, memory_search, recency_factor
 from retrieval.models import Fact, MemoryEntry, Trace
 from tests.factories import agent_with_token, person
@@ -117,8 +118,9 @@ def test_memories_are_found_by_keywords_and_by_meaning(bot):
         assert hit["score"] == pytest.approx(relevance * hit["recency"], abs=1e-3)
 
 
-def test_recency_boosts_the_memory_stored_last(bot, settings):
-    settings.LECTERN_MEMORY_HALF_LIFE_DAYS, settings.LECTERN_MEMORY_RECENCY_WEIGHT = 10.0, 1.0
+def test_recency_boosts_the_memory_stored_last(bot, monkeypatch):
+    monkeypatch.setattr(memory, "MEMORY_HALF_LIFE_DAYS", 10.0)
+    monkeypatch.setattr(memory, "MEMORY_RECENCY_WEIGHT", 1.0)
     store(bot, "steve", "The deadline for the garden project is Friday.")
     store(bot, "steve", "The budget for the garden project is small.")
     old = MemoryEntry.objects.get(content__contains="deadline")

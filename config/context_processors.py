@@ -1,5 +1,6 @@
 """What every page's header shows a signed-in person: their roles, the section they
-are in, and for reviewers the number of requests waiting (templates/base.html)."""
+are in, and for reviewers the number of requests waiting (templates/base.html). The
+header spans every app's pages, so it lives here, in the layer that wires them."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from django.http import HttpRequest
 from approvals.queue import pending_count
 from catalog.auth import REVIEWER_GROUP, roles_of
 
+# The header's section of a page: its URL name's first word (config/urls.py includes each app's).
 SECTIONS = {"catalogs": "catalogs", "approvals": "approvals", "audit": "audit", "agents": "agents", "status": "status",
             "playground": "playground", "traces": "traces", "evaluations": "evaluations"}
 
 
-def reviewer_header(request: HttpRequest) -> dict[str, object]:
+def site_header(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
     # A person only: on the HTML an API view renders (the schema's Swagger UI and Redoc
     # pages), DRF makes the request's user whoever its authentication found, an agent
