@@ -80,8 +80,10 @@ test-fast: $(VENV)/.installed
 
 # Every browser test audits its pages (tests/browser.py) and photographs them at 1280 and
 # 390 px: into var/screenshots normally, into docs/screenshots here.
+# Every page the browser tests walk, at 1280 and 390 px, into var/screenshots/ (tests/browser.py);
+# docs/screenshots/ keeps a curated few (its README.md).
 screenshots: setup chromium
-	LECTERN_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -m browser -p no:randomly -q
+	$(VENV)/bin/pytest -m browser -p no:randomly -q
 
 # lint-imports checks the layers contract in pyproject.toml. Settings start nothing, and
 # the OpenAPI check builds the schema without a database.

@@ -9,8 +9,8 @@ test has the page in front of it: `page_audit(page, "name")`.
   sideways and the layout is another).
 - Usable at 1280 px and at 390 px: no horizontal scrolling at either width, so nothing
   is cut off on a phone.
-- Photographed at each width into $LECTERN_SCREENSHOTS (default var/screenshots;
-  `make screenshots` writes docs/screenshots/) for a person to look at.
+- Photographed at each width into $LECTERN_SCREENSHOTS (default var/screenshots, where
+  `make screenshots` leaves them; docs/screenshots/ keeps a curated few) for a person to look at.
 """
 
 from __future__ import annotations
