@@ -5,7 +5,7 @@ concern, pins that follow the catalogs checked, rotate and revoke after a confir
 (the revoked token's next call gets 401 over HTTP), the whole of it by keyboard alone,
 and the status page with the curator's reset. Every page is audited (tests/browser.py:
 no console errors, no serious axe-core violations, usable at 1280 and 390 px) and
-photographed (`make screenshots`: docs/screenshots/)."""
+photographed (`make screenshots`: var/screenshots/)."""
 
 from __future__ import annotations
 
