@@ -21,7 +21,7 @@ HOST ?= 127.0.0.1:8000
 # Every dependency installs from a wheel (--only-binary): nothing is compiled here.
 NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
   print(sysconfig.get_platform(), "Python", sys.version.split()[0])'): Lectern installs wheels only (no compiler); \
-  see docs/architecture.md, Installing
+  see docs/subsystems/operations.md, Installing
 $(VENV)/.installed: pyproject.toml
 ifeq ($(wildcard $(PY)),)
 	$(BASE_PYTHON) -m venv $(VENV)

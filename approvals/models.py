@@ -6,7 +6,7 @@ changes), and the append-only, hash-chained audit log.
 The rule the gate (approvals.selectors) applies with these: a source that a policy (or
 its own `requires_approval` flag) governs reaches an agent only while a request of that
 agent for the source's current fingerprint is approved by enough distinct reviewers
-and has neither expired nor been revoked or lapsed. docs/architecture.md, "Governance".
+and has neither expired nor been revoked or lapsed. docs/subsystems/governance.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What catalog announces to the layers above it, and keeping updated_at honest.
 
 Announcements (catalog imports no app above it, so the apps that must act on these
-connect receivers in their AppConfig.ready; approvals does, docs/architecture.md
-"Governance"). Each is sent with `send`, not `send_robust`: a receiver's failure fails
+connect receivers in their AppConfig.ready; approvals does, docs/subsystems/governance.md,
+"Lapse on reindex"). Each is sent with `send`, not `send_robust`: a receiver's failure fails
 the write that sent it, inside its transaction.
 
 - `content_switched` (sender ReferenceSource; source_id, old_fingerprint,

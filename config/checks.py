@@ -13,7 +13,7 @@ from django.core.checks import CheckMessage, Warning, register
 @register()
 def app_role_is_not_the_owner(**kwargs: Any) -> list[CheckMessage]:
     """One role for the app and the migrations owns the tables, so the app could disable
-    the audit log's triggers (docs/architecture.md, "Database roles")."""
+    the audit log's triggers (docs/subsystems/governance.md, "Database roles")."""
     if settings.LECTERN_DATABASE_APP_ROLE != settings.LECTERN_DATABASE_OWNER["USER"]:
         return []
     return [Warning(

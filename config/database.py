@@ -1,7 +1,7 @@
 """Where the database is, as which roles, and starting the embedded Postgres where it is used.
 
 Settings only read: DATABASE_URL, else where the embedded server listens (its
-postmaster.pid, or where a start will put it). Two roles (docs/architecture.md,
+postmaster.pid, or where a start will put it). Two roles (docs/subsystems/governance.md,
 "Database roles"): the app's (DATABASE_URL's, or the embedded APP_ROLE) and the schema
 owner's (DATABASE_OWNER_URL's, or the embedded OWNER_ROLE), which `manage.py migrate`
 connects as (config/management/commands/migrate.py). Importing them starts nothing, so

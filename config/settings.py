@@ -167,7 +167,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # 3.1 (JSON Schema 2020-12): 3.0 cannot say that no key of a body may hold a NUL
-    # (catalog.rest.schema.nul_free_requests_hook); docs/architecture.md, "NUL".
+    # (catalog.rest.schema.nul_free_requests_hook); docs/decisions/0030-openapi-3-1-says-where-nul-is-refused.md.
     "OAS_VERSION": "3.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     # Several choice sets share a field name ("mode"): each gets its own enum component.
@@ -257,7 +257,7 @@ LECTERN_CONVERSATION_MAX_CHUNKS = env_int("LECTERN_CONVERSATION_MAX_CHUNKS", 100
 # and hints (ids, tags, scores, the file paths the text named) but not the text itself.
 LECTERN_TRACE_RETENTION_DAYS = env_int("LECTERN_TRACE_RETENTION_DAYS", 30, minimum=0)
 LECTERN_TRACE_STORE_TEXT = env_bool("LECTERN_TRACE_STORE_TEXT", True)
-# Approvals' channels (docs/architecture.md, "Channels"). Webhook deliveries: attempts
+# Approvals' channels (docs/subsystems/approval-channels.md). Webhook deliveries: attempts
 # per event and endpoint, the first retry's delay (doubled each time, with jitter, up to
 # the cap), and each attempt's timeout. Decision files: the directory read each minute.
 LECTERN_WEBHOOK_MAX_ATTEMPTS = env_int("LECTERN_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
@@ -265,7 +265,7 @@ LECTERN_WEBHOOK_BACKOFF_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_SECONDS", 30,
 LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS = env_int("LECTERN_WEBHOOK_BACKOFF_MAX_SECONDS", 3600, minimum=1)
 LECTERN_WEBHOOK_TIMEOUT_SECONDS = env_int("LECTERN_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 LECTERN_DECISION_DIR = Path(env_str("LECTERN_DECISION_DIR", str(BASE_DIR / "var" / "decisions")))
-# Audit checkpoints (docs/architecture.md, "Audit log"): every few minutes, when the log
+# Audit checkpoints (docs/subsystems/governance.md, "The audit log"): every few minutes, when the log
 # has grown, a file naming its newest entry, signed with a key the database does not
 # hold (this one, else one derived from SECRET_KEY), so that `manage.py audit_verify`
 # sees entries cut from its tail. Keep the folder outside the database's reach (a

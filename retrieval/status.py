@@ -8,7 +8,7 @@ whatever the catalogs hold: counts come from the catalogs' own statistics and fr
 grouped aggregates, sizes from Postgres's size functions, never from counting rows of
 the large tables (pinned in tests/retrieval/test_status.py).
 
-Who sees what (docs/architecture.md, "Status"): `basic` is the embeddings alone (seed
+Who sees what (docs/subsystems/dashboard.md, "Status"): `basic` is the embeddings alone (seed
 004's status: enough for an agent to choose a search mode); `full` is everything here,
 for people with a role (who see every catalog); `catalogs`, for a curator agent, is the
 embeddings, the answering process as its reset concerns it, and its own catalogs'
@@ -156,7 +156,7 @@ def _reset() -> dict[str, Any] | None:
 def _database() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """One statement: version, size, data directory (when this role may read it), the
     role the app connects as and whether it could disable the audit log's triggers (a
-    superuser, or the table's owner: docs/architecture.md, "Database roles"),
+    superuser, or the table's owner: docs/subsystems/governance.md, "Database roles"),
     extensions, and each of RELATIONS' size."""
     sizes = ", ".join(f"({index}, {_SIZE_SQL[kind]})" for index, (_, _, kind) in enumerate(RELATIONS))
     started = time.perf_counter()

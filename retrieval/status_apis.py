@@ -66,7 +66,7 @@ class DatabaseSerializer(serializers.Serializer[dict[str, Any]]):
     role = serializers.CharField(help_text="The database role the app connects as.")
     role_can_disable_triggers = serializers.BooleanField(
         help_text="True when that role is a superuser or owns the audit log: it could disable the triggers that "
-                  "keep the log append-only (set DATABASE_OWNER_URL; docs/architecture.md, Database roles).")
+                  "keep the log append-only (set DATABASE_OWNER_URL; docs/subsystems/governance.md, Database roles).")
 
 
 class FailureSerializer(serializers.Serializer[dict[str, Any]]):

@@ -1,6 +1,6 @@
 """Bulk loads into an empty catalog: its HNSW index and BM25 blocks built once, after
-the rows, instead of maintained row by row (docs/architecture.md, "Decision: bulk loads
-build a new catalog's indexes after its rows").
+the rows, instead of maintained row by row (docs/decisions/0005-bulk-loads-build-indexes-after-rows.md,
+"Bulk loads build a new catalog's indexes after its rows").
 
 Each catalog's chunks and forward postings are partitions of their own (catalog
 migration 0017), whose HNSW index the owner's functions drop and build (migration 0019):

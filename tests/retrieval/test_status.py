@@ -2,7 +2,7 @@
 
 - Who sees what: the embeddings to anyone signed in or holding a token; everything to
   people with a role; its own catalogs' indexes and index runs to a curator agent, and
-  nothing of the server or of other catalogs (docs/architecture.md, "Status").
+  nothing of the server or of other catalogs (docs/subsystems/dashboard.md, "Status").
 - What it reports: the database and its extensions, the queue (waiting, being run,
   failed), the schedules and the last scan, index runs, each catalog's index, the sizes
   of the tables and indexes, the disk; in a constant number of statements.
