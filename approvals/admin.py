@@ -17,7 +17,7 @@ from approvals.queries import with_state_now
 from approvals.services.decisions import request_decide
 from approvals.services.policies import FIELDS, policy_create, policy_delete, policy_update
 from approvals.services.revocation import approval_revoke
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
 from catalog.web import person
 
 if TYPE_CHECKING:
@@ -137,8 +137,8 @@ class ApprovalRequestAdmin(ReadOnly):
             try:
                 act(pk)
                 done += 1
-            except DomainError as exc:
-                self.message_user(request, f"request {pk}: {exc.detail}", messages.ERROR)
+            except ApplicationError as exc:
+                self.message_user(request, f"request {pk}: {exc.message}", messages.ERROR)
         if done:
             self.message_user(request, f"{done} request(s) done.", messages.SUCCESS)
 

@@ -37,9 +37,9 @@ from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, is_reviewer, role_required
+from catalog.errors import ApplicationError
 from catalog.models import Agent, ReferenceSource
-from catalog.rest.errors import DomainError
-from catalog.web import from_htmx, person
+from catalog.web import from_htmx, person, status_of
 
 viewers = role_required(CURATOR_GROUP, REVIEWER_GROUP)
 reviewers = role_required(REVIEWER_GROUP)
@@ -137,8 +137,8 @@ def _panel_response(request: HttpRequest, request_id: int, *, status: int = 200,
     return response
 
 
-def _refused(error: DomainError) -> dict[str, Any]:
-    return {"error": str(error.detail), "error_code": error.error_code}
+def _refused(error: ApplicationError) -> dict[str, Any]:
+    return {"error": error.message, "error_code": error.code}
 
 
 @reviewers
@@ -151,10 +151,10 @@ def decide(request: HttpRequest, request_id: int) -> HttpResponse:
     try:
         decided = request_decide(request_id=request_id, reviewer=person(request),
                                  verdict=verdict, comment=form.cleaned_data["comment"], channel=Decision.Channel.WEB)
-    except DomainError as error:
-        if error.status_code == 404:
-            raise Http404(str(error.detail)) from None
-        return _panel_response(request, request_id, status=error.status_code, changed=True, decide_form=form,
+    except ApplicationError as error:
+        if status_of(error) == 404:
+            raise Http404(error.message) from None
+        return _panel_response(request, request_id, status=status_of(error), changed=True, decide_form=form,
                                **_refused(error))
     done = {"approve": "approved", "reject": "rejected"}[verdict]
     note = f"You {done} request {decided.pk}" + (
@@ -174,10 +174,10 @@ def revoke(request: HttpRequest, request_id: int) -> HttpResponse:
                                error="Say why the approval is revoked.")
     try:
         approval_revoke(request_id=request_id, by=person(request), reason=form.cleaned_data["reason"])
-    except DomainError as error:
-        if error.status_code == 404:
-            raise Http404(str(error.detail)) from None
-        return _panel_response(request, request_id, status=error.status_code, changed=True, revoke_form=form,
+    except ApplicationError as error:
+        if status_of(error) == 404:
+            raise Http404(error.message) from None
+        return _panel_response(request, request_id, status=status_of(error), changed=True, revoke_form=form,
                                **_refused(error))
     note = f"You revoked the approval of request {request_id}."
     if not from_htmx(request):
@@ -197,9 +197,9 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
         try:
             outcomes = requests_decide_bulk(request_ids=data["ids"], reviewer=person(request),
                                             verdict=data["verdict"], comment=data["comment"])
-        except DomainError as error:
-            form.add_error(None, str(error.detail))
-            status = error.status_code
+        except ApplicationError as error:
+            form.add_error(None, error.message)
+            status = status_of(error)
     else:
         status = 400
     context = {"form": form, "outcomes": outcomes, "verdict": form.cleaned_data.get("verdict", ""),

@@ -15,9 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
+from catalog.errors import ConflictError
 from catalog.indexing.runs import EditConflict, index_run_request, source_edit_queued
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
-from catalog.rest.errors import DomainError
 from catalog.rest.fields import QueryBooleanField, StrictCharField
 from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
@@ -129,9 +129,9 @@ def _edit_errors_as_409() -> Iterator[None]:
     try:
         yield
     except SourceError as exc:
-        raise DomainError(str(exc), code="wrong_source_kind", status_code=409) from None
+        raise ConflictError(str(exc), code="wrong_source_kind") from None
     except EditConflict as exc:
-        raise DomainError(str(exc), code="busy", status_code=409) from None
+        raise ConflictError(str(exc), code="busy") from None
 
 
 

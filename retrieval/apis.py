@@ -15,8 +15,8 @@ from approvals.apis import gate_state_field, request_id_field
 from approvals.replica import replica_read
 from approvals.services.requests import excerpt
 from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
+from catalog.errors import ConflictError
 from catalog.models import Agent, Catalog
-from catalog.rest.errors import DomainError
 from catalog.rest.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -190,8 +190,7 @@ def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     try:
         result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
     except SearchUnavailable as exc:
-        raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
-                          status_code=409) from None
+        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),
@@ -307,8 +306,7 @@ def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> di
     except ConversationTooLong as exc:
         raise serializers.ValidationError({"messages": [str(exc)]}) from None
     except SearchUnavailable as exc:
-        raise DomainError(f"vector search is unavailable: {exc}", code="embeddings_unavailable",
-                          status_code=409) from None
+        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
     return ConversationSearchApi.OutputSerializer(_conversation_body(result)).data
 
 

@@ -23,8 +23,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user
+from catalog.errors import InvalidError
 from catalog.models import Agent, Catalog
-from catalog.rest.errors import DomainError
 from catalog.rest.fields import StrictCharField, StrictIntegerField, StrictSlugField
 from catalog.rest.schema import errors
 from retrieval.evaluation.beir import METRICS
@@ -185,7 +185,7 @@ class EvaluationsApi(APIView):
                 run = evaluation_request(catalog=catalog, query_set=query_set, modes=values["modes"],
                                          by=caller_name(caller))
         except DjangoValidationError as error:  # what the files hold, or a name taken: not the body's shape
-            raise DomainError("The test set is refused; see details.", code="invalid_test_set",
+            raise InvalidError("The test set is refused; see details.", code="invalid_test_set",
                               details={"fields": error.message_dict}) from None
         run = run_for(caller, run.pk)  # as the worker left it (a synchronous queue has run it already)
         return Response(EvaluationSerializer(run).data, status=status.HTTP_202_ACCEPTED)

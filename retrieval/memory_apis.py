@@ -16,8 +16,8 @@ from rest_framework.views import APIView
 
 from approvals.replica import replica_read
 from catalog.auth import RequestUser, request_user
+from catalog.errors import ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Agent
-from catalog.rest.errors import DomainError
 from catalog.rest.fields import StrictCharField, StrictRegexField
 from catalog.rest.schema import errors
 from retrieval.conversation.memory import (
@@ -40,8 +40,8 @@ LIST_MAX = 200
 def _agent(request: Request) -> Agent:
     user: RequestUser = request_user(request)
     if not isinstance(user, Agent):
-        raise DomainError("Facts and memory belong to an agent: call with the agent's token "
-                          "(curators see them on the agent's page).", code="forbidden", status_code=403)
+        raise ForbiddenError("Facts and memory belong to an agent: call with the agent's token "
+                          "(curators see them on the agent's page).", code="forbidden")
     return user
 
 
@@ -125,7 +125,7 @@ class FactsApi(APIView):
         query.is_valid(raise_exception=True)
         fact = fact_delete(agent=agent, **query.validated_data)
         if fact is None:
-            raise DomainError("the end user has no such fact", code="not_found", status_code=404)
+            raise NotFoundError("the end user has no such fact", code="not_found")
         return Response(FactSerializer(fact).data)
 
 
@@ -210,8 +210,8 @@ class MemoryApi(APIView):
         agent = _agent(request)
         unknown = sorted(set(request.query_params) - {"user_id"})
         if unknown:  # an erasure takes everything of the end user: nothing may look like narrowing it
-            raise DomainError(f"an erasure takes only user_id, not {', '.join(unknown)}: it erases every memory "
-                              "and fact of the end user", code="invalid_input", status_code=400,
+            raise InvalidError(f"an erasure takes only user_id, not {', '.join(unknown)}: it erases every memory "
+                              "and fact of the end user", code="invalid_input",
                               details={"fields": {name: ["Not a parameter of the erasure."] for name in unknown}})
         query = UserQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

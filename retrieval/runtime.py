@@ -38,8 +38,8 @@ from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from approvals.models import AuditEntry
 from catalog.auth import is_curator
 from catalog.embedder import embedder_status, reset_embedder
+from catalog.errors import ForbiddenError
 from catalog.models import Agent
-from catalog.rest.errors import DomainError
 from retrieval.enrichment.detection import forget_indexes
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def runtime_reset(*, by: User | AnonymousUser | Agent) -> ResetOutcome:
     curator only: a person in the curator group or an agent marked curator."""
     global _applied, _checked
     if not is_curator(by):
-        raise DomainError("only curators reset the model and the caches", code="forbidden", status_code=403)
+        raise ForbiddenError("only curators reset the model and the caches", code="forbidden")
     with transaction.atomic():
         entry = audit_append(AuditEvent(Action.RUNTIME_RESET, Actor.of(by), payload={"pid": os.getpid()}))
     with _follow_lock:

@@ -45,8 +45,8 @@ from django.utils import timezone
 from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
+from catalog.errors import ApplicationError
 from catalog.models import ReferenceSource
-from catalog.rest.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ def decisions_apply(*, items: list[Item], name: str, digest: str) -> int:
                 decided.append(request_decide(request_id=item.request_id, reviewer=people[item.reviewer],
                                               verdict=item.verdict, comment=item.comment,
                                               channel=Decision.Channel.FILE, fingerprint=item.fingerprint))
-            except DomainError as exc:
-                raise FileRefused(f"item {n} (request {item.request_id}): {exc.detail} [{exc.error_code}]") from None
+            except ApplicationError as exc:
+                raise FileRefused(f"item {n} (request {item.request_id}): {exc.message} [{exc.code}]") from None
         audit_append_many([AuditEvent(
             Action.DECISION_RECEIVED, Actor.channel("file"), request_id=request.pk, source_id=request.source_id,
             agent_id=request.agent_id, fingerprint=request.fingerprint,

@@ -15,7 +15,7 @@ from approvals.models import COMMENT_MAX_CHARS, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.errors import forbidden, invalid
 from catalog.auth import is_reviewer
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
 
 BULK_MAX = 100
 
@@ -54,6 +54,6 @@ def _decide_one(request_id: int, reviewer: User, verdict: str, comment: str, cha
     try:
         request = request_decide(request_id=request_id, reviewer=reviewer, verdict=verdict, comment=comment,
                                  channel=channel)
-    except DomainError as refused:
-        return BulkOutcome(request_id, False, code=refused.error_code, message=str(refused.detail))
+    except ApplicationError as refused:
+        return BulkOutcome(request_id, False, code=refused.code, message=refused.message)
     return BulkOutcome(request_id, True, state=request.state)

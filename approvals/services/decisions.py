@@ -47,8 +47,8 @@ def request_decide(*, request_id: int, reviewer: User, verdict: str, comment: st
        rule's required distinct approvals are in, the request is approved (its expiry
        set from the lifetime, the text it covers kept for later diffs); audited.
 
-    Raises DomainError: 403 not_reviewer / self_approval / four_eyes, 404 not_found, 400 invalid_input,
-    409 fingerprint_mismatch / request_decided / already_decided / content_changed."""
+    Raises ForbiddenError not_reviewer / self_approval / four_eyes, NotFoundError, InvalidError,
+    ConflictError fingerprint_mismatch / request_decided / already_decided / content_changed."""
     with transaction.atomic():
         request, rule = check_decide(request_id=request_id, reviewer=reviewer, verdict=verdict, comment=comment,
                                      channel=channel, fingerprint=fingerprint)

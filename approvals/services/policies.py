@@ -49,7 +49,7 @@ def policy_create(*, by: User, catalog: Catalog | None = None, source: Reference
                   lifetime: timedelta | None = None, four_eyes: bool = False, allow_self_approval: bool = False,
                   disclose_matches: bool = False, description: str = "") -> ApprovalPolicy:
     """A policy over exactly one of `catalog`, `source`, `tag`; for `agents` when given,
-    else for every agent. Raises DomainError 403 not_curator, ValidationError on bad
+    else for every agent. Raises ForbiddenError not_curator, ValidationError on bad
     fields."""
     _check_curator(by)
     scope = next((name for name, target in (("catalog", catalog), ("source", source), ("tag", tag)) if target), "")

@@ -16,8 +16,8 @@ from catalog.auth import is_reviewer
 
 
 def approval_revoke(*, request_id: int, by: User, reason: str = "") -> ApprovalRequest:
-    """Revoke an approved request. Raises DomainError: 403 not_reviewer, 404, 400,
-    409 not_approved (pending, rejected or already ended: its time up counts, as the
+    """Revoke an approved request. Raises ForbiddenError not_reviewer, NotFoundError, InvalidError,
+    ConflictError not_approved (pending, rejected or already ended: its time up counts, as the
     gate and the listings see it, whether or not the expiry task has marked it)."""
     if not is_reviewer(by):
         raise forbidden("only a member of the reviewer group revokes approvals", code="not_reviewer")

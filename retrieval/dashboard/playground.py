@@ -20,7 +20,7 @@ from django_htmx.http import push_url
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.embedder import embedder_status
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
 from catalog.web import from_htmx
 from retrieval.dashboard.playground_forms import SHARE_MAX, PlaygroundForm
 from retrieval.dashboard.runs import EnrichRun, SearchRun, enrich_run, search_run
@@ -65,6 +65,6 @@ def _run(request: HttpRequest, form: PlaygroundForm) -> SearchRun | EnrichRun | 
                           surface=data["kind"])
     except SearchUnavailable as exc:
         form.add_error("mode", f"Search by meaning is unavailable ({exc}): choose bm25.")
-    except DomainError as exc:  # a catalog the caller may not read (the form checks first)
+    except ApplicationError as exc:  # a catalog the caller may not read (the form checks first)
         form.add_error("catalog", str(exc))
     return None

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from catalog.auth import RequestUser, visible_catalogs
+from catalog.errors import NotFoundError
 from catalog.models import Agent, Catalog
-from catalog.rest.errors import DomainError
 from retrieval.enrichment.detection import CatalogIndex, SourceCard, catalog_index
 
 
@@ -37,7 +37,7 @@ class Caller:
             known = {c.slug: c for c in catalogs}
             missing = [slug for slug in catalog_slugs if slug not in known]
             if missing:
-                raise DomainError(f"no catalog {missing[0]!r}", code="not_found", status_code=404)
+                raise NotFoundError(f"no catalog {missing[0]!r}", code="not_found")
             catalogs = [known[slug] for slug in dict.fromkeys(catalog_slugs)]
         if not isinstance(user, Agent):
             return cls(name=user.get_username(), catalogs=catalogs, agent=None, profile=Agent(), qualify=qualify)

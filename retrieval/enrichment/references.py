@@ -14,8 +14,8 @@ from django.db import transaction
 
 from approvals.selectors import injection_decisions
 from approvals.services.requests import request_context
+from catalog.errors import ConflictError, ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Document, ReferenceSource
-from catalog.rest.errors import DomainError
 from catalog.sources.errors import SourceError
 from catalog.sources.globs import SourceChanged, glob_file_read
 from catalog.tag_keys import tag_key
@@ -95,7 +95,7 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
             unknown_tags.append(tag)
         cards += carriers
     if unknown or ambiguous or unknown_tags:
-        raise DomainError("some references could not be resolved", code="unknown_reference", status_code=400,
+        raise InvalidError("some references could not be resolved", code="unknown_reference",
                           details={"unknown_ids": unknown, "ambiguous_ids": ambiguous, "unknown_tags": unknown_tags})
     cards = list({(card.catalog_id, card.slug): card for card in cards}.values())
     context = request_context("selectReferences", " ".join([*ids, *(f"#{tag}" for tag in tags)]))
@@ -143,12 +143,12 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
     indexes = [index for index in caller_indexes(caller) if index.slug == catalog]
     cards, _, _ = resolve_ids(indexes, [source_id])
     if not cards:
-        raise DomainError(f"no reference {source_id!r} in catalog {catalog!r}", code="not_found", status_code=404)
+        raise NotFoundError(f"no reference {source_id!r} in catalog {catalog!r}", code="not_found")
     card = cards[0]
     decision = injection_decisions(agent=caller.agent, sources=[card], raised_via="select",
                                    context=request_context(f"read file {path}"))[card.pk]
     if not decision.allowed:
-        raise DomainError(decision.reason, code="withheld", status_code=403,
+        raise ForbiddenError(decision.reason, code="withheld",
                           details={"state": decision.state, "request_id": decision.request_id})
     granted = card.mode == ReferenceSource.Mode.AUTO or caller.agent is None or \
         Selection.objects.filter(agent=caller.agent, source_id=card.pk).exists()
@@ -156,7 +156,7 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
         preselected = preselected_cards(caller, indexes)
         granted = card in preselected or card.slug in discover(indexes[0], preselected, agent=caller.agent)
     if not granted:
-        raise DomainError("select this reference first (selectReferences)", code="not_selected", status_code=403)
+        raise ForbiddenError("select this reference first (selectReferences)", code="not_selected")
     document = Document.objects.filter(source_id=card.pk, path=path).values_list("title", "content_sha256", "text")
     if card.kind == ReferenceSource.Kind.GLOB:
         return _glob_file(card, path, document.first())
@@ -168,7 +168,7 @@ IndexedDocument = tuple[str, str, str]  # title, content sha256, text
 
 def _indexed_file(card: SourceCard, path: str, document: IndexedDocument | None) -> ReferenceFile:
     if document is None:
-        raise DomainError(f"no file {path!r} in reference {card.slug!r}", code="not_found", status_code=404)
+        raise NotFoundError(f"no file {path!r} in reference {card.slug!r}", code="not_found")
     title, sha256, text = document
     return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8")
 
@@ -192,6 +192,6 @@ def _glob_file(card: SourceCard, path: str, document: IndexedDocument | None) ->
     return _indexed_file(card, path, document)
 
 
-def _changed(card: SourceCard) -> DomainError:
-    return DomainError(f"the files of reference {card.slug!r} changed on disk since it was indexed; it can be read "
-                       "again once it is reindexed", code="reference_changed", status_code=409)
+def _changed(card: SourceCard) -> ConflictError:
+    return ConflictError(f"the files of reference {card.slug!r} changed on disk since it was indexed; it can be read "
+                       "again once it is reindexed", code="reference_changed")

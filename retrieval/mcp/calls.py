@@ -35,6 +35,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from catalog.agents import agent_read_fence_advance
 from catalog.auth import agent_for_token_hash
+from catalog.errors import ApplicationError
 from catalog.models import Agent
 from catalog.reads import replica_configured, writes_noticed
 from catalog.rest.errors import exception_handler
@@ -68,7 +69,7 @@ class Operation:
         try:
             agent = agent_for_token_hash(token_hash)
             return self.run_fenced(agent, self.validate(agent, arguments))
-        except (APIException, Http404) as exc:
+        except (ApplicationError, APIException, Http404) as exc:
             return error_result(exc)
         finally:
             close_old_connections()
@@ -119,7 +120,7 @@ def json_result(data: dict[str, Any], *, text: str | None = None, note: str = ""
     return CallToolResult(content=content, structured_content=plain, is_error=is_error)
 
 
-def error_result(exc: APIException | Http404, *, note: str = "") -> CallToolResult:
+def error_result(exc: ApplicationError | APIException | Http404, *, note: str = "") -> CallToolResult:
     """A caller error as an isError result carrying the REST JSON error body."""
     response = exception_handler(exc, {})
     if response is None:  # not reached: DRF's handler answers both

@@ -31,8 +31,8 @@ from typing_extensions import TypedDict
 
 from approvals.apis import ApprovalListApi, approval_requests_response
 from catalog.auth import visible_catalogs
+from catalog.errors import ApplicationError
 from catalog.models import Agent
-from catalog.rest.errors import DomainError
 from catalog.rest.fields import NOT_BLANK_PATTERN, StrictSlugField
 from retrieval.apis import ConversationSearchApi, SearchApi, conversation_response, search_response
 from retrieval.enrich_apis import (
@@ -364,11 +364,11 @@ def _read(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     try:
         body = reference_file_response(agent, catalog=params["catalog"], source_id=params["source_id"],
                                        path=params["path"])
-    except DomainError as exc:
-        if exc.error_code != "withheld":
+    except ApplicationError as exc:
+        if exc.code != "withheld":
             raise
         ref = ref_of(qualifies(agent), params["catalog"], params["source_id"])
-        return error_result(exc, note=withheld_text([(ref, str(exc.detail), exc.details["request_id"])]))
+        return error_result(exc, note=withheld_text([(ref, exc.message, exc.details["request_id"])]))
     return json_result(body, text=body["text"] if body["encoding"] == "utf-8" else None)
 
 

@@ -10,8 +10,9 @@ from approvals.models import ApprovalRequest, AuditEntry, Decision
 from approvals.services.bulk import BULK_MAX, BulkOutcome, requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
+from catalog.errors import ApplicationError
 from catalog.models import ReferenceSource
-from catalog.rest.errors import DomainError
+from catalog.web import status_of
 from tests.approvals.builders import document, raised
 from tests.factories import import_documents, person
 
@@ -67,15 +68,15 @@ def test_ids_given_twice_are_decided_once(three, rita):
     ("approve", "", list(range(1, BULK_MAX + 2)), "invalid_input"),
 ])
 def test_bad_input_decides_nothing(three, rita, verdict, comment, ids, code):
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         requests_decide_bulk(request_ids=three if ids is None else ids, reviewer=rita, verdict=verdict,
                              comment=comment)
-    assert refused.value.error_code == code
+    assert refused.value.code == code
     assert not Decision.objects.exists()
 
 
 def test_only_reviewers_decide_in_bulk(three, cora):
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         requests_decide_bulk(request_ids=three, reviewer=cora, verdict="approve")
-    assert (refused.value.status_code, refused.value.error_code) == (403, "not_reviewer")
+    assert (status_of(refused.value), refused.value.code) == (403, "not_reviewer")
     assert not Decision.objects.exists()

@@ -8,7 +8,8 @@ import pytest
 from approvals.models import ApprovalRequest, AuditEntry, Decision
 from approvals.services.decisions import check_decide, request_decide
 from approvals.services.revocation import approval_revoke
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
+from catalog.web import status_of
 from tests.approvals.builders import document, raised
 from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock
 from tests.factories import import_documents
@@ -16,10 +17,10 @@ from tests.factories import import_documents
 pytestmark = pytest.mark.django_db
 
 
-def refused(code: str, status: int, call, *args, **kwargs) -> DomainError:
-    with pytest.raises(DomainError) as caught:
+def refused(code: str, status: int, call, *args, **kwargs) -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
         call(*args, **kwargs)
-    assert (caught.value.error_code, caught.value.status_code) == (code, status), caught.value.detail
+    assert (caught.value.code, status_of(caught.value)) == (code, status), caught.value.message
     return caught.value
 
 
@@ -102,10 +103,10 @@ def test_two_reviewers_deciding_at_once_one_decision_stands_the_other_gets_a_con
     first.release()
 
     # then hers stands, and he gets a conflict saying why; nothing of his was recorded
-    with pytest.raises(DomainError) as conflict:
+    with pytest.raises(ApplicationError) as conflict:
         second.outcome()
-    assert (conflict.value.status_code, conflict.value.error_code) == (409, "request_decided")
-    assert "already approved" in str(conflict.value.detail)
+    assert (status_of(conflict.value), conflict.value.code) == (409, "request_decided")
+    assert "already approved" in conflict.value.message
     request = ApprovalRequest.objects.get(pk=request_id)
     assert (request.state, request.approvals) == ("approved", 1)
     assert list(Decision.objects.values_list("reviewer__username", "verdict")) == [("rita", "approve")]

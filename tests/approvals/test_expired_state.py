@@ -19,7 +19,7 @@ from approvals.selectors import injection_decisions
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
 from catalog.tags import tags_ensure
 from tests.approvals.builders import approved, document
 from tests.factories import agent_with_token, import_documents
@@ -163,8 +163,8 @@ def test_an_approval_whose_time_is_up_is_not_revoked_but_said_expired(kb, agent,
     policy_create(by=cora, source=kb.vault, lifetime=timedelta(hours=1))
     approval = ended(approved(agent, kb.vault, rita), seconds_ago=86)
 
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         approval_revoke(request_id=approval.pk, by=rita, reason="too late")
 
-    assert refused.value.error_code == "not_approved" and "expired" in str(refused.value.detail)
+    assert refused.value.code == "not_approved" and "expired" in refused.value.message
     assert ApprovalRequest.objects.get(pk=approval.pk).state == "approved"  # the task marks it, not a revocation

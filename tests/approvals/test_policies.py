@@ -13,9 +13,10 @@ from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
 from approvals.selectors import injection_decisions, withheld_sources
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create, policy_delete, policy_update
+from catalog.errors import ApplicationError
 from catalog.models import ReferenceSource
-from catalog.rest.errors import DomainError
 from catalog.tags import tags_ensure
+from catalog.web import status_of
 from tests.approvals.builders import approved, raised
 from tests.factories import person
 
@@ -74,9 +75,9 @@ def test_required_approvals_count_distinct_reviewers(open_kb, agent, cora, rita,
     request_decide(request_id=request_id, reviewer=rita, verdict="approve")
     decision = injection_decisions(agent=agent, sources=[open_kb.notes])[open_kb.notes.pk]
     assert (decision.allowed, decision.state) == (False, "pending") and "(1 of 2 approvals)" in decision.reason
-    with pytest.raises(DomainError) as again:
+    with pytest.raises(ApplicationError) as again:
         request_decide(request_id=request_id, reviewer=rita, verdict="approve")
-    assert again.value.error_code == "already_decided"
+    assert again.value.code == "already_decided"
 
     request_decide(request_id=request_id, reviewer=rob, verdict="approve")
 
@@ -125,9 +126,9 @@ def test_deleting_the_last_policy_opens_the_source(open_kb, agent, cora):
 
 
 def test_policies_are_written_by_curators_only_and_each_change_is_audited(open_kb, cora, rita):
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         policy_create(by=rita, source=open_kb.notes)
-    assert (refused.value.status_code, refused.value.error_code) == (403, "not_curator")
+    assert (status_of(refused.value), refused.value.code) == (403, "not_curator")
     assert not ApprovalPolicy.objects.exists() and not AuditEntry.objects.filter(action__startswith="policy.")
 
     policy = policy_create(by=cora, source=open_kb.notes, four_eyes=True)
@@ -165,10 +166,10 @@ def test_under_four_eyes_who_changed_the_content_may_not_approve_it(open_kb, age
     source_changed_by(source=open_kb.notes, by=editor, fields=["files"])
     request_id = raised(agent, open_kb.notes)
 
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         request_decide(request_id=request_id, reviewer=editor, verdict="approve")
 
-    assert (refused.value.status_code, refused.value.error_code) == (403, "four_eyes")
+    assert (status_of(refused.value), refused.value.code) == (403, "four_eyes")
     assert ApprovalRequest.objects.get(pk=request_id).state == "pending"
     request_decide(request_id=request_id, reviewer=rob, verdict="approve")
     assert allowed(agent, open_kb.notes)
@@ -179,10 +180,10 @@ def test_under_four_eyes_who_changed_a_covering_policy_may_not_approve(open_kb, 
     policy_create(by=both, catalog=open_kb.catalog, four_eyes=True)
     request_id = raised(agent, open_kb.notes)
 
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         request_decide(request_id=request_id, reviewer=both, verdict="approve")
 
-    assert refused.value.error_code == "four_eyes"
+    assert refused.value.code == "four_eyes"
     request_decide(request_id=request_id, reviewer=rob, verdict="approve")
 
 

@@ -57,9 +57,9 @@ from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create, policy_delete, policy_update
 from approvals.services.requests import request_raise
 from approvals.services.revocation import approval_revoke
+from catalog.errors import ApplicationError
 from catalog.indexing.runs import source_import
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource, Tag
-from catalog.rest.errors import DomainError
 from catalog.sources.documents import DocumentInput
 from catalog.sources.editing import source_changed_by
 from catalog.tags import tags_ensure
@@ -435,9 +435,9 @@ class Run:
         elif isinstance(step, Revoke) and (approved := m.in_state("approved")):
             pk = approved[step.index % len(approved)]
             if m.over(m.requests[pk]):  # its time is up, marked or not: nothing left to revoke
-                with pytest.raises(DomainError) as refused:
+                with pytest.raises(ApplicationError) as refused:
                     approval_revoke(request_id=pk, by=w.reviewers["rita"])
-                assert refused.value.error_code == "not_approved"
+                assert refused.value.code == "not_approved"
             else:
                 approval_revoke(request_id=pk, by=w.reviewers["rita"])
                 m.requests[pk].state = "revoked"
@@ -454,8 +454,8 @@ class Run:
         m, r = self.model, self.model.requests[pk]
         try:
             request_decide(request_id=pk, reviewer=self.world.reviewers[reviewer], verdict=verdict)
-        except DomainError as exc:
-            assert reviewer in r.reviewers and exc.error_code == "already_decided", exc
+        except ApplicationError as exc:
+            assert reviewer in r.reviewers and exc.code == "already_decided", exc
             return
         assert reviewer not in r.reviewers, f"{reviewer} decided request {pk} twice"
         r.reviewers.add(reviewer)

@@ -10,7 +10,7 @@ from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest, AuditEntry
 from approvals.selectors import injection_decisions
 from approvals.services.decisions import request_decide
 from approvals.services.requests import RaiseItem, request_raise, requests_raise
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
 from tests.approvals.builders import raised
 from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock
 
@@ -75,10 +75,10 @@ def test_by_hand_the_agent_may_ask_again_after_a_rejection(kb, agent, rita):
 
 
 def test_by_hand_only_a_curator_asks_for_another_agent(kb, agent, other_agent, cora, rita):
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         request_raise(source=kb.vault, agent=agent, by=other_agent)
-    assert refused.value.error_code == "not_curator"
-    with pytest.raises(DomainError):
+    assert refused.value.code == "not_curator"
+    with pytest.raises(ApplicationError):
         request_raise(source=kb.vault, agent=agent, by=rita)
     assert not ApprovalRequest.objects.exists()
 

@@ -24,10 +24,11 @@ from approvals.selectors import injection_decisions
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create, policy_update
+from catalog.errors import ApplicationError
 from catalog.indexing.runs import source_index_now
 from catalog.models import Document, IndexRun, ReferenceSource
-from catalog.rest.errors import DomainError
 from catalog.sources.editing import uploads_add, uploads_replace
+from catalog.web import status_of
 from tests.approvals.builders import VAULT_TEXT, approved, document, raised
 from tests.factories import agent_with_token, import_documents, person
 
@@ -51,8 +52,8 @@ def causes(request_id) -> list[str]:
     return sorted(ApprovalRequest.objects.get(pk=request_id).caused_by.values_list("username", flat=True))
 
 
-def refused(request_id, reviewer, verdict="approve") -> DomainError:
-    with pytest.raises(DomainError) as caught:
+def refused(request_id, reviewer, verdict="approve") -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
         request_decide(request_id=request_id, reviewer=reviewer, verdict=verdict)
     return caught.value
 
@@ -66,8 +67,8 @@ def test_who_changed_the_content_neither_approves_nor_rejects_the_request_its_re
     # when / then: `both` may not decide it, either way, with no four-eyes policy anywhere
     for verdict in ("approve", "reject"):
         error = refused(new.pk, both, verdict)
-        assert (error.status_code, error.error_code) == (403, "self_approval")
-        assert "both" in str(error.detail)
+        assert (status_of(error), error.code) == (403, "self_approval")
+        assert "both" in error.message
     assert ApprovalRequest.objects.get(pk=new.pk).state == "pending"
     assert not Decision.objects.filter(request=new).exists()
     request_decide(request_id=new.pk, reviewer=rita, verdict="approve")  # another reviewer does
@@ -78,7 +79,7 @@ def test_the_request_a_read_path_raises_for_the_editors_content_is_theirs_too(kb
     edited_by(both, kb)
     request_id = raised(agent, kb.vault, via="enrichment")
 
-    assert refused(request_id, both).error_code == "self_approval"
+    assert refused(request_id, both).code == "self_approval"
     assert causes(request_id) == ["both"]
     raised_entry = AuditEntry.objects.get(action="request.raised", request_id=request_id)
     assert raised_entry.payload["caused_by"] == ["both"]
@@ -98,7 +99,7 @@ def test_a_policy_that_allows_self_approval_lets_the_editor_decide_while_every_c
     strict = policy_create(by=cora, catalog=kb.catalog)
     request_id = raised(agent, kb.vault)
 
-    assert refused(request_id, both).error_code == "self_approval"  # the catalog policy does not allow it
+    assert refused(request_id, both).code == "self_approval"  # the catalog policy does not allow it
 
     policy_update(policy_id=strict.pk, by=cora, allow_self_approval=True)
     assert request_decide(request_id=request_id, reviewer=both, verdict="approve").state == "approved"
@@ -171,7 +172,7 @@ def test_a_curator_agents_put_after_the_edit_does_not_make_the_editors_change_an
     # then: the request names `both` (the agent adds nobody), who may not decide it
     new = raised_by_reindex(old)
     assert causes(new) == ["both"]
-    assert refused(new, both).error_code == "self_approval"
+    assert refused(new, both).code == "self_approval"
     assert ApprovalRequest.objects.get(pk=new).state == "pending" and not Decision.objects.filter(request=new)
 
 
@@ -193,7 +194,7 @@ def test_a_curator_agents_put_after_the_edit_was_indexed_leaves_the_editor_its_a
 
     # then: `both`'s text is still served, and so theirs to leave to another reviewer
     assert causes(request_id) == ["both"]
-    assert refused(request_id, both).error_code == "self_approval"
+    assert refused(request_id, both).code == "self_approval"
 
 
 def test_an_import_after_the_edit_does_not_make_the_editors_change_anyones(kb, agent, both, rita):
@@ -204,7 +205,7 @@ def test_an_import_after_the_edit_does_not_make_the_editors_change_anyones(kb, a
 
     new = raised_by_reindex(old)
     assert causes(new) == ["both"]
-    assert refused(new, both, "reject").error_code == "self_approval"
+    assert refused(new, both, "reject").code == "self_approval"
 
 
 def test_an_admin_rename_after_the_edit_does_not_make_the_editors_change_the_renamers(kb, agent, both, rita, client):
@@ -224,7 +225,7 @@ def test_an_admin_rename_after_the_edit_does_not_make_the_editors_change_the_ren
     # then: a change of the name is no change of the content: `both` is still its author
     new = raised_by_reindex(old)
     assert causes(new) == ["both"]
-    assert refused(new, both).error_code == "self_approval"
+    assert refused(new, both).code == "self_approval"
 
 
 def test_two_people_who_edit_before_one_reindex_may_neither_decide(kb, agent, both, bea, rita):
@@ -238,7 +239,7 @@ def test_two_people_who_edit_before_one_reindex_may_neither_decide(kb, agent, bo
     assert causes(new) == ["bea", "both"]
     assert AuditEntry.objects.get(action="request.raised", request_id=new).payload["caused_by"] == ["bea", "both"]
     for editor in (both, bea):
-        assert refused(new, editor).error_code == "self_approval"
+        assert refused(new, editor).code == "self_approval"
     assert request_decide(request_id=new, reviewer=rita, verdict="approve").state == "approved"
 
 
@@ -253,7 +254,7 @@ def test_a_read_path_names_the_authors_of_the_content_indexed_not_whoever_edited
 
     # then: it is `both`'s to leave, and `bea`'s (whose edit it does not hold) to decide
     assert causes(request_id) == ["both"]
-    assert refused(request_id, both).error_code == "self_approval"
+    assert refused(request_id, both).code == "self_approval"
     assert request_decide(request_id=request_id, reviewer=bea, verdict="approve").state == "approved"
 
 
@@ -276,7 +277,7 @@ def test_an_edit_made_while_a_reindex_runs_is_left_to_the_next_one(kb, agent, bo
     reindexed(kb)
     second = raised_by_reindex(first)
     assert "bea" in causes(second)
-    assert refused(second, bea).error_code == "self_approval"
+    assert refused(second, bea).code == "self_approval"
 
 
 def test_a_request_that_follows_an_undecided_one_names_its_people_too(kb, agent, both, bea, rita):
@@ -294,7 +295,7 @@ def test_a_request_that_follows_an_undecided_one_names_its_people_too(kb, agent,
     request = ApprovalRequest.objects.get(pk=new)
     assert "thirty days" in request.diff and "Seal the vault" in request.diff
     assert causes(new) == ["bea", "both"]
-    assert refused(new, both).error_code == "self_approval"
+    assert refused(new, both).code == "self_approval"
 
 
 def test_four_eyes_bars_the_editor_after_a_curator_agents_put_even_where_self_approval_is_allowed(
@@ -311,7 +312,7 @@ def test_four_eyes_bars_the_editor_after_a_curator_agents_put_even_where_self_ap
 
     new = raised_by_reindex(old)
     error = refused(new, both)
-    assert (error.status_code, error.error_code) == (403, "four_eyes")
+    assert (status_of(error), error.code) == (403, "four_eyes")
     assert ApprovalRequest.objects.get(pk=new).approvals == 0
 
 

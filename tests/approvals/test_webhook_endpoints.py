@@ -14,16 +14,16 @@ from approvals.channels.models import WebhookDelivery, WebhookEndpoint
 from approvals.channels.webhooks.delivery import delivery_attempt
 from approvals.channels.webhooks.endpoints import endpoint_create
 from approvals.models import AuditEntry
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError
 from tests.approvals.builders import raised
 from tests.approvals.receiver import Receiver
 from tests.factories import person
 
 
 def test_only_a_curator_or_the_command_line_makes_an_endpoint(kb, rita, cora):
-    with pytest.raises(DomainError) as refused:
+    with pytest.raises(ApplicationError) as refused:
         endpoint_create(catalog=kb.catalog, url="https://a.example.com", by=rita)
-    assert refused.value.error_code == "not_curator" and not WebhookEndpoint.objects.exists()
+    assert refused.value.code == "not_curator" and not WebhookEndpoint.objects.exists()
 
     by_curator = endpoint_create(catalog=kb.catalog, url="https://a.example.com", by=cora)
     by_command = endpoint_create(catalog=kb.catalog, url="https://b.example.com", by=None)

@@ -69,7 +69,12 @@ def test_each_run_is_timed_in_a_new_process_on_the_catalog_as_committed(indexed_
     for key, value in child_env().items():
         monkeypatch.setenv(key, value)
     calls_here: list[object] = []
-    monkeypatch.setattr(search, "catalog_latencies", lambda **kwargs: calls_here.append(kwargs) or [])
+
+    def timed_here(**kwargs: object) -> list[LatencyReport]:
+        calls_here.append(kwargs)
+        return []
+
+    monkeypatch.setattr(search, "catalog_latencies", timed_here)
 
     # When one run is timed
     reports = search.latencies_in_new_process(slugs=["ops"], dataset=tmp_path)

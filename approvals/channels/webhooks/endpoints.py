@@ -65,7 +65,7 @@ def _set_secret(endpoint: WebhookEndpoint) -> str:
 
 def endpoint_create(*, catalog: Catalog, url: str, by: User | None, event_types: Iterable[str] | None = None,
                     description: str = "", accepts_decisions: bool = True) -> Issued:
-    """A new active endpoint with a new secret. Raises DomainError 403 not_curator,
+    """A new active endpoint with a new secret. Raises ForbiddenError not_curator,
     ValidationError on a bad URL or event type."""
     actor = _check_curator(by)
     endpoint = WebhookEndpoint(catalog=catalog, url=url, description=description,

@@ -37,7 +37,7 @@ from approvals.channels.webhooks.signing import Refusal, matching_secret, signed
 from approvals.models import ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.errors import conflict, invalid, not_found
-from catalog.rest.errors import DomainError
+from catalog.errors import ApplicationError, InvalidError, UnauthenticatedError
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ def _shown(value: str) -> str:
 
 def decision_admit(*, request_id: int, headers: Mapping[str, str], body: bytes, client: str = "",
                    now: datetime | None = None) -> Verified:
-    """The verified message, its id spent. Raises DomainError 401 missing_signature /
-    stale_timestamp / bad_signature, 409 replayed, 404 not_found."""
+    """The verified message, its id spent. Raises UnauthenticatedError missing_signature /
+    stale_timestamp / bad_signature, ConflictError replayed, NotFoundError."""
     now = now or timezone.now()
     verified, found = decision_verify(request_id=request_id, headers=headers, body=body, client=client, now=now)
     message_spend(request_id=request_id, verified=verified, client=client, now=now)
@@ -70,7 +70,7 @@ def decision_admit(*, request_id: int, headers: Mapping[str, str], body: bytes, 
 def decision_verify(*, request_id: int, headers: Mapping[str, str], body: bytes, client: str = "",
                     now: datetime) -> tuple[Verified, bool]:
     """The endpoint whose secret signed this message, and whether the request exists.
-    Raises DomainError 401 missing_signature / stale_timestamp / bad_signature."""
+    Raises UnauthenticatedError missing_signature / stale_timestamp / bad_signature."""
     catalog_id = ApprovalRequest.objects.filter(pk=request_id).values_list("source__catalog_id", flat=True).first()
     try:
         signed = signed_parts(headers, now=now)
@@ -80,13 +80,13 @@ def decision_verify(*, request_id: int, headers: Mapping[str, str], body: bytes,
     except Refusal as refusal:
         logger.warning("webhook decision for request %s refused (%s): %s; webhook-id %s, from %s", request_id,
                        refusal.code, refusal.message, _shown(headers.get("webhook-id", "")), client or "?")
-        raise DomainError(refusal.message, code=refusal.code, status_code=401) from None
+        raise UnauthenticatedError(refusal.message, code=refusal.code) from None
     return Verified(endpoints[index][0], signed.message_id), catalog_id is not None
 
 
 def message_spend(*, request_id: int, verified: Verified, client: str = "", now: datetime) -> None:
     """Record the message's id in a transaction of its own (the caller holds none: the
-    record must outlast whatever refuses the message next). Raises DomainError 409
+    record must outlast whatever refuses the message next). Raises ConflictError
     replayed when it was recorded before."""
     try:
         with transaction.atomic():
@@ -118,22 +118,22 @@ def decision_receive(*, request_id: int, verified: Verified, names_request: int,
                      reviewer: str, comment: str = "") -> ApprovalRequest:
     """Decide the request as `reviewer` (a Lectern username) said, when the signed body
     names this request (`names_request`) and the content it is for (`fingerprint`).
-    Raises DomainError 400 invalid_input / request_mismatch, 409 fingerprint_mismatch,
+    Raises InvalidError invalid_input / request_mismatch, ConflictError fingerprint_mismatch,
     and request_decide's own."""
     try:
         return _receive(request_id=request_id, verified=verified, names_request=names_request,
                         fingerprint=fingerprint, verdict=verdict, reviewer=reviewer, comment=comment)
-    except DomainError as exc:
+    except ApplicationError as exc:
         logger.warning("webhook decision for request %s refused (%s): %s; webhook-id %s, endpoint %s", request_id,
-                       exc.error_code, exc.detail, _shown(verified.message_id), verified.endpoint.pk)
+                       exc.code, exc.message, _shown(verified.message_id), verified.endpoint.pk)
         raise
 
 
 def _receive(*, request_id: int, verified: Verified, names_request: int, fingerprint: str, verdict: str,
              reviewer: str, comment: str) -> ApprovalRequest:
     if names_request != request_id:
-        raise DomainError(f"the signed body decides request {names_request}, not request {request_id}",
-                          code="request_mismatch", status_code=400,
+        raise InvalidError(f"the signed body decides request {names_request}, not request {request_id}",
+                          code="request_mismatch",
                           details={"fields": {"request_id": [f"this message is for request {names_request}"]}})
     person = User.objects.filter(username=reviewer, is_active=True).first()
     if person is None:

@@ -18,8 +18,8 @@ from approvals.channels.webhooks.endpoints import (
     endpoint_rotate_secret,
     endpoint_update,
 )
+from catalog.errors import ApplicationError
 from catalog.models import Catalog
-from catalog.rest.errors import DomainError
 
 
 class Command(BaseCommand):
@@ -42,8 +42,8 @@ class Command(BaseCommand):
             raise CommandError(f"no user {by!r}")
         try:
             getattr(self, f"_{action}")(person, **options)
-        except DomainError as exc:
-            raise CommandError(str(exc.detail)) from None
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from None
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
 
