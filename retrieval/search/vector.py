@@ -51,8 +51,7 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
         # relaxed_order: the scan keeps going past ef_search rows, and past rows the
-        # catalog filter drops (all catalogs share one index), without re-sorting in the
-        # index; we sort below. The vector literal loads pgvector's library before the
+        # governance filter drops, without re-sorting in the index; we sort below. The vector literal loads pgvector's library before the
         # settings are made: until then hnsw.* are placeholders, and a value the library
         # refuses when it loads is dropped with a mere warning.
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
@@ -87,9 +86,8 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
                 return sorted(((chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()),
                               key=lambda row: (-row[2], row[0]))
         if exact or catalog.chunk_count <= VECTOR_EXACT_MAX:
-            # A small catalog is a small part of the index every catalog shares: the
-            # approximate scan's recall for it falls with what lies around it (other
-            # catalogs, dead tuples), while sorting its rows costs about a millisecond.
+            # A small catalog's graph has few rows: the approximate scan's recall on it
+            # falls with its dead tuples, while sorting its rows costs about a millisecond.
             cursor.execute(exact_sql, params)
             rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
         else:
