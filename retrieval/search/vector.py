@@ -51,9 +51,10 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
     with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
         # relaxed_order: the scan keeps going past ef_search rows, and past rows the
-        # governance filter drops, without re-sorting in the index; we sort below. The vector literal loads pgvector's library before the
-        # settings are made: until then hnsw.* are placeholders, and a value the library
-        # refuses when it loads is dropped with a mere warning.
+        # governance filter drops, without re-sorting in the index; we sort below. The
+        # vector literal loads pgvector's library before the settings are made: until
+        # then hnsw.* are placeholders, and a value the library refuses when it loads is
+        # dropped with a mere warning.
         cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
                        "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
         sql = f"""
