@@ -12,7 +12,6 @@ from django.db.models import QuerySet
 
 from catalog.agents import PROFILE_FIELDS, preselected_outside
 from catalog.models import Agent, Catalog, ReferenceSource
-from retrieval.models import END_USER_MAX
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SEARCH_MAX_CHARS = 100
@@ -162,27 +161,3 @@ class AgentFilterForm(forms.Form):
         if data["catalog"] is not None:
             base = base.filter(catalogs=data["catalog"])
         return base
-
-
-class EndUserForm(forms.Form):
-    """An agent's memory page: its end users whose id contains `q`, or one end user."""
-
-    q = forms.CharField(max_length=200, required=False, strip=True, label="End user id contains")
-    user = forms.CharField(max_length=END_USER_MAX, required=False, strip=False, label="End user")
-
-
-class EraseForm(forms.Form):
-    """Erasing an end user's memory: their id, typed again to confirm."""
-
-    user = forms.CharField(max_length=END_USER_MAX, widget=forms.HiddenInput)
-    confirm = forms.CharField(max_length=END_USER_MAX, strip=False, label="Type the end user's id to confirm")
-
-    def __init__(self, *args: Any, user_id: str, **kwargs: Any) -> None:
-        kwargs.setdefault("initial", {"user": user_id})
-        super().__init__(*args, **kwargs)
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if "confirm" in data and data["confirm"] != data.get("user"):
-            self.add_error("confirm", "Type the end user's id exactly as shown to erase their memory.")
-        return data

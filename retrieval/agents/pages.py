@@ -14,7 +14,6 @@ from copy import copy
 from typing import Any, cast
 
 from django.contrib import messages
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
@@ -25,17 +24,12 @@ from django.views.decorators.http import require_GET, require_http_methods
 from catalog.agents import agent_create, agent_token_revoke, agent_token_rotate, agent_update
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.models import Agent, Catalog
-from catalog.web import from_htmx
-from retrieval.dashboard.forms import AgentFilterForm, AgentForm, ids_of, pin_groups
+from catalog.web import from_htmx, person
+from retrieval.agents.forms import AgentFilterForm, AgentForm, ids_of, pin_groups
 
 curators = role_required(CURATOR_GROUP)
 
 AGENTS_PAGE = 50
-
-
-def signed_in(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # role_required lets no one else through
-    return request.user
 
 
 
@@ -104,7 +98,7 @@ def agent_new(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             agent, token = agent_create(name=form.cleaned_data["name"], catalogs=form.cleaned_data["catalogs"],
-                                        preselected=form.cleaned_data["preselected"], by=signed_in(request),
+                                        preselected=form.cleaned_data["preselected"], by=person(request),
                                         **form.profile())
         except ValidationError as error:
             _refused(form, error)
@@ -124,7 +118,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
     form = AgentForm(request.POST, instance=editing, creating=False)
     if form.is_valid():
         try:
-            _, changes = agent_update(agent_id=agent.pk, by=signed_in(request), catalogs=form.cleaned_data["catalogs"],
+            _, changes = agent_update(agent_id=agent.pk, by=person(request), catalogs=form.cleaned_data["catalogs"],
                                       preselected=form.cleaned_data["preselected"], **form.profile())
         except ValidationError as error:
             _refused(form, error)
@@ -166,7 +160,7 @@ def agent_rotate(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = get_object_or_404(Agent, pk=agent_id)
     if request.method == "GET":
         return render(request, "retrieval/agents/confirm.html", {"agent": agent, "action": "rotate"})
-    agent, token = agent_token_rotate(name=agent.name, by=signed_in(request))
+    agent, token = agent_token_rotate(name=agent.name, by=person(request))
     return _token_page(request, agent, token, created=False)
 
 
@@ -178,7 +172,7 @@ def agent_revoke(request: HttpRequest, agent_id: int) -> HttpResponse:
     if request.method == "GET":
         return render(request, "retrieval/agents/confirm.html", {"agent": agent, "action": "revoke"})
     hint = agent.token_hint
-    agent_token_revoke(agent_id=agent.pk, by=signed_in(request))
+    agent_token_revoke(agent_id=agent.pk, by=person(request))
     messages.success(request, f"Revoked the token of {agent.name} ({hint}…): its next call is refused. "
                               "Issue a new token to let it in again.")
     return redirect("agents-page", agent_id=agent.pk)

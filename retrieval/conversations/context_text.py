@@ -2,7 +2,7 @@
 whatever an end user had remembered or a catalog holds, the line reads back as exactly
 its items and stays one closed block on one line.
 
-The facts line's rule (retrieval.conversation.facts_text: `\\`, `[`, `]`, line breaks,
+The facts line's rule (retrieval.conversations.facts_text: `\\`, `[`, `]`, line breaks,
 `\\u{hex}` for what is not printable), with the context line's own separators: `\\|`
 (items are `a | b`) and `\\@` where a memory's text begins with `@` (a passage is
 `@ref: text`, so a memory reading `@policies: ...` would pass for a catalog's passage).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from retrieval.conversation.facts_text import BLOCK_ESCAPES, escaped
+from retrieval.conversations.facts_text import BLOCK_ESCAPES, escaped
 
 CONTEXT_ITEM_CHARS = 600  # of one memory or passage: a longer one is cut, ending in "…"
 _CONTEXT_ESCAPES = {**BLOCK_ESCAPES, "|": "\\|"}

@@ -29,17 +29,17 @@ from typing import Any
 from django.conf import settings
 
 from catalog.embedder import get_embedder
-from retrieval.conversation.chunking import SPECIAL_TOKENS
-from retrieval.conversation.context_text import context_text
-from retrieval.conversation.memory import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
-from retrieval.conversation.messages import USER, Message
+from retrieval.conversations.chunking import SPECIAL_TOKENS
+from retrieval.conversations.context_text import context_text
+from retrieval.conversations.messages import USER, Message
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import append_blocks, strip_injection
 from retrieval.enrichment.signing import caller_signer
-from retrieval.enrichment.traces import insert_trace
+from retrieval.memory.selectors import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.models import Fact, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search
 from retrieval.search.vector import SearchUnavailable, embed_query
+from retrieval.traces.services import insert_trace
 
 TOKENIZERS = ("model", "characters")
 CHARS_PER_TOKEN = 4  # the "characters" tokenizer's estimate

@@ -5,7 +5,7 @@ conversation_search() runs:
   1. the messages as markdown (conversation_markdown), without what Lectern injected
      for the caller (and, with `user_id`, in that end user's conversation), cut into
      query chunks at paragraph boundaries, each what the embedding model reads whole
-     (retrieval.conversation.chunking, the catalog's chunker settings for a paragraph
+     (retrieval.conversations.chunking, the catalog's chunker settings for a paragraph
      too long for one chunk)
   2. every chunk embedded in one call of the model (one batch: a conversation costs one
      inference pass per LECTERN_EMBEDDING_BATCH chunks, not a round trip per chunk)
@@ -13,7 +13,7 @@ conversation_search() runs:
      rows), the sources the approval gate withholds from the caller left out in the SQL
      as chunk_search leaves them out, before any ranking or limit
   4. hits below min_similarity dropped; each catalog chunk once; the best per_document
-     of each document (retrieval.conversation.ranking)
+     of each document (retrieval.conversations.ranking)
   5. MMR over what is left when mmr_lambda < 1, else the similarity order; top_k
   6. the hits' content read in one statement; every withheld source named, as search
      names them (retrieval.search.selectors.withheld_named): where its policies disclose
@@ -36,9 +36,9 @@ from django.conf import settings
 from approvals.selectors import withheld_sources
 from catalog.embedder import Embedder, embedder_status, get_embedder, vector_literal
 from catalog.models import Agent, Catalog, Chunk
-from retrieval.conversation.chunking import conversation_chunks
-from retrieval.conversation.messages import Message, conversation_markdown
-from retrieval.conversation.ranking import Candidate, best_per_document, mmr
+from retrieval.conversations.chunking import conversation_chunks
+from retrieval.conversations.messages import Message, conversation_markdown
+from retrieval.conversations.ranking import Candidate, best_per_document, mmr
 from retrieval.enrichment.formatting import InjectionSigner, strip_injection
 from retrieval.enrichment.signing import injection_signer
 from retrieval.search.selectors import (

@@ -28,9 +28,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.forms import apply_errors
 from catalog.web import from_htmx, person
-from retrieval.dashboard.evaluation_forms import MODE_HELP, STORED, CompareForm, EvaluationForm, HistoryFilterForm
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.chart import Chart, bar_chart
+from retrieval.evaluation.forms import MODE_HELP, STORED, CompareForm, EvaluationForm, HistoryFilterForm
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import ACTIVE, evaluation_request
 from retrieval.evaluation.selectors import (

@@ -20,17 +20,18 @@ from catalog.errors import ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Agent
 from catalog.rest.fields import StrictCharField, StrictRegexField
 from catalog.rest.schema import errors
-from retrieval.conversation.memory import (
-    fact_delete,
-    fact_set,
-    facts_of,
-    memories_of,
-    memory_erase,
-    memory_export,
-    memory_search,
-    memory_store,
+from retrieval.conversations.serializers import user_id_field
+from retrieval.memory.selectors import facts_of, memories_of, memory_export, memory_search
+from retrieval.memory.serializers import (
+    FactSerializer,
+    MemoryHitSerializer,
+    MemorySerializer,
+    StoredSerializer,
+    StoreMemorySerializer,
+    UserQuerySerializer,
+    store_memory_response,
 )
-from retrieval.conversation.serializers import user_id_field
+from retrieval.memory.services import fact_delete, fact_set, memory_erase
 
 INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
 AGENTS_ONLY = "`forbidden`: facts and memory are an agent's; call with the agent's token."
@@ -43,34 +44,6 @@ def _agent(request: Request) -> Agent:
         raise ForbiddenError("Facts and memory belong to an agent: call with the agent's token "
                           "(curators see them on the agent's page).", code="forbidden")
     return user
-
-
-class FactSerializer(serializers.Serializer[Any]):  # a Fact, or an export's dict
-    key = serializers.CharField()
-    value = serializers.CharField()
-    updated_at = serializers.DateTimeField()
-
-
-class MemorySerializer(serializers.Serializer[Any]):  # a MemoryEntry, or an export's dict
-    id = serializers.IntegerField()
-    content = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    stored_at = serializers.DateTimeField(help_text="When it was last stored: recency counts from here.")
-    times = serializers.IntegerField(min_value=1, help_text="How often the agent stored this text.")
-
-
-class MemoryHitSerializer(serializers.Serializer[dict[str, Any]]):
-    id = serializers.IntegerField()
-    content = serializers.CharField()
-    stored_at = serializers.DateTimeField()
-    lexical = serializers.FloatField(help_text="Share of the query's keywords the memory holds.")
-    similarity = serializers.FloatField(allow_null=True, help_text="Cosine similarity of the embeddings.")
-    recency = serializers.FloatField(help_text="The recency boost's factor (1 for a memory stored just now).")
-    score = serializers.FloatField(help_text="max(lexical, similarity) x recency.")
-
-
-class UserQuerySerializer(serializers.Serializer[None]):
-    user_id = user_id_field()
 
 
 # --- facts ----------------------------------------------------------------------------------
@@ -130,23 +103,6 @@ class FactsApi(APIView):
 
 
 # --- memory ---------------------------------------------------------------------------------
-
-
-class StoreMemorySerializer(serializers.Serializer[None]):
-    user_id = user_id_field()
-    content = StrictCharField(max_length=settings.LECTERN_MEMORY_MAX_CHARS,
-                              help_text="What to remember, as it should be recalled.")
-
-
-class StoredSerializer(serializers.Serializer[dict[str, Any]]):
-    memory = MemorySerializer()
-    created = serializers.BooleanField(help_text="False: the same text was stored before; it is remembered again.")
-
-
-def store_memory_response(agent: Agent, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The store_memory body (REST and the MCP tool), and whether the entry is new."""
-    entry, created = memory_store(agent=agent, user_id=params["user_id"], content=params["content"])
-    return StoredSerializer({"memory": entry, "created": created}).data, created
 
 
 class MemoryApi(APIView):

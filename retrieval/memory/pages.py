@@ -1,6 +1,6 @@
 """An agent's facts and memory, as curators see them: its end users, one end user's
 facts and memories, their export, and their erasure at the end user's request
-(retrieval.conversation.memory, audited). Agents write them over the API; here nothing
+(retrieval.memory.services, audited). Agents write them over the API; here nothing
 is written but the erasure."""
 
 from __future__ import annotations
@@ -17,21 +17,17 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods
 
+from catalog.auth import CURATOR_GROUP, role_required
 from catalog.models import Agent
-from retrieval.conversation.memory import (
-    EndUser,
-    end_users,
-    end_users_count,
-    facts_of,
-    memories_of,
-    memory_erase,
-    memory_export,
-)
-from retrieval.dashboard.agents import curators, signed_in
-from retrieval.dashboard.forms import EndUserForm, EraseForm
+from catalog.web import person
+from retrieval.memory.forms import EndUserForm, EraseForm
+from retrieval.memory.selectors import EndUser, end_users, end_users_count, facts_of, memories_of, memory_export
+from retrieval.memory.services import memory_erase
 
 MEMORIES_PAGE = 50
 USERS_PAGE = 100
+
+curators = role_required(CURATOR_GROUP)
 
 
 class EndUserRows:
@@ -101,7 +97,7 @@ def agent_memory_erase(request: HttpRequest, agent_id: int) -> HttpResponse:
         return render(request, "retrieval/agents/end_user.html", {
             "agent": agent, "user_id": user_id, "facts": facts_of(agent=agent, user_id=user_id),
             "memories": memories.get_page(1), "query": urlencode({"user": user_id}), "erase": form}, status=400)
-    erased = memory_erase(agent=agent, user_id=form.cleaned_data["user"], by=signed_in(request))
+    erased = memory_erase(agent=agent, user_id=form.cleaned_data["user"], by=person(request))
     messages.success(request, f"Erased {erased['memories']} memor{'y' if erased['memories'] == 1 else 'ies'}, "
                               f"{erased['facts']} fact{'' if erased['facts'] == 1 else 's'} and "
                               f"{erased['traces']} conversation trace{'' if erased['traces'] == 1 else 's'} of that "

@@ -1,160 +1,26 @@
-"""Agent-facing search API (DRF): one view per operation."""
+"""The search API (DRF): rag_search and the catalogs a caller may search. The shapes and
+the bodies are retrieval.search.serializers', which the MCP tools answer with too."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.conf import settings
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.apis import gate_state_field, request_id_field
-from approvals.replica import replica_read
-from approvals.services.requests import excerpt
-from catalog.auth import RequestUser, get_catalog_for_caller, request_user, visible_catalogs
-from catalog.errors import ConflictError
-from catalog.models import Agent, Catalog
-from catalog.rest.fields import (
-    StrictBooleanField,
-    StrictCharField,
-    StrictFloatField,
-    StrictIntegerField,
-    StrictSlugField,
-)
+from catalog.auth import request_user, visible_catalogs
+from catalog.models import Catalog
 from catalog.rest.schema import errors
-from retrieval.conversation.messages import messages_of
-from retrieval.conversation.search import (
-    SEARCH_MODES,
-    ConversationOptions,
-    ConversationResult,
-    ConversationTooLong,
-    conversation_search,
-)
-from retrieval.conversation.serializers import messages_field, user_id_field
-from retrieval.enrichment.signing import injection_signer
-from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, WithheldHits, chunk_search
-from retrieval.search.vector import SearchUnavailable
-
-# top_k when a person's session searches without one (an agent gets its default_top_k).
-SESSION_TOP_K = 10
-_WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
-
-
-@extend_schema_field({
-    "type": "object", "properties": {"bm25": _WEIGHT, "vector": _WEIGHT}, "additionalProperties": False,
-    "description": "Per-component weights (RRF or convex); at least one positive.",
-    "anyOf": [{"required": ["bm25"], "properties": {"bm25": {"minimum": 0, "exclusiveMinimum": True}}},
-              {"required": ["vector"], "properties": {"vector": {"minimum": 0, "exclusiveMinimum": True}}}],
-})
-class WeightsField(serializers.DictField):
-    child = StrictFloatField(min_value=0, max_value=100)
-
-
-class SearchScoresSerializer(serializers.Serializer[dict[str, Any]]):
-    bm25 = serializers.FloatField(help_text="0 when no query term is in the chunk.")
-    vector = serializers.FloatField(allow_null=True, help_text="Cosine similarity; null without embeddings.")
-    fused = serializers.FloatField(help_text="The score the hits are ranked by.")
-
-
-class SearchRanksSerializer(serializers.Serializer[dict[str, Any]]):
-    bm25 = serializers.IntegerField(allow_null=True, help_text="Null when the lexical list did not hold it.")
-    vector = serializers.IntegerField(allow_null=True, help_text="Null when the vector list did not hold it.")
-
-
-# What every search hit shows of its chunk (each search adds its scores). A comment, not
-# a docstring: drf-spectacular would give every hit's schema that description.
-class ChunkHitSerializer(serializers.Serializer[dict[str, Any]]):
-    rank = serializers.IntegerField(min_value=1)
-    chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
-    document_id = serializers.CharField(help_text="The document's path within its source.")
-    title = serializers.CharField()
-    source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
-        help_text="The source's slug (the reference id).")
-    byte_offset = serializers.IntegerField(min_value=0)
-    content = serializers.CharField()
-
-
-class SearchHitSerializer(ChunkHitSerializer):
-    score = serializers.FloatField()
-    scores = SearchScoresSerializer()
-    ranks = SearchRanksSerializer()
-
-
-class WithheldSourceSerializer(serializers.Serializer[dict[str, Any]]):
-    source = serializers.CharField(  # type: ignore[assignment]  # the stubs' Field.source: see catalog.apis
-        help_text="The withheld source's slug (the reference id).")
-    count = serializers.IntegerField(
-        min_value=0, allow_null=True,
-        help_text="Its chunks that match the query, where the policies covering the source disclose matches "
-                  "(`disclose_matches`); null otherwise: the source is named whatever the query.")
-    state = gate_state_field()
-    reason = serializers.CharField(help_text="Why it is withheld from this caller.")
-    request_id = request_id_field()
-
-
-class WithheldHitsSerializer(serializers.Serializer[dict[str, Any]]):
-    count = serializers.IntegerField(min_value=0, help_text="Matching chunks left out, over the sources that "
-                                                            "disclose matches.")
-    sources = WithheldSourceSerializer(
-        many=True, help_text="Every source of the catalog withheld from the caller: those with matches disclosed, "
-                             "most matching first, then the rest by id.")
+from retrieval.search.serializers import SearchInputSerializer, SearchOutputSerializer, search_response
 
 
 class SearchApi(APIView):
     """rag_search: ranked chunks of one catalog for a query."""
 
-    class InputSerializer(serializers.Serializer[None]):
-        catalog = StrictSlugField(max_length=64)
-        query = StrictCharField(
-            max_length=settings.LECTERN_MAX_ENRICH_CHARS,
-            help_text="What to look for: a question, or a whole passage (a tool result, an argument) to find its "
-                      "counterpart. BM25 scores every term; the embedding model reads the head (see "
-                      "`query_truncated`).")
-        top_k = StrictIntegerField(
-            min_value=1, max_value=1000, required=False,
-            help_text="Hits to return; default: the calling agent's `default_top_k` (`create_agent --top-k`), "
-                      f"{SESSION_TOP_K} for a person's session.")
-        mode = serializers.ChoiceField(choices=MODES, default="hybrid")
-        fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
-        normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
-        weights = WeightsField(required=False)
-        dedup = StrictBooleanField(default=False, help_text="One chunk per document.")
-
-        def validate_weights(self, value: dict[str, float]) -> dict[str, float]:
-            unknown = set(value) - {"bm25", "vector"}
-            if unknown:
-                raise serializers.ValidationError(f"unknown components: {sorted(unknown)}; use bm25 and vector")
-            if not any(value.values()):
-                raise serializers.ValidationError("at least one weight must be positive")
-            return value
-
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
-        results = SearchHitSerializer(many=True)
-        mode = serializers.ChoiceField(choices=MODES, help_text="The mode that ran: bm25 when degraded.")
-        took_ms = serializers.FloatField()
-        degraded = serializers.CharField(allow_null=True, help_text="Why search fell back to lexical-only, if it did.")
-        withheld = WithheldHitsSerializer(
-            help_text="Sources that need an approval the caller lacks: left out before ranking, so `results` "
-                      "holds top_k of what may be shown; each named whatever the query. Only where the policies "
-                      "disclose matches are its matching chunks counted (and its request raised when some match): "
-                      "a chunk counts when it holds a query term (bm25, hybrid, bm25_tiebreak) or, with vectors "
-                      "(vector, hybrid), is at least as similar to the query as the least similar hit returned "
-                      "(any, when fewer than top_k were found). Never any content.")
-        query_truncated = serializers.BooleanField(
-            help_text="True when the query is longer than the embedding model reads: the vector side used only its "
-                      "first `vector_query_chars` characters. BM25 always scores every term of the query.")
-        vector_query_chars = serializers.IntegerField(
-            min_value=0, allow_null=True,
-            help_text="How many leading characters (code points, surrounding whitespace removed) of the query the "
-                      "embedding model read: all of them unless `query_truncated`. Null when no vector was computed "
-                      "(mode bm25, or degraded).")
-
     @extend_schema(
-        request=InputSerializer, operation_id="rag_search",
-        responses={200: OutputSerializer, **errors({
+        request=SearchInputSerializer, operation_id="rag_search",
+        responses={200: SearchOutputSerializer, **errors({
             400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
             404: "`not_found`: no such catalog for this caller.",
             409: "`embeddings_unavailable`: `mode: vector` while no embedding model is loaded.",
@@ -164,161 +30,10 @@ class SearchApi(APIView):
                                         "top_k": 3})],
     )
     def post(self, request: Request) -> Response:
-        data = self.InputSerializer(data=request.data)
+        data = SearchInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(search_response(request_user(request), data.validated_data))
 
-
-def default_top_k(caller: RequestUser) -> int:
-    """How many hits a search without top_k returns: an agent's own default (its
-    instructions may promise that many), else SESSION_TOP_K."""
-    return caller.default_top_k if isinstance(caller, Agent) else SESSION_TOP_K
-
-
-def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    """The search endpoint's body for validated `params` (REST and the MCP tool): from
-    the replica when it is fresh enough for this caller (approvals.replica)."""
-    return replica_read(agent=caller if isinstance(caller, Agent) else None,
-                        read=lambda: _search_body(caller, params))
-
-
-def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    params = {"top_k": default_top_k(caller), **params}
-    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
-    query = params.pop("query")
-    agent = caller if isinstance(caller, Agent) else None  # a person: the gate's rule for people
-    try:
-        result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
-    except SearchUnavailable as exc:
-        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
-    hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
-    return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-                                       "degraded": result.degraded, "withheld": withheld_report(result.withheld),
-                                       "query_truncated": result.query_truncated,
-                                       "vector_query_chars": result.vector_query_chars}).data
-
-
-def withheld_report(withheld: list[WithheldHits]) -> dict[str, Any]:
-    """A search's `withheld` body: every source withheld, and how many matching chunks
-    were left out where that is disclosed."""
-    return {"count": sum(entry.count or 0 for entry in withheld), "sources": [entry.__dict__ for entry in withheld]}
-
-
-# --- conversation retrieval ------------------------------------------------------
-
-QUERY_CHUNK_EXCERPT_CHARS = 200
-
-
-class QueryChunkSerializer(serializers.Serializer[dict[str, Any]]):
-    index = serializers.IntegerField(min_value=0, help_text="Which query chunk of the conversation, from 0.")
-    excerpt = serializers.CharField(
-        help_text=f"Its first {QUERY_CHUNK_EXCERPT_CHARS} characters, whitespace collapsed (… when cut).")
-
-
-class ConversationHitSerializer(ChunkHitSerializer):
-    similarity = serializers.FloatField(help_text="Cosine similarity to the query chunk that found it.")
-    query_chunk = QueryChunkSerializer(help_text="The query chunk that found it (the most similar, if several).")
-
-
-class ConversationCountsSerializer(serializers.Serializer[dict[str, Any]]):
-    chunks = serializers.IntegerField(min_value=0, help_text="Query chunks the conversation was cut into.")
-    results = serializers.IntegerField(min_value=0, help_text="Hits of all query chunks, at least min_similarity.")
-    deduplicated = serializers.IntegerField(
-        min_value=0, help_text="Left after keeping each chunk once and per_document chunks of each document.")
-    final = serializers.IntegerField(min_value=0, help_text="Returned: at most top_k.")
-
-
-class ConversationSearchApi(APIView):
-    """Conversation retrieval: a catalog's passages for every topic of a
-    conversation, one query per chunk of it."""
-
-    class InputSerializer(serializers.Serializer[None]):
-        catalog = StrictSlugField(max_length=64)
-        messages = messages_field(help_text="The conversation, oldest first: cut at paragraph boundaries into chunks "
-                                            "the embedding model reads whole, each searched as a query.")
-        top_k = StrictIntegerField(
-            min_value=1, max_value=100, required=False,
-            help_text="Hits to return; default: the calling agent's `default_top_k`, "
-                      f"{SESSION_TOP_K} for a person's session.")
-        per_document = StrictIntegerField(min_value=1, max_value=10, default=1,
-                                          help_text="Chunks kept per document, the most similar.")
-        mmr_lambda = StrictFloatField(
-            min_value=0, max_value=1, required=False,
-            help_text="Maximal marginal relevance: 1 or absent ranks by similarity alone; lower trades similarity for "
-                      "hits unlike those ranked above them (0: as unlike as possible).")
-        min_similarity = StrictFloatField(min_value=-1, max_value=1, default=0.0,
-                                          help_text="Hits less similar (cosine) to their query chunk are dropped.")
-        mode = serializers.ChoiceField(choices=SEARCH_MODES, default="approximate",
-                                       help_text="approximate (the HNSW index) or exact (every chunk compared).")
-        user_id = user_id_field(required=False, help_text=(
-            "The end user whose conversation it is (enrich/conversation's `user_id`): what Lectern added to "
-            "their messages, and what enrich added for the caller, is removed before searching. Absent: what "
-            "enrich added for the caller."))
-
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
-        results = ConversationHitSerializer(many=True)
-        counts = ConversationCountsSerializer()
-        mode = serializers.ChoiceField(choices=SEARCH_MODES)
-        took_ms = serializers.FloatField()
-        withheld = WithheldHitsSerializer(
-            help_text="Sources that need an approval the caller lacks: left out before ranking, each named "
-                      "whatever the conversation. Where the policies disclose matches, a chunk counts when it is at "
-                      "least as similar to some query chunk as the least similar hit returned (min_similarity, when "
-                      "fewer than top_k were found). Never any content.")
-
-    @extend_schema(
-        request=InputSerializer, operation_id="search_conversation",
-        responses={200: OutputSerializer, **errors({
-            400: "`invalid_input`: a field is missing or out of range, or the conversation makes more query chunks "
-                 "than LECTERN_CONVERSATION_MAX_CHUNKS; `details.fields` says which.",
-            404: "`not_found`: no such catalog for this caller.",
-            409: "`embeddings_unavailable`: no embedding model is loaded.",
-        })},
-        examples=[OpenApiExample("two topics", request_only=True, value={
-            "catalog": "demo", "top_k": 3, "messages": [
-                {"role": "user", "content": "Our calls to the billing service keep timing out."},
-                {"role": "assistant", "content": "Retries with backoff would help there."},
-                {"role": "user", "content": "Also, where should the API keys live?"}]})],
-    )
-    def post(self, request: Request) -> Response:
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return Response(conversation_response(request_user(request), data.validated_data))
-
-
-def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    """The conversation search endpoint's body for validated `params` (REST and the MCP
-    tool): from the replica when it is fresh enough for this caller (approvals.replica)."""
-    return replica_read(agent=caller if isinstance(caller, Agent) else None,
-                        read=lambda: _conversation_search_body(caller, params))
-
-
-def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    params = {"top_k": default_top_k(caller), **params}
-    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
-    messages = messages_of(params.pop("messages"))
-    agent = caller if isinstance(caller, Agent) else None
-    person = "" if isinstance(caller, Agent) else caller.get_username()
-    signer = injection_signer(agent=agent, person=person, end_user=params.pop("user_id", ""))
-    try:
-        result = conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
-                                     agent=agent, signer=signer)
-    except ConversationTooLong as exc:
-        raise serializers.ValidationError({"messages": [str(exc)]}) from None
-    except SearchUnavailable as exc:
-        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
-    return ConversationSearchApi.OutputSerializer(_conversation_body(result)).data
-
-
-def _conversation_body(result: ConversationResult) -> dict[str, Any]:
-    chunks = [{"index": i, "excerpt": excerpt(" ".join(text.split()), QUERY_CHUNK_EXCERPT_CHARS)}
-              for i, text in enumerate(result.chunks)]
-    hits = [{**hit.__dict__, "rank": i, "query_chunk": chunks[hit.query_chunk]}
-            for i, hit in enumerate(result.hits, start=1)]
-    counts = {"chunks": len(result.chunks), "results": result.results, "deduplicated": result.deduplicated,
-              "final": len(result.hits)}
-    return {"results": hits, "counts": counts, "mode": result.mode, "took_ms": round(result.took_ms, 2),
-            "withheld": withheld_report(result.withheld)}
 
 
 class CatalogListApi(APIView):
@@ -339,9 +54,3 @@ class CatalogListApi(APIView):
         catalogs = visible_catalogs(request_user(request)).annotate(source_count=Count("sources")).order_by("slug")
         # many=True takes the queryset, which the stubs do not model for a plain Serializer
         return Response(self.OutputSerializer(catalogs, many=True).data)  # type: ignore[arg-type]
-
-
-class EmbeddingsStatusSerializer(serializers.Serializer[dict[str, Any]]):
-    mode = serializers.ChoiceField(choices=["hybrid", "lexical-only"])
-    model = serializers.CharField(allow_null=True, help_text="The loaded model's id; null when none is.")
-    reason = serializers.CharField(allow_null=True, help_text="Why no model is loaded; null when one is.")

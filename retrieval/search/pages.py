@@ -22,8 +22,8 @@ from catalog.auth import CURATOR_GROUP, role_required
 from catalog.embedder import embedder_status
 from catalog.errors import ApplicationError
 from catalog.web import from_htmx
-from retrieval.dashboard.playground_forms import SHARE_MAX, PlaygroundForm
-from retrieval.dashboard.runs import EnrichRun, SearchRun, enrich_run, search_run
+from retrieval.search.forms import SHARE_MAX, PlaygroundForm
+from retrieval.search.runs import EnrichRun, SearchRun, enrich_run, search_run
 from retrieval.search.selectors import SearchOptions
 from retrieval.search.vector import SearchUnavailable
 

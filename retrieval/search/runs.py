@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 
 from catalog.models import Agent, Catalog
-from retrieval.dashboard.trace_reads import story_of
-from retrieval.dashboard.trace_story import Story
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import EnrichResult, enrich
 from retrieval.search.highlight import Part, marked_parts, query_terms
 from retrieval.search.selectors import Hit, SearchOptions, SearchResult, chunk_search
+from retrieval.traces.selectors import story_of
+from retrieval.traces.story import Story
 
 
 @dataclass

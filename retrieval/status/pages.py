@@ -1,5 +1,5 @@
 """The status page (people with a role) and its reset (curators): what
-retrieval.status reports, rendered; the reset is retrieval.runtime's, as the API's."""
+retrieval.status.selectors reports, rendered; the reset is retrieval.runtime's, as the API's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, is_curator, role_required
 from catalog.web import from_htmx
 from retrieval.runtime import runtime_reset
-from retrieval.status import full_status
+from retrieval.status.selectors import full_status
 
 viewers = role_required(CURATOR_GROUP, REVIEWER_GROUP)
 curators = role_required(CURATOR_GROUP)

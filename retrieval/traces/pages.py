@@ -21,10 +21,10 @@ from django.views.decorators.http import require_GET
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.web import from_htmx
-from retrieval.dashboard.playground_forms import SHARE_MAX
-from retrieval.dashboard.trace_forms import TraceFilterForm
-from retrieval.dashboard.trace_reads import story_of, trace_get, trace_rows, traces_filtered
 from retrieval.models import Trace
+from retrieval.search.forms import SHARE_MAX
+from retrieval.traces.forms import TraceFilterForm
+from retrieval.traces.selectors import story_of, trace_get, trace_rows, traces_filtered
 
 curators = role_required(CURATOR_GROUP)
 

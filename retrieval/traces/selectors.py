@@ -1,6 +1,6 @@
-"""Reads of the traces pages: the list, filtered (a constant number of statements,
-whatever the page holds), one trace, and a trace's story with its text as detection
-read it."""
+"""Reads of traces: the pages' list, filtered (a constant number of statements, whatever
+the page holds), one trace, and a trace's story with its text as detection read it; and
+the one trace a caller of the API may read."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from django.db.models import Q, QuerySet, Subquery
 from django.db.models.functions import Substr
 from django.http import Http404
 
+from catalog.auth import RequestUser, is_curator
 from catalog.models import Agent
-from retrieval.dashboard.trace_forms import PEOPLE
-from retrieval.dashboard.trace_story import Story, trace_story
 from retrieval.enrichment.formatting import strip_injection
 from retrieval.enrichment.signing import injection_signer
 from retrieval.models import Trace
+from retrieval.traces.forms import PEOPLE
+from retrieval.traces.story import Story, trace_story
 
 EXCERPT_CHARS = 160
 
@@ -82,6 +83,19 @@ def _ref(hint: dict[str, Any]) -> str:
 def trace_get(trace_id: UUID) -> Trace:
     """The trace, or 404 (curators read every trace)."""
     trace = Trace.objects.select_related("agent").filter(pk=trace_id).first()
+    if trace is None:
+        raise Http404(f"No trace {trace_id}.")
+    return trace
+
+
+def trace_for_caller(caller: RequestUser, trace_id: UUID) -> Trace:
+    """The trace, or 404: an agent reads only its own, a person theirs, a curator every one."""
+    traces = Trace.objects.all()
+    if isinstance(caller, Agent):
+        traces = traces.filter(agent=caller)
+    elif not is_curator(caller):  # a role, not staff status
+        traces = traces.filter(caller=caller.get_username(), agent=None)
+    trace = traces.filter(pk=trace_id).first()
     if trace is None:
         raise Http404(f"No trace {trace_id}.")
     return trace

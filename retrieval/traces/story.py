@@ -332,7 +332,7 @@ def _format(step: Step) -> tuple[str, list[str]]:
             "signed so that the next enrichment removes them before reading."), []
 
 
-# --- a conversation's passes (retrieval.conversation.injection) ---------------------------
+# --- a conversation's passes (retrieval.conversations.injection) ---------------------------
 
 
 def _strip(step: Step) -> tuple[str, list[str]]:
