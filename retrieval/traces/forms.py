@@ -1,6 +1,6 @@
 """The traces list's filters (GET): who called, which reference it surfaced, whether
 anything was withheld, prompt or tool result, and a date range (UTC days). They read and
-validate; trace_reads.py filters."""
+validate; selectors.py filters."""
 
 from __future__ import annotations
 
