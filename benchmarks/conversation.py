@@ -35,9 +35,9 @@ from catalog.indexing.runs import source_import
 from catalog.models import Agent, Catalog, Document, IndexRun
 from catalog.sources.beir import parse_beir_jsonl
 from catalog.sources.documents import DocumentInput
-from retrieval.conversation.messages import Message, conversation_markdown
-from retrieval.conversation.ranking import Candidate, best_per_document
-from retrieval.conversation.search import CHUNK_QUERY_DEPTH, ConversationOptions, conversation_search
+from retrieval.conversations.messages import Message, conversation_markdown
+from retrieval.conversations.ranking import Candidate, best_per_document
+from retrieval.conversations.search import CHUNK_QUERY_DEPTH, ConversationOptions, conversation_search
 from retrieval.evaluation.metrics import percentile, recall_at
 from retrieval.search.vector import embed_query, vector_search
 

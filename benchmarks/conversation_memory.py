@@ -41,9 +41,10 @@ from catalog.agents import agent_token_rotate
 from catalog.auth import REVIEWER_GROUP
 from catalog.embedder import get_embedder, vector_literal
 from catalog.models import Agent
-from retrieval.conversation.keywords import keywords
-from retrieval.conversation.memory import fact_set, memory_search, memory_store
 from retrieval.evaluation.metrics import percentile
+from retrieval.memory.keywords import keywords
+from retrieval.memory.selectors import memory_search
+from retrieval.memory.services import fact_set, memory_store
 from retrieval.models import MemoryEntry
 
 AGENT = "bench-conversation"

@@ -3,7 +3,7 @@
 A token is shown once, to whoever asked for it (a command's output, the dashboard's
 page, the demo loader's report, a test), and only its sha256 is stored: tokens are
 256-bit random strings, so a plain hash is a safe at-rest form. `manage.py
-create_agent`, the dashboard's agent pages (retrieval/dashboard/), the admin, the demo
+create_agent`, the dashboard's agent pages (retrieval/agents/), the admin, the demo
 loader, the benchmarks and the tests all write agents through these functions, which
 announce each write (`catalog.signals`: token_issued, agent_changed, token_revoked;
 never the token): approvals writes them to the audit log.

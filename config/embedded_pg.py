@@ -259,7 +259,7 @@ _CREATE_ROLES = f"""
 DO $$ BEGIN
     CREATE ROLE {OWNER_ROLE} LOGIN NOSUPERUSER CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
     CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
-    -- the status page names the data directory and its disk (retrieval.status)
+    -- the status page names the data directory and its disk (retrieval.status.selectors)
     GRANT pg_read_all_settings TO {APP_ROLE};
 END $$
 """

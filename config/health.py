@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from catalog.embedder import embedder_status
 from config.api_errors import RETRY_AFTER_S, database_unreachable
-from retrieval.apis import EmbeddingsStatusSerializer
+from retrieval.status.serializers import EmbeddingsStatusSerializer
 
 
 def database_health() -> dict[str, Any]:

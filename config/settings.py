@@ -173,10 +173,10 @@ SPECTACULAR_SETTINGS = {
     # Several choice sets share a field name ("mode"): each gets its own enum component.
     "ENUM_NAME_OVERRIDES": {
         "SearchModeEnum": "retrieval.search.selectors.MODES",
-        "ConversationSearchModeEnum": "retrieval.conversation.search.SEARCH_MODES",
+        "ConversationSearchModeEnum": "retrieval.conversations.search.SEARCH_MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
-        "HintViaEnum": "retrieval.enrich_apis.VIAS",  # a hint's via and each of its reasons'
+        "HintViaEnum": "retrieval.enrichment.serializers.VIAS",  # a hint's via and each of its reasons'
         "ApprovalStateEnum": "approvals.models.ApprovalRequest.State",
         "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
         "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)

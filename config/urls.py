@@ -26,6 +26,5 @@ urlpatterns = [
         SpectacularRedocView.as_view(url_name="api-schema", permission_classes=[])), name="api-redoc"),
     path("", include("catalog.page_urls")),
     path("", include("approvals.page_urls")),
-    path("", include("retrieval.dashboard.urls")),
     path("", include("retrieval.page_urls")),
 ]

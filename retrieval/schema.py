@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 
-from retrieval.enrich_apis import ReferenceSelectApi
-from retrieval.evaluation_apis import EvaluationsApi
+from retrieval.enrichment.serializers import ReferenceSelectInputSerializer
+from retrieval.evaluation.apis import EvaluationsApi
 
 if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 
 class SelectReferencesRequest(OpenApiSerializerExtension):
-    """ReferenceSelectApi.InputSerializer.validate(): at least one id or tag."""
+    """ReferenceSelectInputSerializer.validate(): at least one id or tag."""
 
-    target_class = ReferenceSelectApi.InputSerializer  # a nested class: no import path to name it by
+    target_class = ReferenceSelectInputSerializer
 
     def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
         schema: dict[str, Any] = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)

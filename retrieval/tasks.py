@@ -1,4 +1,4 @@
-"""django-q2 tasks: thin wrappers over retrieval.enrichment.traces and
+"""django-q2 tasks: thin wrappers over retrieval.traces.services and
 retrieval.evaluation.runs."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError
 
-from retrieval.enrichment.traces import trace_retention_cutoff, traces_purge
 from retrieval.evaluation.runs import evaluation_execute, evaluations_recover
+from retrieval.traces.services import trace_retention_cutoff, traces_purge
 
 logger = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ class Action(StrEnum):
     WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint_deleted"
     WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
     DECISION_RECEIVED = "decision.received"  # by which channel (webhook message, decision file) decisions came
-    MEMORY_ERASED = "memory.erased"  # an end user's facts and memories, at their request (retrieval.conversation)
+    MEMORY_ERASED = "memory.erased"  # an end user's facts and memories, at their request (retrieval.conversations)
 
 
 @dataclass(frozen=True)

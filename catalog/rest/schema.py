@@ -89,9 +89,15 @@ class LecternAutoSchema(AutoSchema):
         """Serializers nested in a view are named after the view, so two views' InputSerializer
         classes can never share one component: `SearchApi.InputSerializer` is `Search`
         (`SearchRequest` once drf-spectacular adds the request suffix),
-        `SearchApi.OutputSerializer` is `SearchResponse`, `SearchApi.HitSerializer` is `SearchHit`."""
+        `SearchApi.OutputSerializer` is `SearchResponse`, `SearchApi.HitSerializer` is `SearchHit`.
+        An operation's serializers kept beside the view (a feature's serializers module, where
+        the MCP tools reach them too) are named alike: `SearchInputSerializer` is `Search`,
+        `SearchOutputSerializer` `SearchResponse`."""
         owner, _, name = type(serializer).__qualname__.rpartition(".")
         if not owner:
+            for role, suffix in (("InputSerializer", ""), ("OutputSerializer", "Response")):
+                if name.endswith(role) and name != role:
+                    return name.removesuffix(role) + suffix
             return super().get_serializer_name(serializer, direction)
         prefix = owner.removesuffix("Api")
         role = name.removesuffix("Serializer")

@@ -27,8 +27,8 @@ from retrieval.enrichment.reference_files import containing_source, documents_pa
 from retrieval.enrichment.references import cards_named, reference_text
 from retrieval.enrichment.selections import selected_source_pks, selections_grant
 from retrieval.enrichment.signing import caller_signer
-from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Selection, Trace
+from retrieval.traces.services import insert_trace
 
 SURFACES = [Trace.Surface.PROMPT.value, Trace.Surface.TOOL_RESULT.value]  # a conversation has its own operation
 

@@ -3,7 +3,8 @@ read_reference_file, enrich, agent_instructions, approval_requests, enrich_conve
 and store_memory, each a typed function whose docstring and signature the SDK publishes
 as its description and input schema.
 
-A signature offers every field of the REST view's input serializer, with its limits,
+A signature offers every field of the operation's input serializer (the REST view takes the
+same one from the feature's serializers module), with its limits,
 choices and defaults (tests/retrieval/test_mcp_schema.py holds the two together); the
 serializer, not the signature, checks the arguments (retrieval.mcp.calls), so every
 parameter is SkipValidation and the SDK only describes it. A null argument counts as
@@ -29,30 +30,34 @@ from pydantic import ConfigDict, Field, SkipValidation, with_config
 from rest_framework import serializers
 from typing_extensions import TypedDict
 
-from approvals.apis import ApprovalListApi, approval_requests_response
+from approvals.serializers import ApprovalListQuerySerializer, approval_requests_response
 from catalog.auth import visible_catalogs
 from catalog.errors import ApplicationError
 from catalog.models import Agent
 from catalog.rest.fields import NOT_BLANK_PATTERN, StrictSlugField
-from retrieval.apis import ConversationSearchApi, SearchApi, conversation_response, search_response
-from retrieval.enrich_apis import (
-    REFERENCE_ID,
-    EnrichApi,
-    EnrichConversationApi,
-    ReferenceFileApi,
-    ReferenceListApi,
-    ReferenceSelectApi,
+from retrieval.conversations.serializers import (
+    ConversationSearchInputSerializer,
+    EnrichConversationInputSerializer,
+    conversation_response,
     enrich_conversation_response,
+)
+from retrieval.enrichment import references
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.serializers import (
+    REFERENCE_ID,
+    EnrichInputSerializer,
+    ReferenceFileQuerySerializer,
+    ReferenceListQuerySerializer,
+    ReferenceSelectInputSerializer,
     enrich_response,
     instructions_response,
     reference_file_response,
     references_response,
 )
-from retrieval.enrichment import references
-from retrieval.enrichment.caller import Caller
 from retrieval.mcp.calls import Ctx, Operation, answer, error_result, json_result
-from retrieval.memory_apis import StoreMemorySerializer, store_memory_response
+from retrieval.memory.serializers import StoreMemorySerializer, store_memory_response
 from retrieval.models import END_USER_MAX
+from retrieval.search.serializers import SearchInputSerializer, search_response
 
 NO_RESULTS = "No relevant documentation found for your query."
 SLUG = r"^[-a-zA-Z0-9_]+$"  # DRF's SlugField, spelled for JSON Schema (Python's \Z is $ there)
@@ -119,7 +124,7 @@ def _scored(hit: dict[str, Any]) -> str:
 
 
 def format_hits(hits: list[dict[str, Any]], label: Callable[[dict[str, Any]], str] = _scored) -> str:
-    """Seed 003's rag_search output: one `--- Result N (score: 0.XXX, source: path) ---`
+    """rag_search's text: one `--- Result N (score: 0.XXX, source: path) ---`
     block per hit (another `label` says what is in the brackets), or a fixed sentence
     when there is none."""
     if not hits:
@@ -169,7 +174,7 @@ def _hits_result(agent: Agent, catalog: str, body: dict[str, Any],
     return json_result(body, text=format_hits(body["results"], label) + (f"\n\n{note}" if note else ""))
 
 
-SEARCH = Operation(SearchApi.InputSerializer, _search, fill_defaults=_search_defaults)
+SEARCH = Operation(SearchInputSerializer, _search, fill_defaults=_search_defaults)
 
 
 async def rag_search(
@@ -236,7 +241,7 @@ def _conversation(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     return _hits_result(agent, params["catalog"], conversation_response(agent, params), _found_by)
 
 
-CONVERSATION = Operation(ConversationSearchApi.InputSerializer, _conversation, fill_defaults=_search_defaults)
+CONVERSATION = Operation(ConversationSearchInputSerializer, _conversation, fill_defaults=_search_defaults)
 
 
 async def search_conversation(
@@ -301,7 +306,7 @@ def _list(agent: Agent, params: dict[str, Any]) -> CallToolResult:
         (ref_of(qualify, ref["catalog"], ref["source_id"]), ref["reason"], ref["request_id"]) for ref in withheld))
 
 
-LIST = Operation(ReferenceListApi.QuerySerializer, _list)
+LIST = Operation(ReferenceListQuerySerializer, _list)
 
 
 async def list_references(
@@ -330,7 +335,7 @@ def _select(agent: Agent, params: dict[str, Any]) -> CallToolResult:
         for w in body["withheld"]))
 
 
-SELECT = Operation(ReferenceSelectApi.InputSerializer, _select)
+SELECT = Operation(ReferenceSelectInputSerializer, _select)
 
 
 async def select_references(
@@ -353,7 +358,7 @@ async def select_references(
     return await answer(ctx, SELECT)
 
 
-class ReadFileArguments(ReferenceFileApi.QuerySerializer):
+class ReadFileArguments(ReferenceFileQuerySerializer):
     """The file endpoint's query plus the two parts of its URL, with the URL's rules."""
 
     catalog = StrictSlugField(max_length=64)
@@ -428,7 +433,7 @@ def _enrich(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     return json_result(body, note=withheld_text(withheld.values()))
 
 
-ENRICH = Operation(EnrichApi.InputSerializer, _enrich)
+ENRICH = Operation(EnrichInputSerializer, _enrich)
 
 
 async def enrich(
@@ -496,7 +501,7 @@ def _enrich_conversation(agent: Agent, params: dict[str, Any]) -> CallToolResult
     return json_result(body, note=conversation_note(body))
 
 
-ENRICH_CONVERSATION = Operation(EnrichConversationApi.InputSerializer, _enrich_conversation)
+ENRICH_CONVERSATION = Operation(EnrichConversationInputSerializer, _enrich_conversation)
 
 
 async def enrich_conversation(
@@ -583,7 +588,7 @@ def _approvals(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     return json_result(body, text=requests_text(body, params))
 
 
-APPROVALS = Operation(ApprovalListApi.QuerySerializer, _approvals)
+APPROVALS = Operation(ApprovalListQuerySerializer, _approvals)
 
 
 async def approval_requests(

@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from approvals.apis import approval_requests_response
 from approvals.models import ApprovalRequest, AuditEntry
 from approvals.selectors import injection_decisions
+from approvals.serializers import approval_requests_response
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke

@@ -106,7 +106,7 @@ def buggy_search(**kwargs):
 
 def test_a_bug_in_a_view_is_a_json_500_whose_id_is_logged_with_the_traceback(client, token, debug, monkeypatch,
                                                                               caplog):
-    monkeypatch.setattr("retrieval.apis.chunk_search", buggy_search)
+    monkeypatch.setattr("retrieval.search.serializers.chunk_search", buggy_search)
 
     with caplog.at_level(logging.INFO):
         response = client.post("/api/v1/search", {"catalog": "ops", "query": SECRET}, format="json",

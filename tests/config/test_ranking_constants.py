@@ -22,9 +22,9 @@ CONSTANTS = [
     ("retrieval.search.selectors", "FUSION_DEPTH", 100),
     ("retrieval.search.vector", "HNSW_EF_SEARCH", 100),
     ("retrieval.search.vector", "VECTOR_EXACT_MAX", 1000),
-    ("retrieval.conversation.memory", "MEMORY_HALF_LIFE_DAYS", 30.0),
-    ("retrieval.conversation.memory", "MEMORY_RECENCY_WEIGHT", 0.5),
-    ("retrieval.conversation.memory", "MEMORY_EXACT_MAX", 5000),
+    ("retrieval.memory.selectors", "MEMORY_HALF_LIFE_DAYS", 30.0),
+    ("retrieval.memory.selectors", "MEMORY_RECENCY_WEIGHT", 0.5),
+    ("retrieval.memory.selectors", "MEMORY_EXACT_MAX", 5000),
     ("retrieval.enrichment.pipeline", "ENRICH_EMBED_TOKENS", 128),
     ("retrieval.enrichment.pipeline", "ENRICH_TOOL_EMBED_TOKENS", 48),
 ]

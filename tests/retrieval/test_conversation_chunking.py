@@ -1,4 +1,4 @@
-"""A conversation cut into query chunks (retrieval.conversation.chunking), counted by the
+"""A conversation cut into query chunks (retrieval.conversations.chunking), counted by the
 real model's tokenizer: every chunk is whole paragraphs of the conversation's markdown
 (or a piece of one too long for the model), none longer than the model reads, and
 nothing of the conversation left out."""
@@ -10,8 +10,8 @@ import random
 import pytest
 
 from catalog.embedder import get_embedder
-from retrieval.conversation.chunking import conversation_chunks, paragraphs
-from retrieval.conversation.messages import Message, conversation_markdown
+from retrieval.conversations.chunking import conversation_chunks, paragraphs
+from retrieval.conversations.messages import Message, conversation_markdown
 
 TOPICS = ["We moved the billing service to a new cluster and the calls started timing out under load.",
           "The nightly export job writes CSV files that the finance team opens in a spreadsheet.",

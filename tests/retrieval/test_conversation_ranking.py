@@ -1,10 +1,10 @@
-"""Seed 002's dedup and MMR over the hits of every query chunk (retrieval.conversation.ranking)."""
+"""Seed 002's dedup and MMR over the hits of every query chunk (retrieval.conversations.ranking)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from retrieval.conversation.ranking import Candidate, best_per_document, mmr
+from retrieval.conversations.ranking import Candidate, best_per_document, mmr
 
 # seed 002's example, with a chunk found again by a second query chunk
 FOUND = [Candidate(chunk=1, document=123, similarity=0.90, query_chunk=0),

@@ -16,8 +16,8 @@ from approvals.services.policies import policy_create
 from catalog.embedder import get_embedder
 from catalog.models import Agent, Catalog, Chunk, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from retrieval.conversation.messages import Message
-from retrieval.conversation.search import ConversationOptions, conversation_search
+from retrieval.conversations.messages import Message
+from retrieval.conversations.search import ConversationOptions, conversation_search
 from tests.factories import import_documents, person
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +122,7 @@ def test_all_query_chunks_are_embedded_in_one_batch(indexed_catalog, monkeypatch
 
 
 def test_counts_are_logged_and_the_conversation_is_not(ops, caplog):
-    with caplog.at_level(logging.INFO, logger="retrieval.conversation.search"):
+    with caplog.at_level(logging.INFO, logger="retrieval.conversations.search"):
         body = ask(ops, messages=messages(*TWO_TOPICS), top_k=2)
 
     logged = "\n".join(record.getMessage() for record in caplog.records)

@@ -18,8 +18,8 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalRequest, AuditEntry
 from approvals.services.policies import policy_create
 from catalog.models import Agent, Catalog, ReferenceSource
-from retrieval.dashboard.playground_forms import SHARE_MAX, TEXT_MAX
 from retrieval.models import Selection, Trace
+from retrieval.search.forms import SHARE_MAX, TEXT_MAX
 from tests.factories import agent_with_token, person
 
 pytestmark = pytest.mark.django_db

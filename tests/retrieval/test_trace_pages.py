@@ -18,8 +18,8 @@ from rest_framework.test import APIClient
 from catalog.models import Agent
 from retrieval.enrichment.formatting import append_blocks
 from retrieval.enrichment.signing import injection_signer
-from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Trace
+from retrieval.traces.services import insert_trace
 from tests.factories import person
 from tests.pages import filter_slots
 

@@ -17,9 +17,9 @@ from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from catalog.models import Agent, ReferenceSource
-from retrieval.enrichment.traces import trace_retention_cutoff, traces_purge
 from retrieval.models import Selection, Trace
 from retrieval.tasks import PURGE_SCHEDULE, ensure_purge_schedule, purge_traces
+from retrieval.traces.services import trace_retention_cutoff, traces_purge
 from tests.factories import agent_with_token
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Storing a trace in one statement (retrieval.enrichment.traces.insert_trace). A module of its
+"""Storing a trace in one statement (retrieval.traces.services.insert_trace). A module of its
 own: the test needs autocommit, which a module-scoped demo transaction would hide."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from retrieval.enrichment.traces import insert_trace
 from retrieval.models import Trace
+from retrieval.traces.services import insert_trace
 from tests.factories import agent_with_token
 
 

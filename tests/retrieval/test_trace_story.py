@@ -1,4 +1,4 @@
-"""A trace told in plain words (retrieval.dashboard.trace_story, pure): each reference's
+"""A trace told in plain words (retrieval.traces.story, pure): each reference's
 outcome and why, each pass in a sentence, and where each tag matched, from the trace's
 own record, old traces (without the fields added since) included."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval.dashboard.trace_story import Part, tag_parts, trace_story
+from retrieval.traces.story import Part, tag_parts, trace_story
 
 TEXT = "Our Circuit-Breaker trips when redis is slow; see @caching."
 STEPS: list[dict[str, Any]] = [

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from retrieval.enrichment.traces import PURGE_BATCH, trace_retention_cutoff, traces_purge
+from retrieval.traces.services import PURGE_BATCH, trace_retention_cutoff, traces_purge
 
 
 class Command(BaseCommand):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from catalog.sources.documents import DocumentInput
-from retrieval.conversation.context_text import CONTEXT_ITEM_CHARS, context_text
+from retrieval.conversations.context_text import CONTEXT_ITEM_CHARS, context_text
 from retrieval.models import MemoryEntry
 from tests.factories import agent_with_token, import_documents
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from retrieval.conversation.memory import facts_line
+from retrieval.memory.selectors import facts_line
 from retrieval.models import Fact
 from tests.factories import agent_with_token
 

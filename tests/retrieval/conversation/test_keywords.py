@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.conversation.keywords import STOP_WORDS, keywords
+from retrieval.memory.keywords import STOP_WORDS, keywords
 
 pytestmark = pytest.mark.unit
 

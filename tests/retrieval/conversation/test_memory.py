@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from approvals.models import AuditEntry
 from catalog.models import Agent
-from retrieval.conversation import memory
-from retrieval.conversation.memory import end_user_digest, memory_search, recency_factor
+from retrieval.memory import selectors as memory
+from retrieval.memory.selectors import end_user_digest, memory_search, recency_factor
 from retrieval.models import Fact, MemoryEntry, Trace
 from tests.factories import agent_with_token, person
 
@@ -245,7 +245,7 @@ def test_a_person_is_refused_facts_and_memory_which_are_an_agents(client):
 def test_a_long_word_is_no_keyword_and_a_memory_stored_without_the_model_gets_its_vector_when_stored_again(
         bot, monkeypatch):
     url = "https://example.com/" + "a" * 120
-    monkeypatch.setattr("retrieval.conversation.memory.get_embedder", lambda: None)
+    monkeypatch.setattr("retrieval.memory.services.get_embedder", lambda: None)
 
     first = store(bot, "steve", f"Steve's notes live at {url} now.")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from retrieval.conversation.memory import fact_set, memory_store
+from retrieval.memory.services import fact_set, memory_store
 from retrieval.models import MemoryEntry
 from tests.browser import page_audit, sign_in
 from tests.factories import agent_with_token, person
