@@ -36,6 +36,7 @@ from retrieval.conversation.search import (
 from retrieval.conversation.serializers import messages_field, user_id_field
 from retrieval.enrichment.signing import injection_signer
 from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, WithheldHits, chunk_search
+from retrieval.search.services import withheld_requests
 from retrieval.search.vector import SearchUnavailable
 
 # top_k when a person's session searches without one (an agent gets its default_top_k).
@@ -191,6 +192,8 @@ def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
         result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    result.withheld = withheld_requests(agent=agent, withheld=result.withheld, gate=result.gate, what="search",
+                                        text=query)  # what the agent wanted: a request each, once
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchApi.OutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),
@@ -307,6 +310,9 @@ def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> di
         raise serializers.ValidationError({"messages": [str(exc)]}) from None
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    result.withheld = withheld_requests(agent=agent, withheld=result.withheld, gate=result.gate,
+                                        what="conversation search", text=asked)
     return ConversationSearchApi.OutputSerializer(_conversation_body(result)).data
 
 

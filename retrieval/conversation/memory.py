@@ -25,7 +25,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.embedder import get_embedder, vector_literal
 from catalog.models import Agent
 from catalog.reads import read_alias, read_connection

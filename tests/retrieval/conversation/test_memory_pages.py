@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from approvals.models import AuditEntry
+from catalog.models import AuditEntry
 from retrieval.conversation.memory import end_user_digest, fact_set, memory_store
 from retrieval.models import Fact, MemoryEntry
 from tests.factories import agent_with_token
