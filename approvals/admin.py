@@ -12,12 +12,13 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, AuditEntry, Decision
+from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, Decision
 from approvals.queries import with_state_now
 from approvals.services.decisions import request_decide
 from approvals.services.policies import FIELDS, policy_create, policy_delete, policy_update
 from approvals.services.revocation import approval_revoke
 from catalog.errors import ApplicationError
+from catalog.models import AuditEntry
 from catalog.web import person
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ from django import forms
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from approvals.audit.log import Action
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest, Decision
 from approvals.services.bulk import BULK_MAX
+from catalog.audit.log import Action
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.widgets import FastSelect
 
@@ -124,7 +124,7 @@ class AuditFilterForm(forms.Form):
         return data
 
     def filters(self) -> dict[str, Any]:
-        """The keyword arguments of approvals.audit.export.audit_entries (after is_valid)."""
+        """The keyword arguments of catalog.audit.export.audit_entries (after is_valid)."""
         data = self.cleaned_data
         since = _midnight(data["since"]) if data["since"] else None
         until = _midnight(data["until"]) + timedelta(days=1) if data["until"] else None

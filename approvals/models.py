@@ -1,7 +1,7 @@
 """Governance: which sources need a reviewer's approval for which agents (policies), the
 requests agents raise and reviewers decide (bound to the content fingerprint they were
 raised for), the text each approval covered (kept for the diff when the content
-changes), and the append-only, hash-chained audit log.
+changes) (the audit log they write is catalog's: catalog.audit).
 
 The rule the gate (approvals.selectors) applies with these: a source that a policy (or
 its own `requires_approval` flag) governs reaches an agent only while a request of that
@@ -229,50 +229,6 @@ class ApprovedContent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id}@{self.fingerprint[:12]}"
-
-
-class AuditEntry(models.Model):
-    """One event in the append-only audit log. `hash` is sha256 over the entry's fields
-    and `prev_hash`, the hash of entry seq - 1 (approvals.audit.chain), so changing or
-    removing any entry breaks every later link; a trigger (migration 0002) makes the
-    database refuse UPDATE, DELETE and TRUNCATE. The object references are plain ids,
-    not foreign keys: the log outlives what it names and must never be cascaded."""
-
-    class ActorKind(models.TextChoices):
-        USER = "user"
-        AGENT = "agent"
-        SYSTEM = "system"
-        CHANNEL = "channel"
-
-    seq = models.BigIntegerField(primary_key=True)
-    at = models.DateTimeField()
-    actor_kind = models.CharField(max_length=8, choices=ActorKind.choices)
-    actor_id = models.BigIntegerField(null=True, blank=True, help_text="The user's or agent's id.")
-    actor_name = models.CharField(max_length=150, help_text="Username, agent name, system task or channel.")
-    action = models.CharField(max_length=40)
-    request_id = models.BigIntegerField(null=True, blank=True)
-    policy_id = models.BigIntegerField(null=True, blank=True)
-    source_id = models.BigIntegerField(null=True, blank=True)
-    agent_id = models.BigIntegerField(null=True, blank=True)
-    fingerprint = models.CharField(max_length=64, blank=True)
-    payload = models.JSONField(default=dict)
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64, unique=True)
-
-    class Meta:
-        ordering = ["seq"]
-        verbose_name_plural = "audit entries"
-        indexes = [
-            models.Index(fields=["action", "seq"], name="audit_action"),
-            models.Index(fields=["request_id"], name="audit_request"),
-            models.Index(fields=["source_id"], name="audit_source"),
-            models.Index(fields=["agent_id"], name="audit_agent"),
-            models.Index(fields=["at"], name="audit_at"),
-        ]
-
-    def __str__(self) -> str:
-        return f"#{self.seq} {self.action}"
-
 
 
 # The channels' tables (webhooks) live in their own module; imported here so that the

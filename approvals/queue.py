@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
-from approvals.audit.log import Action
-from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalPolicy, ApprovalRequest, Decision
 from approvals.queries import request_detail, requests_queue, with_state_now
 from approvals.rules import Rule
 from approvals.selectors import self_approval_allowed
-from catalog.models import Agent, Catalog, ContentEditor, ReferenceSource
+from catalog.audit.log import Action
+from catalog.models import Agent, AuditEntry, Catalog, ContentEditor, ReferenceSource
 
 if TYPE_CHECKING:
     from approvals.queries import RequestNow

@@ -31,8 +31,7 @@ from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
-from approvals.models import AuditEntry
-from catalog.models import Agent
+from catalog.models import Agent, AuditEntry
 from catalog.reads import REPLICA, note_served, reading_from, replica_configured
 
 logger = logging.getLogger(__name__)

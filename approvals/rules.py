@@ -53,12 +53,6 @@ class Judgement:
     raise_request: bool = False  # a new request is due (an agent's first, or after an approval ended)
     previous_id: int | None = None  # the request a new one follows
 
-    def raised(self, request_id: int) -> Judgement:
-        """This judgement once its new request exists: pending, naming it."""
-        ended = "" if self.reason == MISSING_REASON else self.reason.removeprefix("requires approval")
-        return Judgement(allowed=False, state="pending", request_id=request_id,
-                         reason=f"requires approval{ended}; request {request_id} awaits a reviewer")
-
 
 NOT_REQUIRED = Judgement(allowed=True, state="not_required")
 

@@ -2,8 +2,12 @@
 
 Enrichment, reference selection, startup instructions, transitive discovery and file
 reads ask `injection_decisions` and honour its answer; search asks `withheld_sources`,
-the same rule over whole catalogs, and leaves those sources out in SQL (then
-`withheld_raise` for those whose chunks matched the query).
+the same rule over whole catalogs, and leaves those sources out in SQL.
+
+Nothing here writes. A decision says when a request is due (`request_due`: an agent's
+first, or after its approval ended) and carries what raising it needs (the fingerprint
+and the request it follows); the read path's service then raises them in one call
+(approvals.services.requests.withheld_requests_raise), so the gate's statement runs once.
 
 A source is governed when its `requires_approval` flag is set or an ApprovalPolicy
 covers it for the caller (its catalog, the source, or one of its tags; every agent or
@@ -11,21 +15,20 @@ the agents named). A governed source reaches an agent only while one of the agen
 requests for the source's current fingerprint is live: approved by the required number
 of distinct reviewers, within its lifetime, not revoked or lapsed. People signed in
 (agent None) are never approved: every policy applies to them and they see nothing
-governed. One statement answers for any number of sources; raising the requests the
-caller's read path calls for (`raised_via`) costs a few more, once per new request.
+governed. One statement answers for any number of sources.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from django.utils import timezone
 
 from approvals.models import ApprovalPolicy
-from approvals.rules import NOT_REQUIRED, Judgement, RequestState, Rule, judge
+from approvals.rules import MISSING_REASON, NOT_REQUIRED, Judgement, RequestState, Rule, judge
 from catalog.models import Agent
 from catalog.reads import read_connection
 
@@ -45,24 +48,34 @@ class InjectionDecision:
     state: str  # not_required | approved | pending | rejected | revoked | expired | missing
     reason: str = ""
     request_id: int | None = None  # the approval request to follow (GET /api/v1/approvals)
-    # A request is due and none was raised: the caller asked without `raised_via` (a
-    # listing, or the playground's dry run), where an agent's own read would raise one.
-    # Not in as_dict(): the API's answers say what was raised, not what could have been.
+    # A request is due and none was raised yet: the agent's first, or after its approval
+    # ended; the read path's service raises it (withheld_requests_raise), a listing or
+    # the playground only says so. Not in as_dict(): the API's answers say what was
+    # raised, not what could have been.
     request_due: bool = False
     # Whether the policies let a read path tell the caller that its query matches the
     # withheld content (and raise its request then); off, a withheld source is named
     # whatever the query (Rule.disclose_matches). Not in as_dict(): search reports it as
     # a count or none.
     disclose_matches: bool = False
+    fingerprint: str = ""  # the content a due request would be raised for
+    previous_id: int | None = None  # the request a due one follows
 
     def as_dict(self) -> dict[str, object]:
         return {"allowed": self.allowed, "state": self.state, "reason": self.reason, "request_id": self.request_id}
 
     @classmethod
-    def of(cls, judgement: Judgement, rule: Rule | None = None) -> InjectionDecision:
+    def of(cls, judgement: Judgement, rule: Rule | None = None, fingerprint: str = "") -> InjectionDecision:
         return cls(allowed=judgement.allowed, state=judgement.state, reason=judgement.reason,
                    request_id=judgement.request_id, request_due=judgement.raise_request,
-                   disclose_matches=rule is not None and rule.disclose_matches)
+                   disclose_matches=rule is not None and rule.disclose_matches, fingerprint=fingerprint,
+                   previous_id=judgement.previous_id)
+
+    def raised(self, request_id: int) -> InjectionDecision:
+        """This decision once its due request exists: pending, naming it."""
+        ended = "" if self.reason == MISSING_REASON else self.reason.removeprefix("requires approval")
+        return replace(self, state="pending", request_id=request_id, request_due=False,
+                       reason=f"requires approval{ended}; request {request_id} awaits a reviewer")
 
 
 NOT_GOVERNED = InjectionDecision.of(NOT_REQUIRED)
@@ -84,60 +97,29 @@ class Governance:
     requests: list[RequestState]
 
 
-def injection_decisions(*, agent: Agent | None, sources: Iterable[Governed], raised_via: str | None = None,
-                        context: str = "") -> dict[int, InjectionDecision]:
-    """Decision per source pk for `agent` (an Agent, or None for a signed-in person).
-
-    `raised_via` (an ApprovalRequest.Via: enrichment, select, search, manual): the read
-    path asking, when it wants what it is denied; then a request is raised for each
-    source withheld from an agent that has none to follow (its first, or after an
-    approval expired), once, and named in the decision. `context`: what the request
-    keeps of the text that raised it (bounded there). None: nothing is raised (listings,
-    discovery), and decisions name the requests that exist."""
+def injection_decisions(*, agent: Agent | None, sources: Iterable[Governed]) -> dict[int, InjectionDecision]:
+    """Decision per source pk for `agent` (an Agent, or None for a signed-in person),
+    naming the requests that exist; one that is due says so (`request_due`)."""
     pks = list(dict.fromkeys(source.pk for source in sources))
     if not pks:
         return {}
     governed = governance(agent=agent, source_ids=pks)
-    judgements = {pk: judge(rule=g.rule, requests=g.requests, for_agent=agent is not None)
-                  for pk, g in governed.items()}
-    if agent is not None and raised_via is not None:
-        judgements.update(_raise(agent, governed, judgements, raised_via, context))
-    return {pk: InjectionDecision.of(judgements[pk], governed[pk].rule) if pk in judgements else NOT_GOVERNED
-            for pk in pks}
+    decisions = {pk: _decision(g, agent) for pk, g in governed.items()}
+    return {pk: decisions.get(pk, NOT_GOVERNED) for pk in pks}
+
+
+def _decision(governed: Governance, agent: Agent | None) -> InjectionDecision:
+    judgement = judge(rule=governed.rule, requests=governed.requests, for_agent=agent is not None)
+    return InjectionDecision.of(judgement, governed.rule, governed.fingerprint)
 
 
 def withheld_sources(*, agent: Agent | None, catalog_ids: Iterable[int]) -> dict[int, InjectionDecision]:
     """The sources of these catalogs that may not reach `agent` (None: a signed-in
     person), each with the gate's decision: what search leaves out of its SQL before
-    ranking. One statement; sources approved for the agent never leave the database.
-    Nothing is raised here (search raises for the withheld sources that matched its
-    query: withheld_raise)."""
+    ranking. One statement; sources approved for the agent never leave the database."""
     governed = governance(agent=agent, catalog_ids=list(catalog_ids), withheld_only=True)
-    decisions = {pk: InjectionDecision.of(judge(rule=g.rule, requests=g.requests, for_agent=agent is not None),
-                                          g.rule)
-                 for pk, g in governed.items()}
+    decisions = {pk: _decision(g, agent) for pk, g in governed.items()}
     return {pk: decision for pk, decision in decisions.items() if not decision.allowed}
-
-
-def withheld_raise(*, agent: Agent | None, source_ids: Iterable[int], raised_via: str,
-                   context: str = "") -> dict[int, InjectionDecision]:
-    """injection_decisions for these sources with requests raised as `raised_via`: what
-    search calls for the withheld sources whose chunks matched the query."""
-    return injection_decisions(agent=agent, sources=[_Source(pk) for pk in source_ids], raised_via=raised_via,
-                               context=context)
-
-
-def _raise(agent: Agent, governed: dict[int, Governance], judgements: dict[int, Judgement], raised_via: str,
-           context: str) -> dict[int, Judgement]:
-    from approvals.services.requests import RaiseItem, requests_raise  # the gate's one write
-
-    due = {pk: judgement for pk, judgement in judgements.items() if judgement.raise_request}
-    if not due:
-        return {}
-    raised = requests_raise(agent=agent, via=raised_via, context=context, items=[
-        RaiseItem(source_id=pk, fingerprint=governed[pk].fingerprint, previous_id=judgement.previous_id)
-        for pk, judgement in due.items()])
-    return {pk: judgement.raised(raised[pk]) for pk, judgement in due.items() if pk in raised}
 
 
 def source_rules(*, agent: Agent | None, source_ids: Iterable[int]) -> dict[int, Governance]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from approvals.audit.checkpoints import audit_checkpoint_write
 from approvals.channels.files import decision_files_apply
 from approvals.channels.webhooks.delivery import deliveries_send_due, delivery_attempt
 from approvals.services.expiry import approvals_expire
 from approvals.services.notifications import reviewers_notify
+from catalog.audit.checkpoints import audit_checkpoint_write
 
 EXPIRY_SCHEDULE = "lectern-expire-approvals"
 EXPIRY_MINUTES = 5
@@ -69,7 +69,7 @@ def ensure_channel_schedules(**kwargs: object) -> None:
 
 def ensure_checkpoint_schedule(**kwargs: object) -> None:
     """post_migrate: the audit chain's head is written outside the database every
-    LECTERN_AUDIT_CHECKPOINT_MINUTES, when it has moved (approvals.audit.checkpoints)."""
+    LECTERN_AUDIT_CHECKPOINT_MINUTES, when it has moved (catalog.audit.checkpoints)."""
     from django_q.models import Schedule
 
     Schedule.objects.update_or_create(name=CHECKPOINT_SCHEDULE, defaults={

@@ -28,17 +28,17 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
-from approvals.audit.export import audit_csv_chunks, audit_entries, audit_json_chunks
 from approvals.forms import AuditFilterForm, BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.queries import rules_for
 from approvals.queue import RequestReview, audit_names, pending_count, request_review, requests_filtered, revocations
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
+from catalog.audit.export import audit_csv_chunks, audit_entries, audit_json_chunks
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, is_reviewer, role_required
 from catalog.errors import ApplicationError
-from catalog.models import Agent, ReferenceSource
+from catalog.models import Agent, AuditEntry, ReferenceSource
 from catalog.web import from_htmx, person, status_of
 
 viewers = role_required(CURATOR_GROUP, REVIEWER_GROUP)

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.db.models import ForeignKey
 from django.http import HttpRequest
 
-from catalog.agents import agent_changed_announce, agent_snapshot, preselected_outside
+from catalog.agents import agent_changes_audit, agent_snapshot, preselected_outside
 from catalog.models import Agent, Catalog, Chunk, Document, IndexRun, ReferenceSource, Tag, UploadedFile
 from catalog.sources.editing import source_changed_by, upload_put
 from catalog.web import person_or_none
@@ -137,4 +137,4 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
         super().save_related(request, form, formsets, change)
         before = getattr(request, BEFORE, None)
         if before is not None:
-            agent_changed_announce(agent=form.instance, before=before, by=person_or_none(request.user))
+            agent_changes_audit(agent=form.instance, before=before, by=person_or_none(request.user))

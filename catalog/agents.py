@@ -5,8 +5,8 @@ page, the demo loader's report, a test), and only its sha256 is stored: tokens a
 256-bit random strings, so a plain hash is a safe at-rest form. `manage.py
 create_agent`, the dashboard's agent pages (retrieval/agents/), the admin, the demo
 loader, the benchmarks and the tests all write agents through these functions, which
-announce each write (`catalog.signals`: token_issued, agent_changed, token_revoked;
-never the token): approvals writes them to the audit log.
+audit each write in its own transaction (catalog.audit: token.issued, agent.updated,
+token.revoked; never the token nor its hash: the hint tells tokens apart).
 
 - agent_create: a new agent and its token.
 - agent_token_rotate: a new token (the old one stops working); a revoked agent is
@@ -31,8 +31,8 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.models import Agent, Catalog, ReferenceSource
-from catalog.signals import agent_changed, token_issued, token_revoked
 
 TOKEN_PREFIX = "lct_"
 HINT_CHARS = 8  # the token's first characters, stored to tell tokens apart
@@ -97,12 +97,26 @@ def agent_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, di
     return {field: {"from": before[field], "to": value} for field, value in after.items() if before.get(field) != value}
 
 
-def agent_changed_announce(*, agent: Agent, before: dict[str, Any], by: User | None) -> dict[str, dict[str, Any]]:
-    """Announce what changed since `before` (agent_snapshot), if anything; the changes."""
+def agent_changes_audit(*, agent: Agent, before: dict[str, Any], by: User | None) -> dict[str, dict[str, Any]]:
+    """Audit what changed since `before` (agent_snapshot), if anything; the changes."""
     changes = agent_changes(before, agent_snapshot(agent))
     if changes:
-        agent_changed.send(sender=Agent, agent=agent, by=by, changes=changes)
+        _audit_changes(agent, changes, by)
     return changes
+
+
+def _audit_changes(agent: Agent, changes: dict[str, dict[str, Any]], by: User | None) -> None:
+    """Scope, pins and profile: each field's old and new value."""
+    audit_append(AuditEvent(Action.AGENT_UPDATED, Actor.of(by, system="command"), agent_id=agent.pk,
+                            payload={"agent": agent.name, "changes": changes}))
+
+
+def _audit_token_issued(agent: Agent, *, created: bool, reactivated: bool, by: User | None) -> None:
+    payload: dict[str, Any] = {"agent": agent.name, "created": created, "token_hint": agent.token_hint,
+                               "catalogs": sorted(agent.catalogs.values_list("slug", flat=True))}
+    if reactivated:
+        payload["reactivated"] = True
+    audit_append(AuditEvent(Action.TOKEN_ISSUED, Actor.of(by, system="command"), agent_id=agent.pk, payload=payload))
 
 
 @transaction.atomic
@@ -121,7 +135,7 @@ def agent_create(*, name: str, catalogs: Iterable[Catalog] = (), preselected: It
     agent.save()
     agent.catalogs.set(catalogs)
     agent.preselected.set(preselected)
-    token_issued.send(sender=Agent, agent=agent, created=True, reactivated=False, by=by)
+    _audit_token_issued(agent, created=True, reactivated=False, by=by)
     return agent, token
 
 
@@ -152,11 +166,11 @@ def agent_token_rotate(*, name: str, catalogs: Iterable[Catalog] | None = None,
         agent.catalogs.set(new_catalogs)
     if preselected is not None:
         agent.preselected.set(new_pins)
-    token_issued.send(sender=Agent, agent=agent, created=False, reactivated=bool(reactivated), by=by)
+    _audit_token_issued(agent, created=False, reactivated=bool(reactivated), by=by)
     changes = agent_changes(before, agent_snapshot(agent))
     changes.pop("is_active", None)  # the token's audit entry says so (reactivated)
     if changes:
-        agent_changed.send(sender=Agent, agent=agent, by=by, changes=changes)
+        _audit_changes(agent, changes, by)
     return agent, token
 
 
@@ -166,7 +180,7 @@ def agent_update(*, agent_id: int, by: User | None, catalogs: Iterable[Catalog] 
                  **profile: Any) -> tuple[Agent, dict[str, dict[str, Any]]]:
     """Change agent `agent_id`'s scope, pins and profile (PROFILE_FIELDS); what is not
     given stays. Returns the agent and what changed ({} when nothing did: nothing is
-    announced). Raises Agent.DoesNotExist, ValidationError (a field out of range, a pin
+    audited). Raises Agent.DoesNotExist, ValidationError (a field out of range, a pin
     outside the catalogs), PermissionDenied (a person who is no curator)."""
     _curator_or_command(by)
     unknown = sorted(set(profile) - set(PROFILE_FIELDS))
@@ -185,7 +199,7 @@ def agent_update(*, agent_id: int, by: User | None, catalogs: Iterable[Catalog] 
         agent.catalogs.set(new_catalogs)
     if preselected is not None:
         agent.preselected.set(new_pins)
-    return agent, agent_changed_announce(agent=agent, before=before, by=by)
+    return agent, agent_changes_audit(agent=agent, before=before, by=by)
 
 
 @transaction.atomic
@@ -201,7 +215,11 @@ def agent_token_revoke(*, agent_id: int, by: User | None) -> Agent:
     agent.token_hash = hash_token(new_token())  # discarded: no one holds it
     agent.is_active = False
     agent.save(update_fields=["token_hash", "is_active"])
-    token_revoked.send(sender=Agent, agent=agent, token_hint=revoked_hint, was_active=was_active, by=by)
+    payload: dict[str, Any] = {"agent": agent.name, "token_hint": revoked_hint}
+    if not was_active:
+        payload["was_active"] = False
+    audit_append(AuditEvent(Action.TOKEN_REVOKED, Actor.of(by, system="command"), agent_id=agent.pk,
+                            payload=payload))
     return agent
 
 

@@ -444,3 +444,47 @@ class Agent(models.Model):
 
     # DRF's IsAuthenticated asks the request's user this.
     is_authenticated = True
+
+
+class AuditEntry(models.Model):
+    """One event in the append-only audit log. `hash` is sha256 over the entry's fields
+    and `prev_hash`, the hash of entry seq - 1 (catalog.audit.chain), so changing or
+    removing any entry breaks every later link; a trigger (approvals migration 0002, which made the table) makes the
+    database refuse UPDATE, DELETE and TRUNCATE. The object references are plain ids,
+    not foreign keys: the log outlives what it names and must never be cascaded."""
+
+    class ActorKind(models.TextChoices):
+        USER = "user"
+        AGENT = "agent"
+        SYSTEM = "system"
+        CHANNEL = "channel"
+
+    seq = models.BigIntegerField(primary_key=True)
+    at = models.DateTimeField()
+    actor_kind = models.CharField(max_length=8, choices=ActorKind.choices)
+    actor_id = models.BigIntegerField(null=True, blank=True, help_text="The user's or agent's id.")
+    actor_name = models.CharField(max_length=150, help_text="Username, agent name, system task or channel.")
+    action = models.CharField(max_length=40)
+    request_id = models.BigIntegerField(null=True, blank=True)
+    policy_id = models.BigIntegerField(null=True, blank=True)
+    source_id = models.BigIntegerField(null=True, blank=True)
+    agent_id = models.BigIntegerField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True)
+    payload = models.JSONField(default=dict)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["seq"]
+        verbose_name_plural = "audit entries"
+        db_table = "approvals_auditentry"  # made by approvals before the log moved to the floor
+        indexes = [
+            models.Index(fields=["action", "seq"], name="audit_action"),
+            models.Index(fields=["request_id"], name="audit_request"),
+            models.Index(fields=["source_id"], name="audit_source"),
+            models.Index(fields=["agent_id"], name="audit_agent"),
+            models.Index(fields=["at"], name="audit_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.action}"

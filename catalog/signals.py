@@ -1,23 +1,16 @@
 """What catalog announces to the layers above it, and keeping updated_at honest.
 
-Announcements (catalog imports no app above it, so the apps that must act on these
-connect receivers in their AppConfig.ready; approvals does, docs/subsystems/governance.md,
-"Lapse on reindex"). Each is sent with `send`, not `send_robust`: a receiver's failure fails
+The announcement (catalog imports no app above it, so an app that must act on it
+connects a receiver in its AppConfig.ready; approvals does, docs/subsystems/governance.md,
+"Lapse on reindex"). It is sent with `send`, not `send_robust`: a receiver's failure fails
 the write that sent it, inside its transaction.
 
 - `content_switched` (sender ReferenceSource; source_id, old_fingerprint,
   new_fingerprint): inside the transaction that switches a source to a new index
   generation with another fingerprint, after the switch is written.
-- `source_changed` (sender ReferenceSource; source, by: the User or None, fields: what
-  changed): a person or a service changed a source's content or settings.
-- `token_issued` (sender Agent; agent, created, reactivated, by: the User or None): a
-  new token was issued to an agent (never passed: it is shown once to whoever asked);
-  `reactivated`: the agent had been revoked and is active again.
-- `agent_changed` (sender Agent; agent, by, changes: {field: {"from", "to"}}): a person
-  or a command changed an agent's scope, pins or profile (catalog.agents.agent_snapshot
-  names the fields; catalogs and pins by slug).
-- `token_revoked` (sender Agent; agent, token_hint: the revoked token's, was_active, by):
-  an agent's token was revoked (catalog.agents.agent_token_revoke).
+
+Every other write of catalog's is audited inline by the service that makes it
+(catalog.audit), in its transaction: no signal stands between a change and its entry.
 
 Tags: adding, removing or renaming a source's tags touches the source, so caches keyed
 on (count, latest updated_at) of a catalog's sources (the detection index) see tag
@@ -36,10 +29,6 @@ from django.utils import timezone
 from catalog.models import ReferenceSource, Tag
 
 content_switched = Signal()
-source_changed = Signal()
-token_issued = Signal()
-agent_changed = Signal()
-token_revoked = Signal()
 
 
 def _touch(source_pks: Iterable[int]) -> None:

@@ -34,12 +34,11 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import DatabaseError, transaction
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
-from approvals.models import AuditEntry
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.auth import is_curator
 from catalog.embedder import embedder_status, reset_embedder
 from catalog.errors import ForbiddenError
-from catalog.models import Agent
+from catalog.models import Agent, AuditEntry
 from retrieval.enrichment.detection import forget_indexes
 
 logger = logging.getLogger(__name__)

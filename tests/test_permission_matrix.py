@@ -43,9 +43,9 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from approvals.channels.models import InboundWebhookMessage, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, AuditEntry, Decision
+from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, Decision
 from approvals.services.decisions import request_decide
-from catalog.models import Agent, Catalog, Document, IndexRun, ReferenceSource, UploadedFile
+from catalog.models import Agent, AuditEntry, Catalog, Document, IndexRun, ReferenceSource, UploadedFile
 from catalog.sources.documents import DocumentInput
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import evaluation_execute, evaluation_request

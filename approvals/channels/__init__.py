@@ -3,7 +3,7 @@
 models.py              webhook endpoints, the events and their deliveries, the inbound
                        messages seen (replay refusal)
 events.py              audit entries of requests -> events and their deliveries, written
-                       in the appending transaction (approvals.audit.log.audit_subscribe)
+                       in the appending transaction (each request service calls it)
 webhooks/signing.py    Standard Webhooks signatures (pure; the standardwebhooks package)
 webhooks/sealing.py    endpoint secrets sealed at rest with a key from SECRET_KEY
 webhooks/endpoints.py  endpoint_create / _update / _rotate_secret / _delete (curators, audited)

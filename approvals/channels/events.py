@@ -1,12 +1,12 @@
 """Approval events for the webhook channel, made from the audit log as it is appended.
 
 Every change of a request's state is audited by the service that makes it, in its own
-transaction; approvals.audit.log hands each appended batch here (audit_subscribe, set
-up by ApprovalsConfig.ready). A request event for a catalog with active endpoints that
-subscribe to it becomes a WebhookEvent (its JSON body, fixed now) and one
-WebhookDelivery per endpoint, written in that same transaction: the event exists if and
-only if what it reports committed, and a crash before delivery loses nothing (the
-periodic sweep delivers what is due). The first attempt is queued once it commits.
+transaction, and that service hands the entries it appended here (events_record). A
+request event for a catalog with active endpoints that subscribe to it becomes a
+WebhookEvent (its JSON body, fixed now) and one WebhookDelivery per endpoint, written in
+that same transaction: the event exists if and only if what it reports committed, and
+a crash before delivery loses nothing (the periodic sweep delivers what is due). The
+first attempt is queued once it commits.
 
 The body never holds a token nor any content beyond the request's excerpt (what raised
 it, at most 1,000 characters): no document text, no diff.
@@ -21,10 +21,11 @@ from typing import Any
 
 from django.db import transaction
 
-from approvals.audit.log import Action
 from approvals.channels.models import EventType, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from approvals.channels.webhooks.signing import new_message_id
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
+from catalog.audit.log import Action
+from catalog.models import AuditEntry
 
 EVENT_OF_ACTION = {
     Action.REQUEST_RAISED: EventType.REQUESTED,
@@ -45,7 +46,7 @@ STATE_OF_ACTION = {
 
 
 def events_record(entries: Sequence[AuditEntry]) -> None:
-    """The audit subscriber: events and deliveries for the request entries among
+    """Events and deliveries for the request entries among
     `entries` that some active endpoint of their catalog subscribes to. One query when
     no endpoint listens (the common case)."""
     relevant = [e for e in entries if e.action in EVENT_OF_ACTION and e.request_id is not None]

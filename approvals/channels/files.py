@@ -42,9 +42,9 @@ from django.contrib.auth.models import User
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
 from catalog.errors import ApplicationError
 from catalog.models import ReferenceSource
 

@@ -1,6 +1,6 @@
 """Approvals' writes, one job per module. Each checks who may act (the roles are groups:
 catalog.auth.is_curator / is_reviewer), writes in one transaction and appends what it
-did to the audit log last (approvals.audit.log).
+did to the audit log last (catalog.audit.log).
 
 policies.py    policy_create / policy_update / policy_delete (curators)
 requests.py    requests_raise (the gate's, idempotent and safe under concurrent read

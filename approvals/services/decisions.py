@@ -25,12 +25,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
+from approvals.channels.events import events_record
 from approvals.models import COMMENT_MAX_CHARS, ApprovalPolicy, ApprovalRequest, Decision
 from approvals.rules import Rule
 from approvals.selectors import self_approval_allowed, source_rules
 from approvals.services.contents import approved_content_keep
 from approvals.services.errors import conflict, forbidden, invalid, not_found
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.auth import is_reviewer
 from catalog.models import ContentEditor, ReferenceSource
 
@@ -121,11 +122,12 @@ def do_decide(*, request: ApprovalRequest, rule: Rule, reviewer: User, verdict: 
             request.expires_at = now + rule.lifetime if rule.lifetime is not None else None
             approved_content_keep(source_id=request.source_id, fingerprint=request.fingerprint)
     request.save(update_fields=["state", "approvals", "decided_at", "expires_at"])
-    audit_append(AuditEvent(action, Actor.of(reviewer), request_id=request.pk, source_id=request.source_id,
-                            agent_id=request.agent_id, fingerprint=request.fingerprint, payload={
-                                "verdict": verdict, "comment": comment, "channel": channel,
-                                "approvals": request.approvals, "required": rule.required,
-                                "expires_at": _iso(request.expires_at)}))
+    entry = audit_append(AuditEvent(action, Actor.of(reviewer), request_id=request.pk, source_id=request.source_id,
+                                    agent_id=request.agent_id, fingerprint=request.fingerprint, payload={
+                                        "verdict": verdict, "comment": comment, "channel": channel,
+                                        "approvals": request.approvals, "required": rule.required,
+                                        "expires_at": _iso(request.expires_at)}))
+    events_record([entry])
     return request
 
 

@@ -14,10 +14,11 @@ from django.db.models import Min, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
+from approvals.channels.events import events_record
 from approvals.models import ApprovalPolicy, ApprovalRequest
 from approvals.queries import with_state_now
 from approvals.selectors import APPROVAL_ENDS_SQL
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
 
 BATCH = 1000
 
@@ -59,9 +60,9 @@ def _expire(candidates: list[int], now: datetime) -> int:
     ends = RawSQL(APPROVAL_ENDS_SQL.format(r=ApprovalRequest._meta.db_table), [])
     ApprovalRequest.objects.filter(pk__in=[row[0] for row in over]).update(
         state=ApprovalRequest.State.EXPIRED, ended_at=ends)
-    audit_append_many([
+    events_record(audit_append_many([
         AuditEvent(Action.REQUEST_EXPIRED, Actor.of(None, system="expiry"), request_id=pk, source_id=source_id,
                    agent_id=agent_id, fingerprint=fingerprint,
                    payload={"expires_at": ended.isoformat() if ended is not None else None})
-        for pk, source_id, agent_id, fingerprint, ended in over])
+        for pk, source_id, agent_id, fingerprint, ended in over]))
     return len(over)

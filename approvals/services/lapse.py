@@ -19,12 +19,13 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
+from approvals.channels.events import events_record
 from approvals.diffs import ContentDiff
 from approvals.models import ApprovalRequest, ApprovedContent
 from approvals.selectors import APPROVAL_ENDS_SQL
 from approvals.services.contents import diff_against, documents_now
 from approvals.services.requests import RaiseItem, requests_raise
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
 from catalog.models import Agent
 
 _LAPSE = """
@@ -59,7 +60,7 @@ def approvals_lapse(*, source_id: int, new_fingerprint: str) -> list[int]:
             return []
         # Audited first, for the log to read in order; the only locks taken after this
         # are the new requests' rows, for content no other transaction can see yet.
-        audit_append_many([_ended_event(row, source_id, new_fingerprint) for row in ended])
+        events_record(audit_append_many([_ended_event(row, source_id, new_fingerprint) for row in ended]))
         lapsed = [(pk, agent_id, fingerprint, was) for pk, agent_id, fingerprint, was, _, _ in ended]
         follows = _follows(source_id, lapsed)
         was_pending = {pk for pk, _, _, was in lapsed if was == ApprovalRequest.State.PENDING}

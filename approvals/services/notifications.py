@@ -22,8 +22,8 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
 from approvals.models import ApprovalRequest
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
 from catalog.auth import REVIEWER_GROUP
 
 NOTIFIER = Actor.of(None, system="notifications")

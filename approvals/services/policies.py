@@ -19,9 +19,9 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from approvals.models import ApprovalPolicy
 from approvals.services.errors import forbidden, not_found
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.auth import is_curator
 from catalog.models import Agent, Catalog, ReferenceSource, Tag
 

@@ -18,7 +18,7 @@ shows their changes too. request_decide keeps all of them from deciding it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -26,10 +26,12 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append_many
+from approvals.channels.events import events_record
 from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest
+from approvals.selectors import InjectionDecision
 from approvals.services.errors import forbidden, invalid
 from approvals.services.notifications import reviewers_notify_on_commit
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
 from catalog.auth import is_curator
 from catalog.models import Agent, ReferenceSource
 
@@ -118,14 +120,32 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
             wanted = {(i.source_id, i.fingerprint) for i in waiting}
             found.update({source: pk for source, fingerprint, pk in pending if (source, fingerprint) in wanted})
         names = _usernames({user_id for *_, caused_by in inserted for user_id in caused_by})
-        audit_append_many([
+        events_record(audit_append_many([
             AuditEvent(Action.REQUEST_RAISED, actor or Actor.of(agent), request_id=request_id, source_id=source_id,
                        agent_id=agent.pk, fingerprint=fingerprint,
                        payload={"raised_via": via, "context": excerpt(context, 200),
                                 "caused_by": sorted(names[user_id] for user_id in caused_by)})
-            for request_id, source_id, fingerprint, caused_by in inserted])
+            for request_id, source_id, fingerprint, caused_by in inserted]))
         reviewers_notify_on_commit([request_id for request_id, *_ in inserted])
     return found
+
+
+def withheld_requests_raise(*, agent: Agent | None, decisions: Mapping[int, InjectionDecision], via: str,
+                            context: str = "") -> dict[int, InjectionDecision]:
+    """The gate's `decisions` (source pk -> decision, as the read path got them from
+    approvals.selectors) with a request raised for each that is due, once, and named:
+    what a read path that wants what it was denied calls (`via`: enrichment, select,
+    search). `context`: what the requests keep of the text that raised them. No agent
+    (a person signed in) raises nothing. Nothing is read again: the decisions carry
+    the fingerprint and the request each new one follows."""
+    due = {pk: decision for pk, decision in decisions.items() if decision.request_due}
+    if agent is None or not due:
+        return dict(decisions)
+    raised = requests_raise(agent=agent, via=via, context=context, items=[
+        RaiseItem(source_id=pk, fingerprint=decision.fingerprint, previous_id=decision.previous_id)
+        for pk, decision in due.items()])
+    return {pk: decision.raised(raised[pk]) if pk in raised and pk in due else decision
+            for pk, decision in decisions.items()}
 
 
 def _usernames(user_ids: set[int]) -> dict[int, str]:

@@ -8,10 +8,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
+from approvals.channels.events import events_record
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest
 from approvals.queries import with_state_now
 from approvals.services.errors import conflict, forbidden, invalid, not_found
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.auth import is_reviewer
 
 
@@ -32,7 +33,7 @@ def approval_revoke(*, request_id: int, by: User, reason: str = "") -> ApprovalR
             raise conflict(f"request {request.pk} is {state}, not approved", code="not_approved", state=state)
         request.state, request.ended_at = ApprovalRequest.State.REVOKED, timezone.now()
         request.save(update_fields=["state", "ended_at"])
-        audit_append(AuditEvent(Action.REQUEST_REVOKED, Actor.of(by), request_id=request.pk,
-                                source_id=request.source_id, agent_id=request.agent_id,
-                                fingerprint=request.fingerprint, payload={"reason": reason}))
+        events_record([audit_append(AuditEvent(Action.REQUEST_REVOKED, Actor.of(by), request_id=request.pk,
+                                                source_id=request.source_id, agent_id=request.agent_id,
+                                                fingerprint=request.fingerprint, payload={"reason": reason}))])
     return request

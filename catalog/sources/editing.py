@@ -4,8 +4,8 @@ them at once for an import) and the text of inline sources. The next index run r
 Each edit records who made it (`ReferenceSource.changed_by`: the person, or None for a
 command, an import or an agent), and an edit of the content counts itself and keeps its
 person among the source's content editors until a reindex switches it in
-(catalog.sources.editors), which self-approval and four eyes read; each is announced
-(`catalog.signals.source_changed`)."""
+(catalog.sources.editors), which self-approval and four eyes read. A person's edit, and
+any change of what governs a source, is audited in the edit's transaction."""
 
 from __future__ import annotations
 
@@ -14,13 +14,16 @@ from collections.abc import Iterable
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.models import Catalog, ReferenceSource, UploadedFile
-from catalog.signals import source_changed
 from catalog.sources.documents import DocumentInput
 from catalog.sources.editors import content_edit_record, is_content_edit
 from catalog.sources.errors import SourceError
 from catalog.sources.upload_paths import upload_path_problem
 from catalog.sources.uploads import text_size_problem
+
+# Edits that change what governs a source: audited even when no person made them.
+GOVERNING_FIELDS = {"requires_approval", "catalog", "tags"}
 
 
 def upload_source_ensure(*, catalog: Catalog, slug: str) -> ReferenceSource:
@@ -37,13 +40,18 @@ def upload_source_ensure(*, catalog: Catalog, slug: str) -> ReferenceSource:
 @transaction.atomic
 def source_changed_by(*, source: ReferenceSource, by: User | None, fields: Iterable[str]) -> None:
     """Record who last changed `source` (None: no person), and who changed its content
-    when `fields` name it; announce what changed. Inside the edit's transaction."""
+    when `fields` name it; audit a person's edit (four eyes remembers who) or a change
+    of what governs the source. Inside the edit's transaction."""
     changed = sorted(fields)
     ReferenceSource.objects.filter(pk=source.pk).update(changed_by=by)
     if is_content_edit(changed):
         content_edit_record(source_id=source.pk, by=by)
     source.changed_by = by
-    source_changed.send(sender=ReferenceSource, source=source, by=by, fields=changed)
+    if by is None and not GOVERNING_FIELDS.intersection(changed):
+        return
+    audit_append(AuditEvent(Action.SOURCE_CHANGED, Actor.of(by), source_id=source.pk, payload={
+        "source": f"{source.catalog.slug}/{source.slug}", "fields": changed,
+        "requires_approval": source.requires_approval}))
 
 
 def uploads_write(*, source: ReferenceSource, documents: list[DocumentInput]) -> None:

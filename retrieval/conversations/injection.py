@@ -38,6 +38,7 @@ from retrieval.enrichment.signing import caller_signer
 from retrieval.memory.selectors import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.models import Fact, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.services import withheld_requests
 from retrieval.search.vector import SearchUnavailable, embed_query
 from retrieval.traces.services import insert_trace
 
@@ -205,8 +206,9 @@ def _passages(caller: Caller, text: str, limit: int,
     withheld: list[dict[str, Any]] = []
     for catalog in caller.catalogs:
         found = chunk_search(catalog=catalog, query=text, options=SearchOptions(mode="vector", top_k=limit),
-                             agent=caller.agent, embedded=embedded,
-                             asked=("conversation enrichment", ""))  # the end user's words stay out of requests
+                             agent=caller.agent, embedded=embedded)
+        found.withheld = withheld_requests(agent=caller.agent, withheld=found.withheld, gate=found.gate,
+                                           what="conversation enrichment", text="")  # the end user's words stay out
         for hit in found.hits:
             similarity = hit.scores.get("vector")
             if similarity is None:

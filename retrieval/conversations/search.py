@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.conf import settings
 
-from approvals.selectors import withheld_sources
+from approvals.selectors import InjectionDecision, withheld_sources
 from catalog.embedder import Embedder, embedder_status, get_embedder, vector_literal
 from catalog.models import Agent, Catalog, Chunk
 from retrieval.conversations.chunking import conversation_chunks
@@ -47,7 +47,6 @@ from retrieval.search.selectors import (
     disclosed,
     withheld_hits,
     withheld_named,
-    withheld_requests,
 )
 from retrieval.search.vector import SearchUnavailable, vector_search
 
@@ -97,6 +96,7 @@ class ConversationResult:
     mode: str
     took_ms: float
     withheld: list[WithheldHits] = field(default_factory=list)
+    gate: dict[int, InjectionDecision] = field(default_factory=dict)  # as in SearchResult
 
 
 def conversation_search(*, catalog: Catalog, messages: Sequence[Message], options: ConversationOptions,
@@ -134,12 +134,9 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
     if withheld:
         matched = withheld_hits(catalog, disclosed(withheld), [], vectors=vectors,
                                 similar=_similarity_floor(final, options))
-        if agent is not None and matched:  # the agent wanted these: a request each, once
-            asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
-            matched = withheld_requests(agent, matched, asked, what="conversation search")
         report = withheld_named(withheld, matched)
     return ConversationResult(_hits(catalog, final), chunks, len(found), len(deduplicated), options.mode,
-                              (time.perf_counter() - started) * 1000, report)
+                              (time.perf_counter() - started) * 1000, report, withheld)
 
 
 def query_chunks(catalog: Catalog, markdown: str, embedder: Embedder) -> list[str]:

@@ -44,6 +44,7 @@ from retrieval.search.serializers import (
     default_top_k,
     withheld_report,
 )
+from retrieval.search.services import withheld_requests
 from retrieval.search.vector import SearchUnavailable
 
 
@@ -144,6 +145,9 @@ def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> di
         raise serializers.ValidationError({"messages": [str(exc)]}) from None
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    result.withheld = withheld_requests(agent=agent, withheld=result.withheld, gate=result.gate,
+                                        what="conversation search", text=asked)
     return ConversationSearchOutputSerializer(_conversation_body(result)).data
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import Sum
 
 from approvals.selectors import injection_decisions
+from approvals.services.requests import withheld_requests_raise
 from catalog.embedder import get_embedder
 from catalog.models import Agent, Document, ReferenceSource
 from retrieval.enrichment import formatting
@@ -62,8 +63,9 @@ def agent_instructions(*, caller: Caller) -> dict[str, Any]:
     entries: list[tuple[SourceCard, str, list[Parent]]] = [(card, "auto", []) for card in auto]
     entries += [(card, "preselected", []) for card in preselected]
     entries += [(node.card, "link", node.parents) for node in discovered]
-    decisions = injection_decisions(agent=caller.agent, sources=[card for card, _, _ in entries],
-                                    raised_via="enrichment", context="startup instructions")
+    decisions = withheld_requests_raise(
+        agent=caller.agent, decisions=injection_decisions(agent=caller.agent, sources=[card for card, _, _ in entries]),
+        via="enrichment", context="startup instructions")
 
     header = "# Reference material\n\nThese references apply to your work. Cite them by @id."
     rag_hint = None

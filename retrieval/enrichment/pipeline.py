@@ -1,6 +1,11 @@
 """Enrichment: the passes that run over every prompt and tool result. Every
 injection passes `approvals.selectors.injection_decisions`; every enrichment is stored
 as a Trace saying which pass found what and why it was injected, hinted or withheld.
+
+The passes and the gate only read (`_plan`); `enrich`, the agent's call, then raises
+the approval requests due in one service call and stores the trace with the readings
+it grants; `enrich_preview`, the curators' playground, formats the same plan and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 
 from approvals.selectors import InjectionDecision, injection_decisions, withheld_sources
-from approvals.services.requests import request_context
+from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource
 from retrieval.enrichment import formatting
@@ -107,13 +112,11 @@ class EnrichResult:
     degraded: str | None
 
 
-def _decide(caller: Caller, candidates: list[Candidate], context: str, *, dry_run: bool) -> None:
-    """Ask the gate about each candidate not decided yet (an approval request is raised
-    for what it withholds from an agent, with `context`; in a dry run none is, and the
-    decision says whether one is due)."""
+def _decide(caller: Caller, candidates: list[Candidate]) -> None:
+    """Ask the gate about each candidate not decided yet (a decision says whether a
+    request is due; `enrich` raises those once every pass has run)."""
     undecided = [c for c in candidates if c.decision is None]
-    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided],
-                                    raised_via=None if dry_run else "enrichment", context=context)
+    decisions = injection_decisions(agent=caller.agent, sources=[c.card for c in undecided])
     for candidate in undecided:
         candidate.decision = decisions[candidate.card.pk]
 
@@ -326,14 +329,55 @@ def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: lis
     return keys
 
 
-def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | None = None,
-           paths: list[str] | None = None, dry_run: bool = False) -> EnrichResult:
-    """Run every detection pass over `text` and return it enriched, with the trace.
+@dataclass
+class _Planned:
+    """What the read half of an enrichment found, for the write half to act on."""
 
-    `dry_run` (the curators' playground): the same passes and the same gate, writing
-    nothing in the caller's name: no approval request is raised (the governance step
-    says which would be, `request_due`), no reading is granted, and the trace is
-    returned unsaved, so the agent's history holds only what the agent did."""
+    run: _Passes
+    text: str
+    clean: str
+    surface: str
+    signer: formatting.InjectionSigner
+    started: float
+    context: str  # what an approval request raised here keeps of the text
+    expanded: list[Candidate]
+    ambiguous: list[Candidate]
+    pinned: Candidate | None
+    ranked: list[Candidate]
+    surfaced: list[Candidate]
+    gate_started: float
+
+
+def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | None = None,
+           paths: list[str] | None = None) -> EnrichResult:
+    """The agent's enrichment of `text`: every detection pass (reads only), then the
+    approval requests due for what the gate withheld, raised in one service call from
+    the gate's decisions; the text enriched, and the trace stored with the readings it
+    grants."""
+    planned = _plan(caller=caller, text=text, surface=surface, selected=selected, paths=paths)
+    due = {c.card.pk: c.decided for c in planned.surfaced if c.decided.request_due}
+    if due:
+        raised = withheld_requests_raise(agent=caller.agent, decisions=due, via="enrichment", context=planned.context)
+        for candidate in planned.surfaced:
+            candidate.decision = raised.get(candidate.card.pk, candidate.decision)
+    result, granted = _finish(planned, preview=False)
+    _record(caller, result.trace, granted)
+    return result
+
+
+def enrich_preview(*, caller: Caller, text: str, surface: str) -> EnrichResult:
+    """What `enrich` would give `caller` (the curators' playground), writing nothing in
+    its name: no approval request is raised (the governance step says which would be,
+    `request_due`), no reading is granted, and the trace, holding the text, is returned
+    unsaved, so the agent's history holds only what the agent did."""
+    planned = _plan(caller=caller, text=text, surface=surface, selected=None, paths=None)
+    return _finish(planned, preview=True)[0]
+
+
+def _plan(*, caller: Caller, text: str, surface: str, selected: list[str] | None,
+          paths: list[str] | None) -> _Planned:
+    """Every detection pass over `text`, and the gate's decision on everything surfaced;
+    reads only."""
     started = time.perf_counter()
     signer = caller_signer(caller)  # an agent's (or person's) own injections, with no end user
     clean = formatting.strip_injection(text, signer=signer)
@@ -351,18 +395,26 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     tagged.sort(key=lambda c: (-len(c.reasons["tag"]), -(c.score or 0.0)))  # scores came from the semantic pass
     expanded = [c for c in run.candidates.values() if c.action == "expand"]
     roots = expanded + ([pinned] if pinned else [])
-    context = request_context(f"enrich ({surface})", clean)
-    _decide(caller, roots, context, dry_run=dry_run)  # a withheld reference's content must not steer discovery either
+    _decide(caller, roots)  # a withheld reference's content must not steer discovery either
     linked = run.links([c for c in roots if c.decided.allowed])
 
     ranked = tagged + semantic + linked
     run.rank(ranked)
     surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
     gate_started = time.perf_counter()
-    _decide(caller, surfaced, context, dry_run=dry_run)
-    run.step("governance", gate_started, decisions=[
+    _decide(caller, surfaced)
+    return _Planned(run=run, text=text, clean=clean, surface=surface, signer=signer, started=started,
+                    context=request_context(f"enrich ({surface})", clean), expanded=expanded, ambiguous=ambiguous,
+                    pinned=pinned, ranked=ranked, surfaced=surfaced, gate_started=gate_started)
+
+
+def _finish(planned: _Planned, *, preview: bool) -> tuple[EnrichResult, list[SourceCard]]:
+    """The governance step, the text enriched and the trace (unsaved); and the cards of
+    the expansions it injected (what the agent is granted reading)."""
+    run, expanded, pinned, surfaced = planned.run, planned.expanded, planned.pinned, planned.surfaced
+    run.step("governance", planned.gate_started, decisions=[
         {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict(),
-         **({"request_due": True} if dry_run and c.decided.request_due else {})} for c in surfaced])
+         **({"request_due": True} if preview and c.decided.request_due else {})} for c in surfaced])
 
     format_started = time.perf_counter()
     blocks = []
@@ -389,22 +441,22 @@ def enrich(*, caller: Caller, text: str, surface: str, selected: list[str] | Non
     for candidate in expanded:
         if not candidate.decided.allowed:
             candidate.action = "none"
-    hints = [c for c in ranked if c.action == "hint"]
+    hints = [c for c in planned.ranked if c.action == "hint"]
     blocks.append(formatting.hint_block(
         formatting.HintLine(source_id=c.ref, name=c.card.name, matched=c.matched, via=c.via, score=c.score,
                             withheld_reason="" if c.decided.allowed else c.decided.reason, note=c.note)
-        for c in expanded + ambiguous + hints if c.action != "expand"))
-    enriched = formatting.append_blocks(clean, blocks, signer=signer)
+        for c in expanded + planned.ambiguous + hints if c.action != "expand"))
+    enriched = formatting.append_blocks(planned.clean, blocks, signer=planned.signer)
     run.step("format", format_started, blocks=len([b for b in blocks if b]))
 
-    took_ms = (time.perf_counter() - started) * 1000
-    stored_text = text if settings.LECTERN_TRACE_STORE_TEXT or dry_run else None
-    trace = Trace(agent=caller.agent, caller=caller.name, surface=surface, text=stored_text, steps=run.steps,
+    took_ms = (time.perf_counter() - planned.started) * 1000
+    stored_text = planned.text if settings.LECTERN_TRACE_STORE_TEXT or preview else None
+    caller = run.caller
+    trace = Trace(agent=caller.agent, caller=caller.name, surface=planned.surface, text=stored_text, steps=run.steps,
                   hints=[c.as_dict() for c in surfaced], degraded=run.degraded or "", took_ms=round(took_ms, 3))
-    if not dry_run:  # a dry run's trace stays unsaved, and grants nothing
-        _record(caller, trace, [c.card for c in allowed_expansions])
-    return EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
-                        degraded=run.degraded)
+    result = EnrichResult(text=enriched, hints=trace.hints, pinned_reference=pinned_out, trace=trace,
+                          degraded=run.degraded)
+    return result, [c.card for c in allowed_expansions]
 
 
 def _record(caller: Caller, trace: Trace, expanded: list[SourceCard]) -> None:

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from approvals.selectors import injection_decisions
-from approvals.services.requests import request_context
+from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.errors import ConflictError, ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Document, ReferenceSource
 from catalog.sources.errors import SourceError
@@ -99,7 +99,9 @@ def select_references(*, caller: Caller, ids: list[str], tags: list[str]) -> dic
                           details={"unknown_ids": unknown, "ambiguous_ids": ambiguous, "unknown_tags": unknown_tags})
     cards = list({(card.catalog_id, card.slug): card for card in cards}.values())
     context = request_context("selectReferences", " ".join([*ids, *(f"#{tag}" for tag in tags)]))
-    decisions = injection_decisions(agent=caller.agent, sources=cards, raised_via="select", context=context)
+    decisions = withheld_requests_raise(agent=caller.agent, decisions=injection_decisions(agent=caller.agent,
+                                                                                          sources=cards),
+                                        via="select", context=context)
     allowed = [card for card in cards if decisions[card.pk].allowed]
     with transaction.atomic():
         selections_grant(caller, allowed, Selection.Via.SELECT)
@@ -145,8 +147,9 @@ def read_reference_file(*, caller: Caller, catalog: str, source_id: str, path: s
     if not cards:
         raise NotFoundError(f"no reference {source_id!r} in catalog {catalog!r}", code="not_found")
     card = cards[0]
-    decision = injection_decisions(agent=caller.agent, sources=[card], raised_via="select",
-                                   context=request_context(f"read file {path}"))[card.pk]
+    decision = withheld_requests_raise(agent=caller.agent, decisions=injection_decisions(agent=caller.agent,
+                                                                                         sources=[card]),
+                                       via="select", context=request_context(f"read file {path}"))[card.pk]
     if not decision.allowed:
         raise ForbiddenError(decision.reason, code="withheld",
                           details={"state": decision.state, "request_id": decision.request_id})

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.embedder import get_embedder
 from catalog.models import Agent
 from retrieval.memory.keywords import keywords

@@ -22,8 +22,12 @@ filled from what may be shown, and no withheld content is ever read into a resul
 Nor does what is said of them depend on their content: by default a withheld source is
 named with its state and request whatever the query, and search raises no request for
 it (a count per query would let an agent probe the text word by word). Only a
-source every covering policy opens with `disclose_matches` is counted, and its
-request raised when its chunks match.
+source every covering policy opens with `disclose_matches` is counted, and marked
+`request_due` when its chunks match and the agent has no request to follow.
+
+Nothing here writes: the agent's read paths raise the due requests afterwards, from the
+gate's decisions the result carries (retrieval.search.services.withheld_requests), and
+the curators' playground shows the same result without raising any.
 """
 
 from __future__ import annotations
@@ -32,8 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from approvals.selectors import InjectionDecision, withheld_raise, withheld_sources
-from approvals.services.requests import request_context
+from approvals.selectors import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.reads import read_connection
 from retrieval.search import bm25, fusion
@@ -75,7 +78,7 @@ class WithheldHits:
     reason: str
     request_id: int | None = None  # the approval request to follow
     source_pk: int = 0
-    request_due: bool = False  # a dry run raised none where the agent's own search would
+    request_due: bool = False  # it matched, and the agent has no request to follow: one is due
 
 
 @dataclass
@@ -90,6 +93,9 @@ class SearchResult:
     # vector was computed); fewer than the query's when it is longer than the model reads.
     vector_query_chars: int | None = None
     query_truncated: bool = False
+    # The gate's decision for each withheld source, as read once at the start: what
+    # raising the due requests needs (retrieval.search.services.withheld_requests).
+    gate: dict[int, InjectionDecision] = field(default_factory=dict)
 
 
 # --- fusion -----------------------------------------------------------------------------
@@ -136,15 +142,11 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
 
 
 def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
-                 agent: Agent | None = None, dry_run: bool = False, embedded: tuple[str, int] | None = None,
-                 asked: tuple[str, str] | None = None) -> SearchResult:
+                 agent: Agent | None = None, embedded: tuple[str, int] | None = None) -> SearchResult:
     """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
-    see the module docstring for the steps. `dry_run` (the curators' playground): what
-    the agent would get, raising no approval request in its name (each withheld source
-    says whether its search would raise one: `request_due`). `embedded`: the query's
-    vector and the characters it read, when the caller made it already. `asked`: what an
-    approval request raised here tells reviewers (what, text; default: a search, and the
-    query)."""
+    see the module docstring for the steps. Reads only: each withheld source that
+    matched says whether a request is due (`request_due`). `embedded`: the query's
+    vector and the characters it read, when the caller made it already."""
     started = time.perf_counter()
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     mode, degraded = options.mode, None
@@ -185,24 +187,10 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
         similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
         matched = withheld_hits(catalog, disclosed(withheld), terms if "bm25" in lists else [],
                                 vectors=[vector] if vector else [], similar=similar)
-        if agent is not None and matched and not dry_run:  # the agent wanted these: a request each, once
-            what, text = asked or ("search", query)
-            matched = withheld_requests(agent, matched, text, what=what)
         report = withheld_named(withheld, matched)
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
-                        vector_chars, vector_chars is not None and vector_chars < len(query))
-
-
-def withheld_requests(agent: Agent, report: list[WithheldHits], text: str,
-                      what: str = "search") -> list[WithheldHits]:
-    """The withheld sources that matched, each with the approval request raised (or
-    already there) for the agent; reviewers read `what` it asked for and the head of `text`."""
-    decisions = withheld_raise(agent=agent, source_ids=[entry.source_pk for entry in report], raised_via="search",
-                               context=request_context(what, text))
-    return [WithheldHits(entry.source, entry.count, decision.state, decision.reason, decision.request_id,
-                         entry.source_pk) if (decision := decisions.get(entry.source_pk)) else entry
-            for entry in report]
+                        vector_chars, vector_chars is not None and vector_chars < len(query), withheld)
 
 
 def disclosed(withheld: dict[int, InjectionDecision]) -> dict[int, InjectionDecision]:

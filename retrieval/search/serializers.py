@@ -24,6 +24,7 @@ from catalog.rest.fields import (
     StrictSlugField,
 )
 from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, WithheldHits, chunk_search
+from retrieval.search.services import withheld_requests
 from retrieval.search.vector import SearchUnavailable
 
 # top_k when a person's session searches without one (an agent gets its default_top_k).
@@ -164,6 +165,8 @@ def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
         result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    result.withheld = withheld_requests(agent=agent, withheld=result.withheld, gate=result.gate, what="search",
+                                        text=query)  # what the agent wanted: a request each, once
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchOutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),

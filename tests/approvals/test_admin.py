@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalPolicy, ApprovalRequest, Decision
+from catalog.models import AuditEntry
 from tests.approvals.builders import approved, raised
 from tests.factories import person
 
@@ -47,9 +48,9 @@ def test_the_audit_log_is_read_only_in_the_admin(agent, client):
     client.force_login(person("root", is_staff=True, is_superuser=True))
     entry = AuditEntry.objects.get(action="token.issued")
 
-    assert client.get("/admin/approvals/auditentry/").status_code == 200
-    assert client.get(f"/admin/approvals/auditentry/{entry.pk}/delete/").status_code == 403
-    assert client.post(f"/admin/approvals/auditentry/{entry.pk}/change/", {"action": "x"}).status_code == 403
+    assert client.get("/admin/catalog/auditentry/").status_code == 200
+    assert client.get(f"/admin/catalog/auditentry/{entry.pk}/delete/").status_code == 403
+    assert client.post(f"/admin/catalog/auditentry/{entry.pk}/change/", {"action": "x"}).status_code == 403
 
 
 def listed(client, query: str = "") -> dict[int, str]:

@@ -26,12 +26,12 @@ from django.core.checks import WARNING, run_checks
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
-from approvals.audit.anchors import checkpoint_key, checkpoint_parse, key_id
-from approvals.audit.chain import entry_hash
-from approvals.audit.checkpoints import audit_checkpoint_write, checkpoint_files, signing_key
-from approvals.audit.log import Actor, AuditEvent, audit_append, audit_verify
-from approvals.models import AuditEntry
 from approvals.tasks import CHECKPOINT_SCHEDULE, write_audit_checkpoint
+from catalog.audit.anchors import checkpoint_key, checkpoint_parse, key_id
+from catalog.audit.chain import entry_hash
+from catalog.audit.checkpoints import audit_checkpoint_write, checkpoint_files, signing_key
+from catalog.audit.log import Actor, AuditEvent, audit_append, audit_verify
+from catalog.models import AuditEntry
 from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock
 from tests.owner import audit_tamper
 

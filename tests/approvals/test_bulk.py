@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.services.bulk import BULK_MAX, BulkOutcome, requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from catalog.errors import ApplicationError
-from catalog.models import ReferenceSource
+from catalog.models import AuditEntry, ReferenceSource
 from catalog.web import status_of
 from tests.approvals.builders import document, raised
 from tests.factories import import_documents, person

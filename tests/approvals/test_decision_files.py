@@ -16,9 +16,10 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
-from approvals.audit.log import audit_verify
 from approvals.channels.files import SETTLE, Outcome, decision_files_apply
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
+from catalog.audit.log import audit_verify
+from catalog.models import AuditEntry
 from tests.approvals.builders import raised
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.services.decisions import check_decide, request_decide
 from approvals.services.revocation import approval_revoke
 from catalog.errors import ApplicationError
+from catalog.models import AuditEntry
 from catalog.web import status_of
 from tests.approvals.builders import document, raised
 from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock

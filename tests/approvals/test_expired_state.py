@@ -13,13 +13,14 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
 from approvals.selectors import injection_decisions
 from approvals.serializers import approval_requests_response
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke
 from catalog.errors import ApplicationError
+from catalog.models import AuditEntry
 from catalog.tags import tags_ensure
 from tests.approvals.builders import approved, document
 from tests.factories import agent_with_token, import_documents

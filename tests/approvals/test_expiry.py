@@ -10,11 +10,12 @@ import pytest
 from django.utils import timezone
 from django_q.models import Schedule
 
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
 from approvals.selectors import injection_decisions
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create
 from approvals.tasks import EXPIRY_SCHEDULE, expire_approvals
+from catalog.models import AuditEntry
 from tests.approvals.builders import approved
 
 pytestmark = pytest.mark.django_db

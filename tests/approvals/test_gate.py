@@ -14,13 +14,13 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import injection_decisions, withheld_sources
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
-from tests.approvals.builders import raised
+from tests.approvals.builders import gate_raise, raised
 
 pytestmark = pytest.mark.django_db
 
 
 def decide_for(agent, source, raised_via=None):
-    return injection_decisions(agent=agent, sources=[source], raised_via=raised_via)[source.pk]
+    return gate_raise(agent=agent, sources=[source], via=raised_via)[source.pk]
 
 
 def test_a_governed_source_is_withheld_and_one_request_is_raised_the_first_time(kb, agent):

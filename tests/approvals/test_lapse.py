@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.audit.log import audit_verify
-from approvals.models import ApprovalRequest, ApprovedContent, AuditEntry
+from approvals.models import ApprovalRequest, ApprovedContent
 from approvals.selectors import injection_decisions
 from approvals.services.decisions import request_decide
-from tests.approvals.builders import VAULT_TEXT, approved, document, raised
+from catalog.audit.log import audit_verify
+from catalog.models import AuditEntry
+from tests.approvals.builders import VAULT_TEXT, approved, document, gate_raise, raised
 from tests.factories import import_documents
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +32,7 @@ def test_a_content_change_lapses_the_approval_and_raises_a_request_with_the_diff
     assert (new.agent, new.fingerprint, new.raised_via, new.previous_id, new.diff_base) == (
         agent, kb.vault.fingerprint, "reindex", approval.pk, approval.fingerprint)
     assert "-Rotate the vault keys every ninety days.\n+Rotate the vault keys every thirty days.\n" in new.diff
-    decision = injection_decisions(agent=agent, sources=[kb.vault], raised_via="enrichment")[kb.vault.pk]
+    decision = gate_raise(agent=agent, sources=[kb.vault], via="enrichment")[kb.vault.pk]
     assert (decision.allowed, decision.state, decision.request_id) == (False, "pending", new.pk)
     assert "content changed" in decision.reason
     actions = list(AuditEntry.objects.order_by("seq").values_list("action", flat=True))

@@ -28,9 +28,9 @@ from mcp import Client as McpClient
 from mcp.types import TextContent
 from rest_framework.test import APIClient
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
+from approvals.models import ApprovalPolicy, ApprovalRequest
 from approvals.services.policies import policy_create, policy_update
-from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.models import Agent, AuditEntry, Catalog, ReferenceSource
 from retrieval.enrichment.detection import forget_indexes
 from retrieval.mcp import calls
 from retrieval.mcp.server import build_server

@@ -10,11 +10,11 @@ from django.core import mail
 from django.db import transaction
 from django.urls import reverse
 
-from approvals.models import ApprovalRequest, AuditEntry
-from approvals.selectors import injection_decisions
+from approvals.models import ApprovalRequest
 from approvals.services.decisions import request_decide
 from approvals.services.notifications import reviewers_notify
-from tests.approvals.builders import approved, document
+from catalog.models import AuditEntry
+from tests.approvals.builders import approved, document, gate_raise
 from tests.factories import import_documents, person
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def addressed(rita, rob, cora):
 
 
 def raise_for(agent, source, via="enrichment", context="") -> int:
-    decisions = injection_decisions(agent=agent, sources=[source], raised_via=via, context=context)
+    decisions = gate_raise(agent=agent, sources=[source], via=via, context=context)
     request_id = decisions[source.pk].request_id
     assert request_id is not None
     return request_id

@@ -9,15 +9,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
+from approvals.models import ApprovalPolicy, ApprovalRequest
 from approvals.selectors import injection_decisions, withheld_sources
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create, policy_delete, policy_update
 from catalog.errors import ApplicationError
-from catalog.models import ReferenceSource
+from catalog.models import AuditEntry, ReferenceSource
 from catalog.tags import tags_ensure
 from catalog.web import status_of
-from tests.approvals.builders import approved, raised
+from tests.approvals.builders import approved, gate_raise, raised
 from tests.factories import person
 
 pytestmark = pytest.mark.django_db
@@ -100,7 +100,7 @@ def test_more_required_approvals_apply_to_existing_approvals_and_a_new_request_f
 
     policy_update(policy_id=policy.pk, by=cora, required_approvals=2)
 
-    decision = injection_decisions(agent=agent, sources=[open_kb.notes], raised_via="select")[open_kb.notes.pk]
+    decision = gate_raise(agent=agent, sources=[open_kb.notes], via="select")[open_kb.notes.pk]
     assert not decision.allowed and decision.request_id not in (None, approval.pk)
     assert ApprovalRequest.objects.get(pk=decision.request_id or 0).previous_id == approval.pk
     assert f"request {approval.pk} has 1 of the 2 approvals now required" in decision.reason

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest, AuditEntry
+from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest
 from approvals.selectors import injection_decisions
 from approvals.services.decisions import request_decide
 from approvals.services.requests import RaiseItem, request_raise, requests_raise
 from catalog.errors import ApplicationError
+from catalog.models import AuditEntry
 from tests.approvals.builders import raised
 from tests.approvals.concurrency import Holder, Session, waiting_on_a_lock
 

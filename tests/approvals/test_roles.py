@@ -11,14 +11,14 @@ import pytest
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalPolicy, ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from approvals.services.requests import request_raise
 from approvals.services.revocation import approval_revoke
 from catalog.auth import is_curator, is_reviewer
 from catalog.errors import ApplicationError
-from catalog.models import ReferenceSource
+from catalog.models import AuditEntry, ReferenceSource
 from catalog.web import status_of
 from tests.approvals.builders import approved, raised
 from tests.factories import person

@@ -19,14 +19,14 @@ from rest_framework.test import APIClient
 from approvals.channels.files import SETTLE, decision_files_apply
 from approvals.channels.webhooks.endpoints import endpoint_create
 from approvals.channels.webhooks.signing import signed_headers
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.selectors import injection_decisions
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create, policy_update
 from catalog.errors import ApplicationError
 from catalog.indexing.runs import source_index_now
-from catalog.models import Document, IndexRun, ReferenceSource
+from catalog.models import AuditEntry, Document, IndexRun, ReferenceSource
 from catalog.sources.editing import uploads_add, uploads_replace
 from catalog.web import status_of
 from tests.approvals.builders import VAULT_TEXT, approved, document, raised

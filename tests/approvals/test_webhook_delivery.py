@@ -22,11 +22,12 @@ from approvals.channels.models import WebhookDelivery, WebhookEndpoint, WebhookE
 from approvals.channels.webhooks import delivery as delivery_module
 from approvals.channels.webhooks.delivery import claim_duration, deliveries_send_due, delivery_attempt
 from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_update
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
 from approvals.services.decisions import request_decide
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke
+from catalog.models import AuditEntry
 from tests.approvals.builders import approved, document, raised
 from tests.approvals.receiver import Receiver
 from tests.factories import import_documents

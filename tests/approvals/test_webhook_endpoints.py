@@ -13,8 +13,8 @@ from django.core.management.base import CommandError
 from approvals.channels.models import WebhookDelivery, WebhookEndpoint
 from approvals.channels.webhooks.delivery import delivery_attempt
 from approvals.channels.webhooks.endpoints import endpoint_create
-from approvals.models import AuditEntry
 from catalog.errors import ApplicationError
+from catalog.models import AuditEntry
 from tests.approvals.builders import raised
 from tests.approvals.receiver import Receiver
 from tests.factories import person

@@ -14,14 +14,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from approvals.audit.log import audit_verify
 from approvals.channels.models import InboundWebhookMessage
 from approvals.channels.webhooks.delivery import INBOUND_IDS_KEPT, deliveries_send_due
 from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_rotate_secret, endpoint_update
 from approvals.channels.webhooks.signing import new_message_id, new_secret, signed_headers
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.selectors import injection_decisions
 from approvals.services.policies import policy_create
+from catalog.audit.log import audit_verify
+from catalog.models import AuditEntry
 from tests.approvals.builders import document, raised
 from tests.approvals.receiver import Receiver
 from tests.factories import agent_with_token, import_documents, person

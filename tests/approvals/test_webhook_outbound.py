@@ -16,8 +16,8 @@ from approvals.channels.webhooks import sealing
 from approvals.channels.webhooks.delivery import RESPONSE_KEPT_CHARS, delivery_attempt
 from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_update
 from approvals.channels.webhooks.signing import new_secret
-from approvals.models import AuditEntry
 from approvals.services.decisions import request_decide
+from catalog.models import AuditEntry
 from tests.approvals.builders import raised
 from tests.approvals.receiver import Receiver
 from tests.factories import person

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from approvals.models import ApprovalPolicy, ApprovalRequest, AuditEntry
+from approvals.models import ApprovalPolicy, ApprovalRequest
 from benchmarks.commands import command_load
 from benchmarks.gate import AGENT, approvals_ensure, gate_benchmark
-from catalog.models import Agent, Catalog
+from catalog.models import Agent, AuditEntry, Catalog
 from tests.conftest import DATASETS
 
 pytestmark = pytest.mark.django_db

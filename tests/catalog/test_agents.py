@@ -10,10 +10,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 from rest_framework.test import APIClient
 
-from approvals.audit.log import Action
-from approvals.models import AuditEntry
 from catalog.agents import agent_create, agent_token_revoke, agent_token_rotate, agent_update
-from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.audit.log import Action
+from catalog.models import Agent, AuditEntry, Catalog, ReferenceSource
 from tests.factories import agent_with_token, person
 
 pytestmark = pytest.mark.django_db
@@ -178,3 +177,39 @@ def test_an_edit_in_the_admin_is_audited_and_keeps_pins_in_scope(two, client: Cl
     assert entry.actor_name == "root"
     assert entry.payload["changes"] == {"is_active": {"from": True, "to": False},
                                         "preselected": {"from": [], "to": ["ops/runbook"]}}
+
+
+def test_each_write_is_audited_in_its_own_transaction(two):
+    """The entry is written inline by the service: a write rolled back leaves no entry,
+    and the chain stays intact for the next one."""
+    from django.db import transaction
+
+    from catalog.audit.log import audit_verify
+
+    ops = two[0]
+    agent, _ = agent_with_token(name="helper", catalogs=[ops])
+    before = AuditEntry.objects.count()
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        agent_token_revoke(agent_id=agent.pk, by=None)
+        assert entries(Action.TOKEN_REVOKED, agent)  # written with the revocation, before the commit
+        raise RuntimeError("the caller's transaction fails")
+
+    assert AuditEntry.objects.count() == before and Agent.objects.get(pk=agent.pk).is_active
+    agent_token_revoke(agent_id=agent.pk, by=None)
+    assert len(entries(Action.TOKEN_REVOKED, agent)) == 1
+    assert audit_verify(checkpoints=False).broken is None
+
+
+def test_catalog_announces_only_the_content_switch():
+    """Audit needs no signal: what catalog still announces is the one event an app above
+    acts on (approvals' lapse)."""
+    from django.db.models import signals as django_signals
+    from django.dispatch import Signal
+
+    import catalog.signals
+
+    djangos = [value for value in vars(django_signals).values() if isinstance(value, Signal)]
+    own = [name for name, value in vars(catalog.signals).items()
+           if isinstance(value, Signal) and not any(value is known for known in djangos)]
+    assert own == ["content_switched"]

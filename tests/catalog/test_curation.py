@@ -10,11 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from approvals.models import AuditEntry
 from catalog.catalogs import CatalogSettings, catalog_create, catalog_update
 from catalog.indexing.removal import SourceBusy, catalog_delete, source_delete
 from catalog.indexing.runs import LOCK_NAMESPACE, source_index_now
-from catalog.models import Catalog, Chunk, Document, IndexRun, ReferenceSource, Term, UploadedFile
+from catalog.models import AuditEntry, Catalog, Chunk, Document, IndexRun, ReferenceSource, Term, UploadedFile
 from catalog.sources.documents import DocumentInput
 from catalog.sources.lifecycle import SourceSettings, source_create, source_update
 from catalog.sources.uploads import UploadRefused, upload_text

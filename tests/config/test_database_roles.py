@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from approvals.audit.log import Actor, AuditEvent, audit_append
-from approvals.models import AuditEntry
+from catalog.audit.log import Actor, AuditEvent, audit_append
+from catalog.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 

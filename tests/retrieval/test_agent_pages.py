@@ -16,10 +16,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from approvals.audit.log import Action
-from approvals.models import AuditEntry
 from catalog.agents import hash_token
-from catalog.models import Agent, Catalog, Chunk, Document, ReferenceSource
+from catalog.audit.log import Action
+from catalog.models import Agent, AuditEntry, Catalog, Chunk, Document, ReferenceSource
 from tests.factories import agent_with_token, person
 
 pytestmark = pytest.mark.django_db

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from approvals.audit.log import Action
-from approvals.models import AuditEntry
-from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.audit.log import Action
+from catalog.models import Agent, AuditEntry, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from tests.browser import page_audit, tab_to, wait_until
 from tests.browser import sign_in as browser_sign_in

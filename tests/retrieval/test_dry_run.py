@@ -1,19 +1,21 @@
-"""Dry runs (the playground's): enrichment and search through their own code paths as an
-agent, with the same answer as the agent's own call and nothing written in its name,
-over the demo catalog, where `secrets-management` needs an approval the demo agent lacks.
+"""Reads that write nothing (the playground's): enrichment and search read through the
+agent's own code paths, with the same answer as the agent's call and nothing written in
+its name, over the demo catalog, where `secrets-management` needs an approval the demo
+agent lacks; the agent's call raises what is due afterwards, from the gate's one read.
 And the tag step's record of where each tag occurs."""
 
 from __future__ import annotations
 
 import pytest
 
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
 from approvals.services.policies import policy_create
-from catalog.models import Agent, Catalog
+from catalog.models import Agent, AuditEntry, Catalog
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.pipeline import enrich
+from retrieval.enrichment.pipeline import enrich, enrich_preview
 from retrieval.models import Selection, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search
+from retrieval.search.services import withheld_requests
 from tests.factories import person
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +36,7 @@ def caller(demo) -> Caller:
 def test_a_dry_run_enriches_as_the_real_call_does_and_writes_nothing(caller):
     before = footprint()
 
-    dry = enrich(caller=caller, text=PROMPT, surface="prompt", dry_run=True)
+    dry = enrich_preview(caller=caller, text=PROMPT, surface="prompt")
 
     assert footprint() == before
     assert dry.trace._state.adding, "the trace is built, not stored"
@@ -54,7 +56,7 @@ def body(text: str) -> str:
 
 
 def test_a_dry_run_says_which_withheld_reference_would_raise_a_request(caller):
-    dry = enrich(caller=caller, text=PROMPT, surface="prompt", dry_run=True)
+    dry = enrich_preview(caller=caller, text=PROMPT, surface="prompt")
 
     decisions = next(step for step in dry.trace.steps if step["pass"] == "governance")["decisions"]
     secrets = next(d for d in decisions if d["source_id"] == "secrets-management")
@@ -70,7 +72,7 @@ def test_the_real_call_records_no_request_due(caller):
 
 
 def test_the_tag_step_records_where_each_tag_first_occurs(caller):
-    result = enrich(caller=caller, text=PROMPT, surface="prompt", dry_run=True)
+    result = enrich_preview(caller=caller, text=PROMPT, surface="prompt")
 
     tag = next(step for step in result.trace.steps if step["pass"] == "tag")
     assert set(tag["at"]) == set(tag["tags"])
@@ -79,7 +81,7 @@ def test_the_tag_step_records_where_each_tag_first_occurs(caller):
     assert PROMPT[slice(*tag["at"]["circuit breaker"])] == "circuit\nbreaker"
 
 
-def test_a_dry_run_search_raises_nothing_and_says_a_request_is_due(demo):
+def test_a_search_reads_raising_nothing_and_says_a_request_is_due(demo):
     agent = Agent.objects.get(name="demo-agent")
     catalog = Catalog.objects.get(slug="demo")
     # matches disclosed, so the agent's own search raises a request (by default it raises none: issue 20)
@@ -88,7 +90,7 @@ def test_a_dry_run_search_raises_nothing_and_says_a_request_is_due(demo):
     before = footprint()
 
     dry = chunk_search(catalog=catalog, query="secrets rotation vault", options=SearchOptions(mode="bm25"),
-                       agent=agent, dry_run=True)
+                       agent=agent)
 
     assert footprint() == before
     entry = next(e for e in dry.withheld if e.source == "secrets-management")
@@ -96,5 +98,35 @@ def test_a_dry_run_search_raises_nothing_and_says_a_request_is_due(demo):
     real = chunk_search(catalog=catalog, query="secrets rotation vault", options=SearchOptions(mode="bm25"),
                         agent=agent)
     assert [h.key for h in real.hits] == [h.key for h in dry.hits]
-    raised = next(e for e in real.withheld if e.source == "secrets-management")
-    assert raised.request_id is not None and not raised.request_due
+    withheld = withheld_requests(agent=agent, withheld=real.withheld, gate=real.gate, what="search",
+                                 text="secrets rotation vault")
+    raised = next(e for e in withheld if e.source == "secrets-management")
+    assert raised.request_id == ApprovalRequest.objects.get().pk and not raised.request_due
+    assert raised.state == "pending" and f"request {raised.request_id} awaits a reviewer" in raised.reason
+
+
+def test_the_agents_search_reads_the_gate_once_and_raises_what_is_due(demo):
+    """POST /api/v1/search: the gate's statement runs once; the request it raises comes
+    from that decision, not from a second read."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    from catalog.agents import agent_token_rotate
+
+    agent, token = agent_token_rotate(name="demo-agent")
+    catalog = Catalog.objects.get(slug="demo")
+    policy_create(by=person("cora", "curator"), source=catalog.sources.get(slug="secrets-management"),
+                  disclose_matches=True)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post("/api/v1/search", {"catalog": "demo", "query": "secrets rotation vault",
+                                                  "mode": "bm25"}, format="json")
+
+    assert response.status_code == 200, response.content
+    gate_reads = [q["sql"] for q in queries.captured_queries if "FROM approvals_approvalpolicy p" in q["sql"]]
+    assert len(gate_reads) == 1
+    (entry,) = [e for e in response.json()["withheld"]["sources"] if e["source"] == "secrets-management"]
+    assert entry["request_id"] == ApprovalRequest.objects.get(agent=agent).pk

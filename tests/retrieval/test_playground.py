@@ -15,9 +15,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from approvals.models import ApprovalRequest, AuditEntry
+from approvals.models import ApprovalRequest
 from approvals.services.policies import policy_create
-from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.models import Agent, AuditEntry, Catalog, ReferenceSource
 from retrieval.models import Selection, Trace
 from retrieval.search.forms import SHARE_MAX, TEXT_MAX
 from tests.factories import agent_with_token, person

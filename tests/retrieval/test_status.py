@@ -26,10 +26,9 @@ from django.utils import timezone
 from django_q.models import OrmQ, Schedule, Task
 from rest_framework.test import APIClient
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
-from approvals.models import AuditEntry
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.embedder import get_embedder, reset_embedder
-from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.models import AuditEntry, Catalog, IndexRun, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from catalog.tasks import SCAN_SCHEDULE
 from retrieval import runtime

@@ -15,11 +15,11 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from approvals.channels.models import WebhookEndpoint, all_event_types
 from approvals.channels.webhooks import sealing
 from approvals.channels.webhooks.signing import new_secret
 from approvals.services.errors import forbidden, not_found
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.auth import is_curator
 from catalog.models import Catalog
 from catalog.outbound.client import url_refusal

@@ -30,13 +30,13 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from approvals.audit.log import Action, Actor, AuditEvent, audit_append
 from approvals.channels.models import InboundWebhookMessage, WebhookEndpoint
 from approvals.channels.webhooks.sealing import SecretUnreadable, unseal
 from approvals.channels.webhooks.signing import Refusal, matching_secret, signed_parts
 from approvals.models import ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.errors import conflict, invalid, not_found
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.errors import ApplicationError, InvalidError, UnauthenticatedError
 
 logger = logging.getLogger(__name__)

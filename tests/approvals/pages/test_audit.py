@@ -15,11 +15,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.audit.export import COLUMNS
-from approvals.audit.log import audit_verify
-from approvals.models import AuditEntry
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
+from catalog.audit.export import COLUMNS
+from catalog.audit.log import audit_verify
+from catalog.models import AuditEntry
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token, person
 

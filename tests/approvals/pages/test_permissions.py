@@ -9,8 +9,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
+from catalog.models import AuditEntry
 from tests.factories import agent_with_token
 
 pytestmark = pytest.mark.django_db

@@ -13,11 +13,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from approvals.models import ApprovalRequest
-from approvals.selectors import injection_decisions
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from catalog.models import Agent, Catalog, ReferenceSource
-from tests.approvals.builders import document
+from tests.approvals.builders import document, gate_raise
 from tests.browser import page_audit, wait_until
 from tests.browser import sign_in as browser_sign_in
 from tests.factories import agent_with_token, import_documents, person
@@ -60,7 +59,7 @@ def governed(catalog: Catalog, slug: str, name: str, text: str) -> ReferenceSour
 
 
 def ask(agent: Agent, source: ReferenceSource, via: str, context: str) -> int:
-    request_id = injection_decisions(agent=agent, sources=[source], raised_via=via, context=context)[source.pk] \
+    request_id = gate_raise(agent=agent, sources=[source], via=via, context=context)[source.pk] \
         .request_id
     assert request_id is not None
     return request_id

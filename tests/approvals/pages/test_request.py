@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from approvals.models import ApprovalRequest, AuditEntry, Decision
+from approvals.models import ApprovalRequest, Decision
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create
 from approvals.services.revocation import approval_revoke
+from catalog.models import AuditEntry
 from tests.approvals.builders import VAULT_TEXT, approved, document, raised
 from tests.factories import import_documents
 

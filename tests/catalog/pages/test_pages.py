@@ -14,9 +14,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.html import escape
 
-from approvals.models import AuditEntry
 from approvals.services.decisions import request_decide
-from catalog.models import Catalog, IndexRun, ReferenceSource, Tag, UploadedFile
+from catalog.models import AuditEntry, Catalog, IndexRun, ReferenceSource, Tag, UploadedFile
 from catalog.tags import tags_ensure
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token

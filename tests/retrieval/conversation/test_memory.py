@@ -11,8 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from approvals.models import AuditEntry
-from catalog.models import Agent
+from catalog.models import Agent, AuditEntry
 from retrieval.memory import selectors as memory
 from retrieval.memory.selectors import end_user_digest, memory_search, recency_factor
 from retrieval.models import Fact, MemoryEntry, Trace

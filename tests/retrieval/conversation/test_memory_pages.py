@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from approvals.models import AuditEntry
+from catalog.models import AuditEntry
 from retrieval.memory.selectors import end_user_digest
 from retrieval.memory.services import fact_set, memory_store
 from retrieval.models import Fact, MemoryEntry

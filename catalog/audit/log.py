@@ -1,19 +1,24 @@
 """Appending to the audit log and verifying it (the chain's links, then the checkpoints
-kept outside the database: approvals.audit.checkpoints).
+kept outside the database: catalog.audit.checkpoints).
 
 Appends serialise on one transaction-level advisory lock: the appender reads the last
 entry and writes the next ones while holding it, and the lock is released only when its
 transaction commits, so the next appender reads what it wrote and the chain never
 forks. Services append last in their transaction (after every row lock they take), so
-the lock is held for the commit only and never waited on while holding it. Once the
-transaction commits, the new entries are announced (approvals.signals.audited).
+the lock is held for the commit only and never waited on while holding it.
+
+The log stands on the floor (catalog) so that every service, whichever app it lives
+in, writes its entries inline, in the transaction of the change they record (as
+Zulip's services write RealmAuditLog): no signal between a change and its entry. A
+service whose entries drive a channel hands them on itself (approvals' request services
+call approvals.channels.events.events_record with what audit_append_many returned).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -24,12 +29,10 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.audit.anchors import Checkpoint, CheckpointInvalid, first_contradiction, staleness
-from approvals.audit.chain import GENESIS, Break, entry_hash, first_break
-from approvals.audit.checkpoints import checkpoint_directory, checkpoints_read, verifying_keys
-from approvals.models import AuditEntry
-from approvals.signals import audited
-from catalog.models import Agent
+from catalog.audit.anchors import Checkpoint, CheckpointInvalid, first_contradiction, staleness
+from catalog.audit.chain import GENESIS, Break, entry_hash, first_break
+from catalog.audit.checkpoints import checkpoint_directory, checkpoints_read, verifying_keys
+from catalog.models import Agent, AuditEntry
 
 logger = logging.getLogger(__name__)
 
@@ -95,21 +98,6 @@ class AuditEvent:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
-Subscriber = Callable[[Sequence[AuditEntry]], None]
-_subscribers: list[Subscriber] = []
-
-
-def audit_subscribe(subscriber: Subscriber) -> None:
-    """Hand every batch of appended entries to `subscriber`, inside the appending
-    transaction: what it writes commits or rolls back with them. For a channel that
-    must never lose an event (the webhook outbox, approvals.channels.events: its rows
-    are written with the decision they report); one that only reacts to what committed
-    connects to approvals.signals.audited instead, which a crash between the commit and
-    its receivers can miss. A subscriber that raises fails the appending transaction."""
-    if subscriber not in _subscribers:
-        _subscribers.append(subscriber)
-
-
 def audit_append(event: AuditEvent) -> AuditEntry:
     return audit_append_many([event])[0]
 
@@ -135,17 +123,7 @@ def audit_append_many(events: Sequence[AuditEvent]) -> list[AuditEntry]:
                 fingerprint=event.fingerprint, payload=_as_stored(event.payload), prev_hash=prev)
             entry.hash = prev = entry_hash(_record(entry), prev)
             entries.append(entry)
-        created = AuditEntry.objects.bulk_create(entries)
-        for subscriber in _subscribers:
-            subscriber(created)
-        transaction.on_commit(lambda: _announce(created), robust=True)
-        return created
-
-
-def _announce(entries: list[AuditEntry]) -> None:
-    for receiver, result in audited.send_robust(sender=AuditEntry, entries=entries):
-        if isinstance(result, Exception):
-            logger.error("audited receiver %r failed: %s", receiver, result, exc_info=result)
+        return AuditEntry.objects.bulk_create(entries)
 
 
 def _as_stored(payload: dict[str, Any]) -> dict[str, Any]:

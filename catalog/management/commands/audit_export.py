@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
-from approvals.audit.export import audit_entries, audit_write_csv, audit_write_json
+from catalog.audit.export import audit_entries, audit_write_csv, audit_write_json
 
 
 def _moment(value: str) -> datetime:

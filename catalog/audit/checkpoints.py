@@ -5,7 +5,7 @@ A checkpoint is one JSON file in LECTERN_AUDIT_CHECKPOINT_DIR, named by its time
 they were written), made once and never rewritten: written aside, then linked into
 place. It holds the newest entry's seq and hash, the count of entries, the time, the
 checkpoint before it (file name and content hash), the signing key's id and an
-HMAC-SHA256 signature (approvals.audit.anchors); never a secret. The schedule
+HMAC-SHA256 signature (catalog.audit.anchors); never a secret. The schedule
 `lectern-audit-checkpoint` and `manage.py audit_checkpoint` write one when the chain's
 head has moved since the newest, one writer at a time; `manage.py audit_verify` checks
 them all, with the current key or any it replaced (the fallbacks).
@@ -27,14 +27,14 @@ from django.db import connection, transaction
 from django.db.models import Count, Window
 from django.utils import timezone
 
-from approvals.audit.anchors import Checkpoint, CheckpointInvalid, Link, checkpoint_key, checkpoint_parse, first_gap
-from approvals.audit.chain import GENESIS, timestamp
-from approvals.models import AuditEntry
+from catalog.audit.anchors import Checkpoint, CheckpointInvalid, Link, checkpoint_key, checkpoint_parse, first_gap
+from catalog.audit.chain import GENESIS, timestamp
+from catalog.models import AuditEntry
 
 PREFIX = "audit-checkpoint-"
 SUFFIX = ".json"
 # Writers take turns, so each names the newest before it and the checkpoints never fork
-# (beside the log's own append lock, approvals.audit.log.AUDIT_LOCK).
+# (beside the log's own append lock, catalog.audit.log.AUDIT_LOCK).
 CHECKPOINT_LOCK = (0x4C41, 2)
 
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from django.db.models import QuerySet
 
-from approvals.audit.chain import timestamp
-from approvals.models import AuditEntry
+from catalog.audit.chain import timestamp
+from catalog.models import AuditEntry
 
 COLUMNS = ("seq", "at", "actor_kind", "actor_id", "actor_name", "action", "request_id", "policy_id", "source_id",
            "agent_id", "fingerprint", "payload", "prev_hash", "hash")

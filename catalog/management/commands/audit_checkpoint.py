@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.audit.checkpoints import CheckpointWriteFailed, audit_checkpoint_write, checkpoint_directory
+from catalog.audit.checkpoints import CheckpointWriteFailed, audit_checkpoint_write, checkpoint_directory
 
 
 class Command(BaseCommand):

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.audit.log import audit_verify
+from catalog.audit.log import audit_verify
 
 STALE = 3
 
