@@ -107,7 +107,7 @@ LECTERN_DATABASE_APP_ROLE: str = DATABASES["default"]["USER"]
 LECTERN_DATABASE_OWNER = database_owner(DATABASES["default"])
 # A streaming replica of that database, as the same app role (docs/deploying.md): an
 # agent's searches read from it once it has replayed the gate's facts and the agent's
-# own writes (approvals.replica); every write and every other read stays on the primary.
+# own writes (catalog.reads); every write and every other read stays on the primary.
 if replica_url := env_str("DATABASE_REPLICA_URL", ""):
     DATABASES["replica"] = database_from_url(replica_url)
 DATABASE_ROUTERS = ["catalog.reads.ReplicaRouter"]

@@ -14,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.replica import replica_read
 from catalog.auth import RequestUser, request_user
 from catalog.errors import ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Agent
+from catalog.reads import replica_read
 from catalog.rest.fields import StrictCharField, StrictRegexField
 from catalog.rest.schema import errors
 from retrieval.conversations.serializers import user_id_field
@@ -132,7 +132,7 @@ class MemoryApi(APIView):
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         user_id, text, limit = (query.validated_data[name] for name in ("user_id", "q", "limit"))
-        # From the replica once it holds what this agent stored (approvals.replica).
+        # From the replica once it holds what this agent stored (catalog.reads).
         return Response(replica_read(agent=agent, read=lambda: self._listing(agent, user_id, text, limit)))
 
     def _listing(self, agent: Agent, user_id: str, text: str, limit: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Reads from a streaming replica (approvals.replica, catalog.reads), in real processes: two
+"""Reads from a streaming replica (catalog.reads, catalog.reads), in real processes: two
 web processes (`make serve`'s program) on a primary and its replica (tests/topology.py).
 
 An agent's search is served by the replica while it holds what the search must see, and
