@@ -28,6 +28,7 @@ from typing import Any
 
 from django.conf import settings
 
+from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.embedder import get_embedder
 from retrieval.conversations.chunking import SPECIAL_TOKENS
 from retrieval.conversations.context_text import context_text
@@ -37,8 +38,7 @@ from retrieval.enrichment.formatting import append_blocks, strip_injection
 from retrieval.enrichment.signing import caller_signer
 from retrieval.memory.selectors import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.models import Fact, Trace
-from retrieval.search.selectors import SearchOptions, chunk_search
-from retrieval.search.services import withheld_requests
+from retrieval.search.selectors import SearchOptions, chunk_search, requests_due, with_requests
 from retrieval.search.vector import SearchUnavailable, embed_query
 from retrieval.traces.services import insert_trace
 
@@ -207,8 +207,10 @@ def _passages(caller: Caller, text: str, limit: int,
     for catalog in caller.catalogs:
         found = chunk_search(catalog=catalog, query=text, options=SearchOptions(mode="vector", top_k=limit),
                              agent=caller.agent, embedded=embedded)
-        found.withheld = withheld_requests(agent=caller.agent, withheld=found.withheld, gate=found.gate,
-                                           what="conversation enrichment", text="")  # the end user's words stay out
+        raised = withheld_requests_raise(  # the end user's words stay out of the requests
+            agent=caller.agent, decisions=requests_due(found.withheld, found.gate), via="search",
+            context=request_context("conversation enrichment", ""))
+        found.withheld = with_requests(found.withheld, raised)
         for hit in found.hits:
             similarity = hit.scores.get("vector")
             if similarity is None:

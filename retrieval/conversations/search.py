@@ -181,7 +181,7 @@ def _hits(catalog: Catalog, final: list[Candidate]) -> list[ConversationHit]:
     for c in final:
         if c.chunk not in rows:  # removed by a reindex since it was found
             continue
-        _, _, key, path, title, source, content, offset = rows[c.chunk]
-        hits.append(ConversationHit(c.chunk, c.document, c.similarity, c.query_chunk, key, path, title, source,
-                                    content, offset))
+        row = rows[c.chunk]
+        hits.append(ConversationHit(c.chunk, c.document, c.similarity, c.query_chunk, row.key, row.path, row.title,
+                                    row.source, row.content, row.byte_offset))
     return hits

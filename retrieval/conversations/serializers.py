@@ -11,12 +11,12 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from approvals.replica import replica_read
 from approvals.serializers import request_id_field
-from approvals.services.requests import excerpt
+from approvals.services.requests import excerpt, request_context, withheld_requests_raise
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
 from catalog.models import Agent
+from catalog.reads import replica_read
 from catalog.rest.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -37,6 +37,7 @@ from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.serializers import catalogs_field
 from retrieval.enrichment.signing import injection_signer
 from retrieval.models import END_USER_MAX
+from retrieval.search.selectors import requests_due, with_requests
 from retrieval.search.serializers import (
     SESSION_TOP_K,
     ChunkHitSerializer,
@@ -44,7 +45,6 @@ from retrieval.search.serializers import (
     default_top_k,
     withheld_report,
 )
-from retrieval.search.services import withheld_requests
 from retrieval.search.vector import SearchUnavailable
 
 
@@ -126,7 +126,7 @@ class ConversationSearchOutputSerializer(serializers.Serializer[dict[str, Any]])
 
 def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The conversation search endpoint's body for validated `params` (REST and the MCP
-    tool): from the replica when it is fresh enough for this caller (approvals.replica)."""
+    tool): from the replica when it is fresh enough for this caller (catalog.reads)."""
     return replica_read(agent=caller if isinstance(caller, Agent) else None,
                         read=lambda: _conversation_search_body(caller, params))
 
@@ -146,8 +146,9 @@ def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> di
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
     asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
-    result.withheld = withheld_requests(agent=agent, withheld=result.withheld, gate=result.gate,
-                                        what="conversation search", text=asked)
+    raised = withheld_requests_raise(agent=agent, decisions=requests_due(result.withheld, result.gate),
+                                     via="search", context=request_context("conversation search", asked))
+    result.withheld = with_requests(result.withheld, raised)
     return ConversationSearchOutputSerializer(_conversation_body(result)).data
 
 

@@ -1,7 +1,7 @@
 """Exact BM25 from Postgres: the query analysed like documents, its distinct terms
 weighted by idf and repeats (retrieval.search.bm25); the terms' packed postings
 (catalog_termblock, a few rows per term) read in one statement and scored in numpy
-(retrieval.search.blockscore); the best chunks outside the withheld sources kept.
+(retrieval.search.bm25 too); the best chunks outside the withheld sources kept.
 
 The same scores summed in SQL from the forward postings (catalog_postings: each chunk's
 term ids and tfs) are the reference (bm25_walk), and give the scores of given chunks
@@ -17,7 +17,7 @@ from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from catalog import analysis
 from catalog.models import Catalog
 from catalog.reads import read_connection
-from retrieval.search import blockscore, bm25
+from retrieval.search import bm25
 from retrieval.search.rows import Params, Row
 
 
@@ -145,7 +145,7 @@ def bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withhel
             JOIN catalog_chunk c ON c.catalog_id = %(catalog)s AND c.id = s.chunk_id
             ORDER BY s.score DESC, s.chunk_id
         """, params)
-        return [(chunk, document, score / SCALE) for chunk, document, score in cursor.fetchall()]
+        return [Row(chunk, document, score / SCALE) for chunk, document, score in cursor.fetchall()]
 
 
 def _binary_cursor() -> CursorWrapper:
@@ -161,14 +161,14 @@ def _binary_cursor() -> CursorWrapper:
 
 def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int]) -> list[Row]:
     """The exact top `limit` outside the withheld sources, scored in numpy from the
-    terms' packed postings (catalog_termblock; retrieval.search.blockscore)."""
+    terms' packed postings (catalog_termblock), summed by retrieval.search.bm25."""
     weights = {t.term_id: _scaled_weight(t) for t in terms}
     with _binary_cursor() as cursor:
         cursor.execute("SELECT term_id, first_chunk_id, chunk_ids, tfs, dls FROM catalog_termblock "
                        "WHERE catalog_id = %s AND term_id = ANY(%s::int[])", [catalog.pk, list(weights)])
-        rows = cursor.fetchall()
-    postings = blockscore.postings_decode(rows, weights)
-    chunk_ids, sums = blockscore.chunk_sums(postings.chunk_ids, blockscore.parts(postings, *_score_constants(catalog)))
+        blocks = [bm25.BlockRow(*row) for row in cursor.fetchall()]
+    postings = bm25.postings_decode(blocks, weights)
+    chunk_ids, sums = bm25.chunk_sums(postings.chunk_ids, bm25.parts(postings, *_score_constants(catalog)))
     documents: dict[int, int] = {}
 
     def withheld_among(chunks: list[int]) -> set[int]:
@@ -180,8 +180,8 @@ def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, with
         documents.update((chunk, document) for chunk, document, _ in found)
         return {chunk for chunk, _, hidden in found if hidden}
 
-    best = blockscore.top_allowed(chunk_ids, sums, limit, withheld_among)
-    return [(chunk, documents[chunk], score / SCALE) for chunk, score in best]
+    best = bm25.top_allowed(chunk_ids, sums, limit, withheld_among)
+    return [Row(chunk, documents[chunk], score / SCALE) for chunk, score in best]
 
 
 def bm25_search(*, catalog: Catalog, query: str, limit: int,
@@ -198,11 +198,6 @@ def bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
     if not terms:
         return [], 0
     return _bm25_blocks(catalog, terms, limit, withheld), 1
-
-
-def bm25_scores_for(*, catalog: Catalog, query: str, chunk_pks: list[int]) -> dict[int, float]:
-    """BM25 scores of the given chunks that hold a query term (the others score 0)."""
-    return bm25_scores(catalog, bm25_terms(catalog, query) if chunk_pks else [], chunk_pks)
 
 
 def bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:

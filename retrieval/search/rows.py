@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-Row = tuple[int, int, float]  # (chunk pk, document pk, score)
+from typing import NamedTuple
+
+
+class Row(NamedTuple):
+    """One ranked chunk."""
+
+    chunk: int
+    document: int
+    score: float
 
 
 Params = dict[str, float | str | list[int] | list[float] | list[str]]  # named SQL parameters

@@ -4,7 +4,7 @@ chunk_search() runs:
   1. lexical (retrieval.search.lexical): analyse the whole query, weight its distinct
      terms by idf and repeats (retrieval.search.bm25), then read the terms' packed
      postings (catalog_termblock, a few rows per term) and score them in numpy
-     (retrieval.search.blockscore); the scores of given chunks (fusion's other side)
+     (retrieval.search.bm25); the scores of given chunks (fusion's other side)
      come from their forward rows (catalog_postings)
   2. vector (retrieval.search.vector): embed the query as the model reads it (a long
      passage's head: the result says how much), HNSW k-NN with ef_search >= the depth
@@ -26,15 +26,17 @@ source every covering policy opens with `disclose_matches` is counted, and marke
 `request_due` when its chunks match and the agent has no request to follow.
 
 Nothing here writes: the agent's read paths raise the due requests afterwards, from the
-gate's decisions the result carries (retrieval.search.services.withheld_requests), and
-the curators' playground shows the same result without raising any.
+gate's decisions the result carries (requests_due, then approvals'
+withheld_requests_raise, then with_requests), and the curators' playground shows the
+same result without raising any.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from approvals.selectors import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
@@ -94,7 +96,7 @@ class SearchResult:
     vector_query_chars: int | None = None
     query_truncated: bool = False
     # The gate's decision for each withheld source, as read once at the start: what
-    # raising the due requests needs (retrieval.search.services.withheld_requests).
+    # raising the due requests needs (requests_due).
     gate: dict[int, InjectionDecision] = field(default_factory=dict)
 
 
@@ -117,19 +119,19 @@ def _ranked(rows: list[Row], dedup: bool) -> list[Row]:
         return rows
     seen, kept = set(), []
     for row in rows:
-        if row[1] not in seen:
-            seen.add(row[1])
+        if row.document not in seen:
+            seen.add(row.document)
             kept.append(row)
     return kept
 
 
 def _key(row: Row, dedup: bool) -> int:
     """What fusion ranks: chunks, or documents when deduplicating."""
-    return row[1] if dedup else row[0]
+    return row.document if dedup else row.chunk
 
 
 def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int, float]]:
-    rankings = {name: [(_key(row, options.dedup), row[2]) for row in rows] for name, rows in lists.items()}
+    rankings = {name: [(_key(row, options.dedup), row.score) for row in rows] for name, rows in lists.items()}
     if options.mode == "hybrid" and options.fusion == "convex":
         weights = options.weights or {"bm25": 0.5, "vector": 0.5}
         return fusion.convex(rankings, weights=weights, normalise=options.normalization)
@@ -169,17 +171,17 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
         rows, passes = bm25_top(catalog, terms, depth, withheld)
         if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence
-            rows = [row for row in rows if row[2] > 0]
+            rows = [row for row in rows if row.score > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
         lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld),
                                   options.dedup)
     if mode == "bm25_tiebreak" and vector is not None:
-        pks = [row[0] for row in lists["bm25"]]
+        pks = [row.chunk for row in lists["bm25"]]
         sims = vector_scores_for(catalog=catalog, vector=vector, chunk_pks=pks)
-        lists["vector"] = sorted(((pk, doc, sims[pk]) for pk, doc, _ in lists["bm25"] if pk in sims),
-                                 key=lambda row: -row[2])
+        lists["vector"] = sorted((Row(row.chunk, row.document, sims[row.chunk]) for row in lists["bm25"]
+                                  if row.chunk in sims), key=lambda row: -row.score)
     fused = _fuse(lists, options)[: options.top_k]
     hits = _hydrate(catalog, terms, vector, fused, lists, options.dedup)
     report: list[WithheldHits] = []
@@ -191,6 +193,20 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     took = (time.perf_counter() - started) * 1000
     return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
                         vector_chars, vector_chars is not None and vector_chars < len(query), withheld)
+
+
+def requests_due(withheld: list[WithheldHits], gate: dict[int, InjectionDecision]) -> dict[int, InjectionDecision]:
+    """The gate's decisions of the withheld sources a request is due for (they matched,
+    and the agent has none to follow): what the agent's read path hands to
+    approvals.services.requests.withheld_requests_raise."""
+    return {entry.source_pk: gate[entry.source_pk] for entry in withheld if entry.request_due}
+
+
+def with_requests(withheld: list[WithheldHits], raised: dict[int, InjectionDecision]) -> list[WithheldHits]:
+    """`withheld`, each entry a request was raised for naming it (state pending)."""
+    return [replace(entry, state=decision.state, reason=decision.reason, request_id=decision.request_id,
+                    request_due=decision.request_due) if (decision := raised.get(entry.source_pk)) else entry
+            for entry in withheld]
 
 
 def disclosed(withheld: dict[int, InjectionDecision]) -> dict[int, InjectionDecision]:
@@ -260,11 +276,11 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
     A key is a chunk, or with dedup a document shown by its best chunk (the lexical
     one when both lists hold the document); its ranks and scores are the document's.
     """
-    scores = {name: {_key(row, dedup): row[2] for row in rows} for name, rows in lists.items()}
+    scores = {name: {_key(row, dedup): row.score for row in rows} for name, rows in lists.items()}
     ranks = {name: {_key(row, dedup): i for i, row in enumerate(rows, start=1)} for name, rows in lists.items()}
     shown: dict[int, int] = {}
     for name in ("vector", "bm25"):  # bm25 last: it wins when both hold the key
-        shown.update({_key(row, dedup): row[0] for row in lists.get(name, [])})
+        shown.update({_key(row, dedup): row.chunk for row in lists.get(name, [])})
     keys = [key for key, _ in fused]
     missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
     extra = {"bm25": bm25_scores(catalog, terms, missing["bm25"]),
@@ -272,18 +288,29 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
     rows = chunk_rows(catalog, [shown[k] for k in keys])
     hits = []
     for key, fused_score in fused:
-        pk, doc_pk, chunk_key, path, title, source, content, offset = rows[shown[key]]
-        component = {name: scores.get(name, {}).get(key, extra[name].get(pk)) for name in ("bm25", "vector")}
+        row = rows[shown[key]]
+        component = {name: scores.get(name, {}).get(key, extra[name].get(row.chunk)) for name in ("bm25", "vector")}
         hits.append(Hit(
-            chunk_pk=pk, document_pk=doc_pk, score=fused_score,
+            chunk_pk=row.chunk, document_pk=row.document, score=fused_score,
             scores={"bm25": component["bm25"] or 0.0, "vector": component["vector"], "fused": fused_score},
             ranks={"bm25": ranks.get("bm25", {}).get(key), "vector": ranks.get("vector", {}).get(key)},
-            key=chunk_key, document_id=path, title=title, source=source, content=content, byte_offset=offset,
+            key=row.key, document_id=row.path, title=row.title, source=row.source, content=row.content,
+            byte_offset=row.byte_offset,
         ))
     return hits
 
 
-ChunkRow = tuple[int, int, str, str, str, str, str, int]  # pk, document pk, key, path, title, source, content, offset
+class ChunkRow(NamedTuple):
+    """What a hit shows of a chunk."""
+
+    chunk: int
+    document: int
+    key: str
+    path: str  # its document's
+    title: str
+    source: str  # its source's slug
+    content: str
+    byte_offset: int
 
 
 def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
@@ -298,4 +325,4 @@ def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
             """,
             [catalog.pk, chunk_pks],
         )
-        return {row[0]: row for row in cursor.fetchall()}
+        return {row.chunk: row for row in (ChunkRow(*found) for found in cursor.fetchall())}

@@ -11,11 +11,12 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from approvals.replica import replica_read
 from approvals.serializers import gate_state_field, request_id_field
+from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
 from catalog.models import Agent
+from catalog.reads import replica_read
 from catalog.rest.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -23,8 +24,16 @@ from catalog.rest.fields import (
     StrictIntegerField,
     StrictSlugField,
 )
-from retrieval.search.selectors import FUSIONS, MODES, NORMALISATIONS, SearchOptions, WithheldHits, chunk_search
-from retrieval.search.services import withheld_requests
+from retrieval.search.selectors import (
+    FUSIONS,
+    MODES,
+    NORMALISATIONS,
+    SearchOptions,
+    WithheldHits,
+    chunk_search,
+    requests_due,
+    with_requests,
+)
 from retrieval.search.vector import SearchUnavailable
 
 # top_k when a person's session searches without one (an agent gets its default_top_k).
@@ -151,7 +160,7 @@ def default_top_k(caller: RequestUser) -> int:
 
 def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The search endpoint's body for validated `params` (REST and the MCP tool): from
-    the replica when it is fresh enough for this caller (approvals.replica)."""
+    the replica when it is fresh enough for this caller (catalog.reads)."""
     return replica_read(agent=caller if isinstance(caller, Agent) else None,
                         read=lambda: _search_body(caller, params))
 
@@ -165,8 +174,9 @@ def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
         result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
-    result.withheld = withheld_requests(agent=agent, withheld=result.withheld, gate=result.gate, what="search",
-                                        text=query)  # what the agent wanted: a request each, once
+    raised = withheld_requests_raise(agent=agent, decisions=requests_due(result.withheld, result.gate), via="search",
+                                     context=request_context("search", query))  # a request each, once
+    result.withheld = with_requests(result.withheld, raised)
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchOutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),

@@ -84,22 +84,22 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             if allowed_chunks <= VECTOR_EXACT_MAX:
                 cursor.execute(exact_sql.replace(allowed, "AND source_id = ANY(%(allowed)s)"),
                                {**params, "allowed": allowed_sources})
-                return sorted(((chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()),
-                              key=lambda row: (-row[2], row[0]))
+                return sorted((Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()),
+                              key=lambda row: (-row.score, row.chunk))
         if exact or catalog.chunk_count <= VECTOR_EXACT_MAX:
             # A small catalog's graph has few rows: the approximate scan's recall on it
             # falls with its dead tuples, while sorting its rows costs about a millisecond.
             cursor.execute(exact_sql, params)
-            rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+            rows = [Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
         else:
             cursor.execute(sql, params)
-            rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+            rows = [Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
             if len(rows) < limit and len(rows) < catalog.chunk_count:
                 # The scan stopped short (hnsw.max_scan_tuples: a catalog's rows may lie
                 # beyond what the scan visits): rank the catalog's chunks exactly instead.
                 cursor.execute(exact_sql, params)
-                rows = [(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
-    return sorted(rows, key=lambda row: (-row[2], row[0]))
+                rows = [Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+    return sorted(rows, key=lambda row: (-row.score, row.chunk))
 
 
 def vector_scores_for(*, catalog: Catalog, vector: str, chunk_pks: list[int]) -> dict[int, float]:

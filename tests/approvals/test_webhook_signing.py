@@ -3,6 +3,7 @@ the standardwebhooks verifier, and every way a received message is refused."""
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +14,6 @@ from approvals.channels.webhooks.signing import (
     Refusal,
     matching_secret,
     new_secret,
-    secret_problem,
     signature,
     signed_headers,
     signed_parts,
@@ -60,8 +60,7 @@ def test_what_lectern_signs_the_standardwebhooks_verifier_accepts():
 def test_secrets_are_whsec_base64_of_32_random_bytes():
     first, second = new_secret(), new_secret()
     assert first.startswith("whsec_") and first != second
-    assert secret_problem(first) is None and secret_problem(SPEC_SECRET) is None
-    assert secret_problem("sk_abc") and secret_problem("whsec_###") and secret_problem("whsec_YWJj")
+    assert len(base64.b64decode(first.removeprefix("whsec_"), validate=True)) == 32
 
 
 @pytest.mark.parametrize(("offset", "accepted"), [(timedelta(0), True), (timedelta(minutes=5), True),

@@ -1,4 +1,4 @@
-"""retrieval.search.blockscore, pure: packed postings blocks scored in numpy give the
+"""retrieval.search.bm25's block scoring, pure: packed postings blocks scored in numpy give the
 brute-force top k (scores, order, ties by chunk id, withheld chunks left out) for any
 corpus, query and block size."""
 
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.search import blockscore
+from retrieval.search import bm25
 
 C1, C2 = 1.2 * 0.25, 1.2 * 0.75 / 37.5  # k1 (1 - b) and k1 b / avgdl, as lexical passes them
 
@@ -19,7 +19,7 @@ def _pack(values: list[int]) -> bytes:
     return struct.pack(f">{len(values)}i", *values)
 
 
-def blocks_of(postings: dict[int, list[tuple[int, int, int]]], size: int) -> list[blockscore.BlockRow]:
+def blocks_of(postings: dict[int, list[tuple[int, int, int]]], size: int) -> list[bm25.BlockRow]:
     """Each term's (chunk id, tf, dl) postings, in chunk order, as rows of `size` (the
     write path's packing: ids less the block's first)."""
     rows = []
@@ -28,8 +28,8 @@ def blocks_of(postings: dict[int, list[tuple[int, int, int]]], size: int) -> lis
         for start in range(0, len(ordered), size):
             block = ordered[start:start + size]
             first = block[0][0]
-            rows.append((term, first, _pack([c - first for c, _, _ in block]), _pack([tf for _, tf, _ in block]),
-                         _pack([dl for _, _, dl in block])))
+            rows.append(bm25.BlockRow(term, first, _pack([c - first for c, _, _ in block]),
+                                      _pack([tf for _, tf, _ in block]), _pack([dl for _, _, dl in block])))
     return rows
 
 
@@ -65,9 +65,9 @@ def corpora(draw: st.DrawFn) -> tuple[dict[int, list[tuple[int, int, int]]], dic
 
 
 def search(postings, weights, withheld: set[int], k: int, size: int) -> list[tuple[int, float]]:
-    decoded = blockscore.postings_decode(blocks_of(postings, size), weights)
-    chunk_ids, sums = blockscore.chunk_sums(decoded.chunk_ids, blockscore.parts(decoded, C1, C2))
-    return blockscore.top_allowed(chunk_ids, sums, k, lambda chunks: {c for c in chunks if c in withheld})
+    decoded = bm25.postings_decode(blocks_of(postings, size), weights)
+    chunk_ids, sums = bm25.chunk_sums(decoded.chunk_ids, bm25.parts(decoded, C1, C2))
+    return bm25.top_allowed(chunk_ids, sums, k, lambda chunks: {c for c in chunks if c in withheld})
 
 
 @settings(max_examples=300, deadline=None)
@@ -101,17 +101,17 @@ def test_withheld_chunks_give_up_their_places_however_many_of_the_best_they_are(
         asked.append(len(chunks))
         return {c for c in chunks if c <= 20}
 
-    decoded = blockscore.postings_decode(blocks_of(postings, 8), weights)
-    chunk_ids, sums = blockscore.chunk_sums(decoded.chunk_ids, blockscore.parts(decoded, C1, C2))
-    top = blockscore.top_allowed(chunk_ids, sums, 3, withheld_among)
+    decoded = bm25.postings_decode(blocks_of(postings, 8), weights)
+    chunk_ids, sums = bm25.chunk_sums(decoded.chunk_ids, bm25.parts(decoded, C1, C2))
+    top = bm25.top_allowed(chunk_ids, sums, 3, withheld_among)
 
     assert [c for c, _ in top] == [21, 22, 23]
     assert asked == [3, 6, 12, 24]  # doubled until three allowed chunks were among them
 
 
 def test_no_postings_rank_nothing():
-    decoded = blockscore.postings_decode([], {})
-    chunk_ids, sums = blockscore.chunk_sums(decoded.chunk_ids, blockscore.parts(decoded, C1, C2))
+    decoded = bm25.postings_decode([], {})
+    chunk_ids, sums = bm25.chunk_sums(decoded.chunk_ids, bm25.parts(decoded, C1, C2))
 
-    assert blockscore.top_allowed(chunk_ids, sums, 10, lambda chunks: set()) == []
+    assert bm25.top_allowed(chunk_ids, sums, 10, lambda chunks: set()) == []
     assert len(chunk_ids) == 0 and sums.dtype == np.float64

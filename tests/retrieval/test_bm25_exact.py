@@ -20,7 +20,7 @@ from catalog.analysis import analyze
 from catalog.models import Catalog, Chunk, TermBlock
 from catalog.sources.documents import DocumentInput
 from retrieval.search import bm25, lexical
-from retrieval.search.lexical import bm25_scores_for, bm25_search, bm25_terms, bm25_walk
+from retrieval.search.lexical import bm25_scores, bm25_search, bm25_terms, bm25_walk
 from tests.factories import import_documents
 
 K1, B = 1.2, 0.75
@@ -268,7 +268,7 @@ def test_scores_for_given_chunks_equal_the_searched_scores_bit_for_bit(bm25_cata
     rows, _ = bm25_search(catalog=bm25_catalog, query=query, limit=1000)
     stranger = Chunk.objects.get(document__path="zebra.md").pk
 
-    scores = bm25_scores_for(catalog=bm25_catalog, query=query, chunk_pks=[pk for pk, _, _ in rows] + [stranger])
+    scores = bm25_scores(bm25_catalog, bm25_terms(bm25_catalog, query), [pk for pk, _, _ in rows] + [stranger])
 
     assert {pk: scores[pk] for pk, _, _ in rows} == {pk: score for pk, _, score in rows}
     assert scores.get(stranger, 0.0) == 0.0
@@ -308,15 +308,6 @@ def test_idf_floors_negative_values_exactly_as_rank_bm25():
 def test_idf_of_a_term_in_exactly_half_the_documents_is_zero_not_floored():
     assert bm25.raw_idf(4, 2) == 0.0
     assert bm25.idf(4, 2, average_idf=3.0) == 0.0
-
-
-def test_weight_times_term_score_equals_rank_bm25_per_document():
-    okapi = BM25Okapi(SMALL_CORPUS, k1=K1, b=B)
-    avgdl = sum(map(len, SMALL_CORPUS)) / len(SMALL_CORPUS)
-
-    for term in ("dog", "cat", "owl"):
-        ours = [okapi.idf[term] * bm25.term_score(doc.count(term), len(doc), avgdl, K1, B) for doc in SMALL_CORPUS]
-        assert ours == pytest.approx(okapi.get_scores([term]).tolist(), abs=1e-12), term
 
 
 def test_query_terms_weigh_repeats_drop_unknown_terms_and_sort_by_bound():

@@ -10,12 +10,12 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services.policies import policy_create
+from approvals.services.requests import withheld_requests_raise
 from catalog.models import Agent, AuditEntry, Catalog
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import enrich, enrich_preview
 from retrieval.models import Selection, Trace
-from retrieval.search.selectors import SearchOptions, chunk_search
-from retrieval.search.services import withheld_requests
+from retrieval.search.selectors import SearchOptions, chunk_search, requests_due, with_requests
 from tests.factories import person
 
 pytestmark = pytest.mark.django_db
@@ -98,8 +98,9 @@ def test_a_search_reads_raising_nothing_and_says_a_request_is_due(demo):
     real = chunk_search(catalog=catalog, query="secrets rotation vault", options=SearchOptions(mode="bm25"),
                         agent=agent)
     assert [h.key for h in real.hits] == [h.key for h in dry.hits]
-    withheld = withheld_requests(agent=agent, withheld=real.withheld, gate=real.gate, what="search",
-                                 text="secrets rotation vault")
+    raised_now = withheld_requests_raise(agent=agent, decisions=requests_due(real.withheld, real.gate), via="search",
+                                         context="search: secrets rotation vault")
+    withheld = with_requests(real.withheld, raised_now)
     raised = next(e for e in withheld if e.source == "secrets-management")
     assert raised.request_id == ApprovalRequest.objects.get().pk and not raised.request_due
     assert raised.state == "pending" and f"request {raised.request_id} awaits a reviewer" in raised.reason

@@ -11,7 +11,6 @@ a stale timestamp from a bad signature), and raises other errors on a malformed 
 from __future__ import annotations
 
 import base64
-import binascii
 import hmac
 import secrets
 from collections.abc import Mapping, Sequence
@@ -33,17 +32,6 @@ def new_secret() -> str:
 
 def new_message_id() -> str:
     return "msg_" + secrets.token_urlsafe(18)
-
-
-def secret_problem(secret: str) -> str | None:
-    """Why `secret` cannot sign, or None."""
-    if not secret.startswith(SECRET_PREFIX):
-        return f"a secret starts with {SECRET_PREFIX}"
-    try:
-        key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
-    except binascii.Error:
-        return "a secret is base64 after its prefix"
-    return None if len(key) >= 24 else "a secret holds at least 24 bytes"
 
 
 def signature(*, secret: str, message_id: str, at: datetime, body: str) -> str:
