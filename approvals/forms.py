@@ -1,18 +1,16 @@
-"""Forms of the reviewer's pages: the queue's and the audit log's filters (GET), and the
-decisions (POST). They read and validate input only; the services decide."""
+"""Forms of the reviewer's pages: the queue's filters (GET), and the decisions (POST);
+the audit log's filters are approvals.filters.AuditFilter. They read and validate input
+only; the services decide."""
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
 from typing import Any
 
 from django import forms
 from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest, Decision
 from approvals.services.bulk import BULK_MAX
-from catalog.audit.log import Action
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.widgets import FastSelect
 
@@ -98,40 +96,3 @@ class RequestIdsField(forms.Field):
 
 class BulkDecideForm(DecideForm):
     ids = RequestIdsField()
-
-
-def _actions() -> list[tuple[str, str]]:
-    prefixes = sorted({action.value.split(".")[0] + "." for action in Action})
-    return [("", "any action"), *((p, f"{p}*") for p in prefixes), *((a.value, a.value) for a in Action)]
-
-
-class AuditFilterForm(forms.Form):
-    """The audit log's filters; dates are whole days in UTC, both ends included."""
-
-    action = forms.ChoiceField(choices=_actions, required=False)
-    actor = forms.CharField(max_length=150, required=False, strip=True, help_text="a user, agent or task name")
-    request = forms.IntegerField(min_value=1, required=False, label="Request id")
-    policy = forms.IntegerField(min_value=1, required=False, label="Policy id")
-    source = forms.IntegerField(min_value=1, required=False, label="Source id")
-    agent = forms.IntegerField(min_value=1, required=False, label="Agent id")
-    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("since") and data.get("until") and data["since"] > data["until"]:
-            self.add_error("until", "The range starts after it ends.")
-        return data
-
-    def filters(self) -> dict[str, Any]:
-        """The keyword arguments of catalog.audit.export.audit_entries (after is_valid)."""
-        data = self.cleaned_data
-        since = _midnight(data["since"]) if data["since"] else None
-        until = _midnight(data["until"]) + timedelta(days=1) if data["until"] else None
-        return {"action": data["action"], "actor": data["actor"], "request_id": data["request"],
-                "policy_id": data["policy"], "source_id": data["source"], "agent_id": data["agent"],
-                "since": since, "until": until}
-
-
-def _midnight(day: Any) -> datetime:
-    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
@@ -28,14 +29,15 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
-from approvals.forms import AuditFilterForm, BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
+from approvals.filters import AuditFilter
+from approvals.forms import BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
 from approvals.models import ApprovalRequest, Decision
 from approvals.queries import rules_for
 from approvals.queue import RequestReview, audit_names, pending_count, request_review, requests_filtered, revocations
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
-from catalog.audit.export import audit_csv_chunks, audit_entries, audit_json_chunks
+from catalog.audit.export import audit_csv_chunks, audit_json_chunks
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, is_reviewer, role_required
 from catalog.errors import ApplicationError
 from catalog.models import Agent, AuditEntry, ReferenceSource
@@ -246,8 +248,9 @@ def agent_history(request: HttpRequest, agent_id: int) -> HttpResponse:
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
     """Newest first, filtered; the exports take the same filters (in chain order)."""
-    form = AuditFilterForm(request.GET)
-    entries = audit_entries(**form.filters()).order_by("-seq") if form.is_valid() else AuditEntry.objects.none()
+    filters = AuditFilter(request.GET, queryset=AuditEntry.objects.order_by("-seq"))
+    form = filters.form
+    entries = filters.qs if filters.is_valid() else AuditEntry.objects.none()
     page = Paginator(entries, AUDIT_PAGE).get_page(request.GET.get("page"))
     sources, agents = audit_names(page.object_list)
     context = {"form": form, "page": page, "query": _query_without_page(request), "source_names": sources,
@@ -256,7 +259,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 
-def _narrowed(request: HttpRequest, form: AuditFilterForm, sources: dict[int, str],
+def _narrowed(request: HttpRequest, form: forms.Form, sources: dict[int, str],
               agents: dict[int, str]) -> list[tuple[str, str]]:
     """The source and agent filters in force (set by links from history pages and the
     log itself), each with the query that drops it."""
@@ -284,12 +287,12 @@ def audit_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
     included: an export can be checked against the chain elsewhere)."""
     if fmt not in EXPORTS:
         raise Http404(f"No export format {fmt!r}.")
-    form = AuditFilterForm(request.GET)
-    if not form.is_valid():
-        return render(request, "approvals/audit.html", {"form": form, "page": None, "query": "", "narrowed": []},
-                      status=400)
+    filters = AuditFilter(request.GET, queryset=AuditEntry.objects.order_by("seq"))  # in chain order
+    if not filters.is_valid():
+        return render(request, "approvals/audit.html",
+                      {"form": filters.form, "page": None, "query": "", "narrowed": []}, status=400)
     chunks, content_type = EXPORTS[fmt]
-    response = StreamingHttpResponse(_batched(chunks(audit_entries(**form.filters()))), content_type=content_type)
+    response = StreamingHttpResponse(_batched(chunks(filters.qs)), content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     response["Content-Disposition"] = f'attachment; filename="lectern-audit-{stamp}.{fmt}"'
     return response

@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import UploadedFile as UploadedFormFile
 from django.http import QueryDict
 
 from catalog.catalogs import CatalogSettings
-from catalog.models import Catalog, IndexRun, ReferenceSource
+from catalog.models import Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
 from catalog.sources.lifecycle import SourceSettings
 from catalog.sources.uploads import UploadRefused, text_size_problem, upload_text
@@ -216,17 +216,6 @@ class UploadForm(forms.Form):
 
 class ReindexForm(forms.Form):
     full = forms.BooleanField(required=False, help_text="Re-chunk and re-embed every document, changed or not.")
-
-
-class SourceFilterForm(forms.Form):
-    q = forms.CharField(max_length=SEARCH_MAX_CHARS, required=False, strip=True, label="Name contains")
-    kind = forms.ChoiceField(choices=[("", "any kind"), *ReferenceSource.Kind.choices], required=False)
-    status = forms.ChoiceField(choices=[("", "any status"), *ReferenceSource.Status.choices], required=False)
-
-
-class RunFilterForm(forms.Form):
-    source = forms.SlugField(max_length=100, required=False)
-    status = forms.ChoiceField(choices=[("", "any status"), *IndexRun.Status.choices], required=False)
 
 
 class UploadDeleteForm(forms.Form):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -50,17 +50,11 @@ def _latest_run(field: str) -> Subquery:
     return Subquery(IndexRun.objects.filter(source=OuterRef("pk")).order_by("-pk").values(field)[:1])
 
 
-def sources_overview(catalog: Catalog, *, text: str = "", kind: str = "", status: str = "",
-                     tag: str = "") -> QuerySet[ReferenceSource]:
-    """A catalog's sources, filtered, with their documents and the latest run's state
-    (with_chunk_totals adds chunks and tokens to the page shown)."""
+def sources_overview(catalog: Catalog, *, tag: str = "") -> QuerySet[ReferenceSource]:
+    """A catalog's sources with their documents and the latest run's state
+    (with_chunk_totals adds chunks and tokens to the page shown); the page's filters are
+    catalog.filters.SourceFilter's."""
     sources = catalog.sources.all()
-    if text:
-        sources = sources.filter(Q(slug__icontains=text) | Q(name__icontains=text) | Q(description__icontains=text))
-    if kind:
-        sources = sources.filter(kind=kind)
-    if status:
-        sources = sources.filter(status=status)
     if tag:
         sources = sources.filter(tags__key=tag)
     return sources.annotate(

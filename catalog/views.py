@@ -33,12 +33,11 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget, trigg
 from catalog import pages
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, get_catalog_for_caller, is_curator, role_required
 from catalog.catalogs import CHUNKING, catalog_create, catalog_update
+from catalog.filters import RunFilter, SourceFilter
 from catalog.forms import (
     CatalogDeleteForm,
     CatalogForm,
     ReindexForm,
-    RunFilterForm,
-    SourceFilterForm,
     SourceForm,
     TagsField,
     UploadDeleteForm,
@@ -155,17 +154,17 @@ def catalog_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 def catalog_page(request: HttpRequest, catalog: str) -> HttpResponse:
     found = _catalog_or_404(request, catalog)
-    filters = SourceFilterForm(request.GET)
-    data = filters.cleaned_data if filters.is_valid() else {}
-    sources = pages.sources_overview(found, text=data.get("q", ""), kind=data.get("kind", ""),
-                                     status=data.get("status", ""))
+    filters = SourceFilter(request.GET, queryset=pages.sources_overview(found))
+    valid = filters.is_valid()
+    data = filters.form.cleaned_data if valid else {}
+    sources = filters.qs if valid else pages.sources_overview(found)
     totals = pages.catalogs_overview(Catalog.objects.filter(pk=found.pk)).get()
     page = _page(request, sources, SOURCES_PAGE)
     page.object_list = pages.with_chunk_totals(list(page.object_list))
     return render(request, "catalog/catalog.html", _base(
-        request, catalog=totals, filters=filters, page=page,
+        request, catalog=totals, filters=filters.form, page=page,
         query=_query_without(request, "page"), activity=pages.activity(catalog=found), scan=pages.scan_status(),
-        filtered=bool(data and any(data.values()))), status=200 if filters.is_valid() else 400)
+        filtered=bool(data and any(data.values()))), status=200 if valid else 400)
 
 
 @curators
@@ -244,17 +243,14 @@ def catalog_reindex(request: HttpRequest, catalog: str) -> HttpResponse:
 def catalog_runs(request: HttpRequest, catalog: str) -> HttpResponse:
     """Every run of the catalog, newest first, errors in full; by source and status."""
     found = _catalog_or_404(request, catalog)
-    form = RunFilterForm(request.GET)
-    source = None
-    runs = IndexRun.objects.none()
-    if form.is_valid():
-        if form.cleaned_data["source"]:
-            source = found.sources.filter(slug=form.cleaned_data["source"]).first()
-        if source is not None or not form.cleaned_data["source"]:
-            runs = pages.runs_of(catalog=found, source=source, status=form.cleaned_data["status"])
+    filters = RunFilter(request.GET, queryset=pages.runs_of(catalog=found))
+    valid = filters.is_valid()
+    slug = filters.form.cleaned_data["source"] if valid else ""
+    source = found.sources.filter(slug=slug).first() if slug else None
+    runs = filters.qs if valid else IndexRun.objects.none()
     return render(request, "catalog/runs.html", _base(
-        request, catalog=found, form=form, source=source, page=_page(request, runs, RUNS_PAGE),
-        query=_query_without(request, "page")), status=200 if form.is_valid() else 400)
+        request, catalog=found, form=filters.form, source=source, page=_page(request, runs, RUNS_PAGE),
+        query=_query_without(request, "page")), status=200 if valid else 400)
 
 
 @viewers

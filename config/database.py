@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded_pg
@@ -33,21 +34,28 @@ NO_DATABASE_COMMANDS = frozenset({
 
 
 def database_from_url(url: str) -> dict[str, Any]:
-    parsed = urlparse(url)
-    if parsed.scheme not in {"postgres", "postgresql"}:
-        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {parsed.scheme!r}")
-    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
-        "USER": unquote(parsed.username or ""),
-        "PASSWORD": unquote(parsed.password or ""),
-        "HOST": query.pop("host", parsed.hostname or ""),
-        "PORT": str(parsed.port or query.pop("port", "")),
-        "OPTIONS": query,
-        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60, minimum=0),
-        "CONN_HEALTH_CHECKS": True,
-    }
+    """DATABASES' entry for a postgres:// URL, parsed by dj-database-url (decision 0048).
+    What is left to us: only Postgres (Lectern needs pgvector); libpq's host= and port=
+    query parameters (the embedded server's socket directory) as HOST and PORT, not
+    OPTIONS (host= over the URL's host, the URL's port over port=, as before); PORT a
+    string; NAME "postgres" where the URL names none; OPTIONS always there; the last of a
+    repeated parameter. The rest (sslmode, connect_timeout, pool) stay in OPTIONS, digits
+    and true/false read as the library reads them, so `?pool=true` reaches Django as True."""
+    scheme = urlsplit(url).scheme
+    if scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {scheme!r}")
+    try:
+        parsed = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+                                       conn_health_checks=True)
+    except dj_database_url.ParseError:
+        raise ImproperlyConfigured("DATABASE_URL is not a valid URL (its port?)") from None
+    settings: dict[str, Any] = dict(parsed)
+    options = {key: value[-1] if isinstance(value, list) else value
+               for key, value in settings.pop("OPTIONS", {}).items()}
+    host, port = options.pop("host", None), options.pop("port", None)
+    settings.update(NAME=settings["NAME"] or "postgres", HOST=str(host or settings["HOST"]),
+                    PORT=str(settings["PORT"] or port or ""), OPTIONS=options)
+    return settings
 
 
 def default_database_url() -> str:

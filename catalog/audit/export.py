@@ -1,4 +1,5 @@
-"""Reading the audit log: entries by filter (the web view and `manage.py audit_export`),
+"""Reading the audit log: entries by filter (`manage.py audit_export`; the web view's
+filters are approvals.filters.AuditFilter, the action's rule shared: with_action),
 written as CSV or JSON with every column, hashes included, so an export can be
 checked against the chain elsewhere."""
 
@@ -30,7 +31,7 @@ def audit_entries(*, action: str = "", actor: str = "", request_id: int | None =
     `actor`: the actor's name; `since` inclusive, `until` exclusive."""
     entries = AuditEntry.objects.order_by("seq")
     if action:
-        entries = entries.filter(action__startswith=action) if action.endswith(".") else entries.filter(action=action)
+        entries = with_action(entries, action)
     if actor:
         entries = entries.filter(actor_name=actor)
     for column, value in (("request_id", request_id), ("policy_id", policy_id), ("source_id", source_id),
@@ -42,6 +43,11 @@ def audit_entries(*, action: str = "", actor: str = "", request_id: int | None =
     if until is not None:
         entries = entries.filter(at__lt=until)
     return entries
+
+
+def with_action(entries: QuerySet[AuditEntry], action: str) -> QuerySet[AuditEntry]:
+    """`entries` of `action`: exact, or every action under a prefix ending in "." ("request.")."""
+    return entries.filter(action__startswith=action) if action.endswith(".") else entries.filter(action=action)
 
 
 def entry_row(entry: AuditEntry) -> dict[str, Any]:

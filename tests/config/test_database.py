@@ -55,3 +55,40 @@ def test_a_server_that_cannot_start_ends_the_command_in_one_line(monkeypatch):
 
     with pytest.raises(SystemExit, match="^embedded postgres: this CPU lacks avx2; set DATABASE_URL$"):
         database.ensure_database()
+
+
+def test_the_embedded_servers_uri_names_its_socket_directory_as_host_and_port():
+    settings = database.database_from_url("postgresql://lectern_app:@/lectern?host=/srv/lectern/var/pgdata&port=5432")
+
+    assert {key: settings[key] for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT", "OPTIONS")} == {
+        "NAME": "lectern", "USER": "lectern_app", "PASSWORD": "", "HOST": "/srv/lectern/var/pgdata",
+        "PORT": "5432", "OPTIONS": {}}
+
+
+def test_connection_options_parse_as_before(monkeypatch):
+    # Given DB_CONN_MAX_AGE and a URL carrying libpq options, one of them twice
+    monkeypatch.setenv("DB_CONN_MAX_AGE", "0")
+    url = ("postgresql://lectern@db.example.com/lectern?sslmode=require&connect_timeout=5"
+           "&options=-c%20statement_timeout%3D5s&pool=true&sslmode=verify-full")
+
+    settings = database.database_from_url(url)
+
+    # Then the connection settings are the engine's, the last value of a repeated option wins,
+    # and pool=true reaches Django's pool as True (it needs CONN_MAX_AGE 0)
+    assert settings["ENGINE"] == "django.db.backends.postgresql"
+    assert (settings["CONN_MAX_AGE"], settings["CONN_HEALTH_CHECKS"], settings["PORT"]) == (0, True, "")
+    assert settings["OPTIONS"] == {"sslmode": "verify-full", "connect_timeout": 5,
+                                   "options": "-c statement_timeout=5s", "pool": True}
+
+
+def test_a_url_without_a_database_name_names_postgres_and_conn_max_age_defaults_to_60(monkeypatch):
+    monkeypatch.delenv("DB_CONN_MAX_AGE", raising=False)
+
+    settings = database.database_from_url("postgres://db.example.com")
+
+    assert (settings["NAME"], settings["HOST"], settings["CONN_MAX_AGE"]) == ("postgres", "db.example.com", 60)
+
+
+def test_a_database_url_with_a_bad_port_fails_loudly_without_echoing_it():
+    with pytest.raises(ImproperlyConfigured, match=r"^DATABASE_URL is not a valid URL \(its port\?\)$"):
+        database.database_from_url("postgres://lectern:s3cret@db.example.com:99999/lectern")
