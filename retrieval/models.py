@@ -228,7 +228,7 @@ class MemoryEntry(models.Model):
     content = models.TextField()
     content_sha256 = models.CharField(max_length=64, help_text="Of the text with its spacing and case folded.")
     keywords = ArrayField(models.CharField(max_length=100), default=list,
-                          help_text="Seed 001's keywords of the text, which lexical search matches.")
+                          help_text="The keywords of the text, which lexical search matches.")
     embedding = VectorField(dimensions=DIMENSIONS, null=True, blank=True)
     times = models.PositiveIntegerField(default=1, help_text="How often the agent stored this text.")
     created_at = models.DateTimeField(auto_now_add=True)

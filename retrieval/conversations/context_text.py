@@ -1,4 +1,4 @@
-"""Seed 001's `[context: a | b | c]` line, pure: each memory and passage escaped, so that
+"""The `[context: a | b | c]` line, pure: each memory and passage escaped, so that
 whatever an end user had remembered or a catalog holds, the line reads back as exactly
 its items and stays one closed block on one line.
 

@@ -1,4 +1,4 @@
-"""Seed 001's `[facts: key=value, ...]` line, pure: each key and value escaped, so that
+"""The `[facts: key=value, ...]` line, pure: each key and value escaped, so that
 whatever an agent stored as a fact, the line reads back as exactly its facts and stays
 one closed block on one line.
 

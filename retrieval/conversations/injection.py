@@ -124,7 +124,7 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
     steps.append({"pass": "strip", "ms": _ms(started), "messages": len(messages),
                   "freed_tokens": before - restored_total,
                   "restored": [i for i, (a, b) in enumerate(zip(messages, restored, strict=True)) if a != b]})
-    # Seed 001's guard: only when the conversation ends with a user message (after a tool
+    # The guard: only when the conversation ends with a user message (after a tool
     # result or an assistant turn, an injection would change what the model cached).
     index = len(restored) - 1 if restored and restored[-1].role == USER else None
     text = restored[index].content if index is not None else ""

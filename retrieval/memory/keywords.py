@@ -1,4 +1,4 @@
-"""Seed 001's keyword extraction, for memory's lexical search: the words of a casual
+"""Keyword extraction, for memory's lexical search: the words of a casual
 message worth searching for. Pure.
 
 1. split on whitespace; 2. strip punctuation and lower-case each word; 3. drop words

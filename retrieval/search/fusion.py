@@ -73,5 +73,5 @@ def convex(
 
 
 def tiebreak(primary: Ranking[K], secondary: Mapping[K, float], *, places: int = 9) -> list[tuple[K, float]]:
-    """Seed 004: order by primary score, ties (to `places` decimals) by secondary score."""
+    """Order by primary score, ties (to `places` decimals) by secondary score."""
     return sorted(primary, key=lambda item: (-round(item[1], places), -secondary.get(item[0], float("-inf"))))

@@ -34,7 +34,7 @@ class StatusApi(APIView):
 
 
 class StatusResetApi(APIView):
-    """Seed 004's reset: reload the embedding model and drop the cached detection
+    """The reset: reload the embedding model and drop the cached detection
     indexes (tag matchers, source profiles) here at once and in every other process
     within LECTERN_RUNTIME_POLL_SECONDS; curators only, audited as runtime.reset."""
 

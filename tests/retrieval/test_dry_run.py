@@ -84,7 +84,7 @@ def test_the_tag_step_records_where_each_tag_first_occurs(caller):
 def test_a_search_reads_raising_nothing_and_says_a_request_is_due(demo):
     agent = Agent.objects.get(name="demo-agent")
     catalog = Catalog.objects.get(slug="demo")
-    # matches disclosed, so the agent's own search raises a request (by default it raises none: issue 20)
+    # matches disclosed, so the agent's own search raises a request (by default it raises none)
     policy_create(by=person("cora", "curator"), source=catalog.sources.get(slug="secrets-management"),
                   disclose_matches=True)
     before = footprint()
