@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.conf import settings
 
-from approvals.selectors import InjectionDecision, withheld_sources
+from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.embedder import Embedder, embedder_status, get_embedder, vector_literal
 from catalog.models import Agent, Catalog, Chunk
 from retrieval.conversations.chunking import conversation_chunks

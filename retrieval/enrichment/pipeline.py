@@ -1,5 +1,5 @@
 """Enrichment: the passes that run over every prompt and tool result. Every
-injection passes `approvals.selectors.injection_decisions`; every enrichment is stored
+injection passes `approvals.selectors.gate.injection_decisions`; every enrichment is stored
 as a Trace saying which pass found what and why it was injected, hinted or withheld.
 
 The passes and the gate only read (`_plan`); `enrich`, the agent's call, then raises
@@ -19,7 +19,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from approvals.selectors import InjectionDecision, injection_decisions, withheld_sources
+from approvals.selectors.gate import InjectionDecision, injection_decisions, withheld_sources
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource

@@ -36,7 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from approvals.selectors import InjectionDecision, withheld_sources
+from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.reads import read_connection
 from retrieval.search import bm25, fusion

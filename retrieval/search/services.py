@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from approvals.selectors import InjectionDecision
+from approvals.selectors.gate import InjectionDecision
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.models import Agent
 from retrieval.search.selectors import WithheldHits
