@@ -25,13 +25,12 @@ from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource
 from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
-from retrieval.enrichment.detection import CatalogIndex, SourceCard, content_words
+from retrieval.enrichment.detection import CatalogIndex, SourceCard, at_mentions, content_words, path_candidates
 from retrieval.enrichment.discovery import Parent, discover
-from retrieval.enrichment.mentions import at_mentions, path_candidates
+from retrieval.enrichment.formatting import caller_signer
 from retrieval.enrichment.reference_files import containing_source, documents_paths
 from retrieval.enrichment.references import cards_named, reference_text
 from retrieval.enrichment.selections import selected_source_pks, selections_grant
-from retrieval.enrichment.signing import caller_signer
 from retrieval.models import Selection, Trace
 from retrieval.traces.services import insert_trace
 
