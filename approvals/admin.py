@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, Decision
-from approvals.queries import with_state_now
+from approvals.selectors.requests import with_state_now
 from approvals.services.decisions import request_decide
 from approvals.services.policies import FIELDS, policy_create, policy_delete, policy_update
 from approvals.services.revocation import approval_revoke
@@ -22,7 +22,7 @@ from catalog.models import AuditEntry
 from catalog.web import person
 
 if TYPE_CHECKING:
-    from approvals.queries import RequestNow
+    from approvals.selectors.requests import RequestNow
 
 
 

@@ -59,7 +59,8 @@ class QueueFilterForm(forms.Form):
             ("", "any agent"), *agents.values_list("pk", "name")]
 
     def filters(self) -> dict[str, Any]:
-        """The keyword arguments of approvals.queue.requests_filtered (after is_valid)."""
+        """The keyword arguments of approvals.selectors.requests.requests_filtered (after
+        is_valid)."""
         data = self.cleaned_data
         return {"state": data["state"], "catalog": data["catalog"], "source": data["source"],
                 "agent": data["agent"], "raised_via": data["via"], "text": data["q"]}

@@ -3,7 +3,7 @@ requests agents raise and reviewers decide (bound to the content fingerprint the
 raised for), the text each approval covered (kept for the diff when the content
 changes) (the audit log they write is catalog's: catalog.audit).
 
-The rule the gate (approvals.selectors) applies with these: a source that a policy (or
+The rule the gate (approvals.selectors.gate) applies with these: a source that a policy (or
 its own `requires_approval` flag) governs reaches an agent only while a request of that
 agent for the source's current fingerprint is approved by enough distinct reviewers
 and has neither expired nor been revoked or lapsed. docs/subsystems/governance.md.

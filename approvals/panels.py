@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from approvals.channels.models import WebhookEndpoint
 from approvals.models import ApprovalPolicy, ApprovalRequest
-from approvals.queries import with_state_now
-from approvals.queue import requests_filtered
+from approvals.selectors.requests import requests_filtered, with_state_now
 from catalog.models import Catalog, ReferenceSource
 from catalog.panels import Panel
 

@@ -10,7 +10,7 @@ from typing import Any
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
-from approvals.queries import AgentRequest, agent_requests
+from approvals.selectors.requests import AgentRequest, agent_requests
 from catalog.models import Agent
 
 GATE_STATES = "not_required, approved, pending, rejected, revoked, expired or missing"

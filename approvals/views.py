@@ -32,8 +32,15 @@ from django_htmx.http import trigger_client_event
 from approvals.filters import AuditFilter
 from approvals.forms import BulkDecideForm, DecideForm, QueueFilterForm, RevokeForm
 from approvals.models import ApprovalRequest, Decision
-from approvals.queries import rules_for
-from approvals.queue import RequestReview, audit_names, pending_count, request_review, requests_filtered, revocations
+from approvals.selectors.requests import (
+    RequestReview,
+    audit_names,
+    pending_count,
+    request_review,
+    requests_filtered,
+    revocations,
+    rules_for,
+)
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from approvals.selectors import withheld_sources
+from approvals.selectors.gate import withheld_sources
 from benchmarks.common import BenchmarkError, Log, nfcorpus_test_judged
 from benchmarks.synthetic import base_wait
 from catalog.agents import agent_token_rotate

@@ -20,7 +20,7 @@ class SlugFilter(django_filters.CharFilter):
 
 
 class SourceFilter(django_filters.FilterSet):
-    """A catalog's sources (catalog.pages.sources_overview): by kind and status, and by a
+    """A catalog's sources (catalog.selectors.sources_overview): by kind and status, and by a
     text in the slug, name or description."""
 
     q = django_filters.CharFilter(method="name_contains", max_length=SEARCH_MAX_CHARS, label="Name contains")
@@ -33,7 +33,7 @@ class SourceFilter(django_filters.FilterSet):
 
 
 class RunFilter(django_filters.FilterSet):
-    """A catalog's index runs (catalog.pages.runs_of): by the source's slug and status.
+    """A catalog's index runs (catalog.selectors.runs_of): by the source's slug and status.
     A slug the catalog has no source for matches nothing (the page says so)."""
 
     source = SlugFilter(field_name="source__slug", max_length=100, label="Source")

@@ -12,7 +12,7 @@ its errors in place (400, swapped by htmx: templates/base.html) and one that suc
 as HX-Redirect to where the work shows; a plain POST gets the page or a redirect. The
 live panel (`activity`) polls itself every second while a run is queued or running and
 stops once none is, telling the page (HX-Trigger: index-finished) to refresh the parts
-a run changes. Lists are paginated and read by catalog.pages in a bounded number of
+a run changes. Lists are paginated and read by catalog.selectors in a bounded number of
 queries; the sections the layers above add come through catalog.panels.
 """
 
@@ -30,7 +30,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget, trigger_client_event
 
-from catalog import pages
+from catalog import selectors
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, get_catalog_for_caller, is_curator, role_required
 from catalog.catalogs import CHUNKING, catalog_create, catalog_update
 from catalog.filters import RunFilter, SourceFilter
@@ -127,9 +127,9 @@ def _base(request: HttpRequest, **context: Any) -> dict[str, Any]:
 @viewers
 @require_GET
 def catalog_list(request: HttpRequest) -> HttpResponse:
-    catalogs = pages.catalogs_overview(Catalog.objects.all())
+    catalogs = selectors.catalogs_overview(Catalog.objects.all())
     return render(request, "catalog/catalogs.html", _base(
-        request, page=_page(request, catalogs, CATALOGS_PAGE), query="", scan=pages.scan_status()))
+        request, page=_page(request, catalogs, CATALOGS_PAGE), query="", scan=selectors.scan_status()))
 
 
 @curators
@@ -154,16 +154,16 @@ def catalog_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 def catalog_page(request: HttpRequest, catalog: str) -> HttpResponse:
     found = _catalog_or_404(request, catalog)
-    filters = SourceFilter(request.GET, queryset=pages.sources_overview(found))
+    filters = SourceFilter(request.GET, queryset=selectors.sources_overview(found))
     valid = filters.is_valid()
     data = filters.form.cleaned_data if valid else {}
-    sources = filters.qs if valid else pages.sources_overview(found)
-    totals = pages.catalogs_overview(Catalog.objects.filter(pk=found.pk)).get()
+    sources = filters.qs if valid else selectors.sources_overview(found)
+    totals = selectors.catalogs_overview(Catalog.objects.filter(pk=found.pk)).get()
     page = _page(request, sources, SOURCES_PAGE)
-    page.object_list = pages.with_chunk_totals(list(page.object_list))
+    page.object_list = selectors.with_chunk_totals(list(page.object_list))
     return render(request, "catalog/catalog.html", _base(
         request, catalog=totals, filters=filters.form, page=page,
-        query=_query_without(request, "page"), activity=pages.activity(catalog=found), scan=pages.scan_status(),
+        query=_query_without(request, "page"), activity=selectors.activity(catalog=found), scan=selectors.scan_status(),
         filtered=bool(data and any(data.values()))), status=200 if valid else 400)
 
 
@@ -207,7 +207,7 @@ def catalog_remove(request: HttpRequest, catalog: str) -> HttpResponse:
             return _done(request, reverse("catalogs-list"), f"Catalog {catalog} deleted, with everything in it.")
     elif form.is_bound:
         status = 400
-    totals = pages.catalogs_overview(Catalog.objects.filter(pk=found.pk)).get()
+    totals = selectors.catalogs_overview(Catalog.objects.filter(pk=found.pk)).get()
     return render(request, "catalog/catalog_delete.html", _base(
         request, catalog=totals, form=form, notes=deletion_notes(catalog=found),
         runs=found.index_runs.count()), status=status)
@@ -223,8 +223,8 @@ def _reindex_response(request: HttpRequest, catalog: Catalog, source: ReferenceS
         return redirect(back)
     # The runs just asked for, whether still queued or (a synchronous queue) done already.
     context = _base(request, catalog=catalog, source=source, notice=note, queued=queued,
-                    activity=pages.activity(catalog=catalog, source=source,
-                                            finished=min(max(len(runs), 3), pages.ACTIVE_SHOWN)))
+                    activity=selectors.activity(catalog=catalog, source=source,
+                                            finished=min(max(len(runs), 3), selectors.ACTIVE_SHOWN)))
     return render(request, "catalog/partials/activity.html", context)
 
 
@@ -243,7 +243,7 @@ def catalog_reindex(request: HttpRequest, catalog: str) -> HttpResponse:
 def catalog_runs(request: HttpRequest, catalog: str) -> HttpResponse:
     """Every run of the catalog, newest first, errors in full; by source and status."""
     found = _catalog_or_404(request, catalog)
-    filters = RunFilter(request.GET, queryset=pages.runs_of(catalog=found))
+    filters = RunFilter(request.GET, queryset=selectors.runs_of(catalog=found))
     valid = filters.is_valid()
     slug = filters.form.cleaned_data["source"] if valid else ""
     source = found.sources.filter(slug=slug).first() if slug else None
@@ -258,7 +258,7 @@ def catalog_runs(request: HttpRequest, catalog: str) -> HttpResponse:
 def run_page(request: HttpRequest, catalog: str, run_id: int) -> HttpResponse:
     """One run; htmx polls its progress partial while it is queued or running."""
     found = _catalog_or_404(request, catalog)
-    run = pages.runs_of(catalog=found).filter(pk=run_id).first()
+    run = selectors.runs_of(catalog=found).filter(pk=run_id).first()
     if run is None:
         raise Http404(f"Catalog {catalog!r} has no run {run_id}.")
     context = _base(request, catalog=found, run=run)
@@ -281,7 +281,7 @@ def catalog_activity(request: HttpRequest, catalog: str) -> HttpResponse:
         source = found.sources.filter(slug=request.GET["source"]).first()
         if source is None:
             raise Http404(f"Catalog {catalog!r} has no source {request.GET['source']!r}.")
-    activity = pages.activity(catalog=found, source=source)
+    activity = selectors.activity(catalog=found, source=source)
     response = render(request, "catalog/partials/activity.html",
                       _base(request, catalog=found, source=source, activity=activity))
     if not activity.busy:
@@ -342,20 +342,20 @@ def source_new(request: HttpRequest, catalog: str) -> HttpResponse:
 @require_GET
 def source_page(request: HttpRequest, catalog: str, source: str) -> HttpResponse:
     found = _source_or_404(request, catalog, source)
-    documents = pages.source_documents(found)
+    documents = selectors.source_documents(found)
     chosen = None
     if request.GET.get("document", "").isdigit():
         chosen = documents.filter(pk=int(request.GET["document"])).first()
-    chunks = _page(request, pages.source_chunks(found, document=chosen), CHUNKS_PAGE, "chunks")
+    chunks = _page(request, selectors.source_chunks(found, document=chosen), CHUNKS_PAGE, "chunks")
     context = _base(
-        request, catalog=found.catalog, source=found, facts=pages.source_facts(found),
+        request, catalog=found.catalog, source=found, facts=selectors.source_facts(found),
         tags=list(found.tags.all()), documents=_page(request, documents, DOCUMENTS_PAGE, "docs"),
-        chunks=chunks, chunk_rows=[(chunk, pages.chunk_end(chunk)) for chunk in chunks.object_list],
-        document=chosen, activity=pages.activity(catalog=found.catalog, source=found),
+        chunks=chunks, chunk_rows=[(chunk, selectors.chunk_end(chunk)) for chunk in chunks.object_list],
+        document=chosen, activity=selectors.activity(catalog=found.catalog, source=found),
         panels=source_panels(request, found),
         queries={param: _query_without(request, param) for param in ("docs", "chunks", "files")})
     if found.kind == ReferenceSource.Kind.UPLOAD:
-        context.update(files=_page(request, pages.source_uploads(found), FILES_PAGE, "files"),
+        context.update(files=_page(request, selectors.source_uploads(found), FILES_PAGE, "files"),
                        upload_form=UploadForm(), upload_suffixes=",".join(UPLOAD_SUFFIXES),
                        max_upload_bytes=max_upload_bytes())
     return render(request, "catalog/source.html", context)
@@ -411,7 +411,7 @@ def source_remove(request: HttpRequest, catalog: str, source: str) -> HttpRespon
             error, status = f"Not deleted: {busy}.", 409
         else:
             return _done(request, reverse("catalogs-detail", args=[catalog]), f"Source {source} deleted.")
-    facts = pages.source_facts(found)
+    facts = selectors.source_facts(found)
     return render(request, "catalog/source_delete.html", _base(
         request, catalog=found.catalog, source=found, facts=facts, error=error,
         files=found.uploads.count(), runs=found.index_runs.count(), notes=deletion_notes(source=found)),

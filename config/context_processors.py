@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.http import HttpRequest
 
-from approvals.queue import pending_count
+from approvals.selectors.requests import pending_count
 from catalog.auth import REVIEWER_GROUP, roles_of
 
 # The header's section of a page: its URL name's first word (config/urls.py includes each app's).

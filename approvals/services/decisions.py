@@ -27,8 +27,7 @@ from django.utils import timezone
 
 from approvals.channels.events import events_record
 from approvals.models import COMMENT_MAX_CHARS, ApprovalPolicy, ApprovalRequest, Decision
-from approvals.rules import Rule
-from approvals.selectors import self_approval_allowed, source_rules
+from approvals.selectors.gate import Rule, self_approval_allowed, source_rules
 from approvals.services.contents import approved_content_keep
 from approvals.services.errors import conflict, forbidden, invalid, not_found
 from catalog.audit.log import Action, Actor, AuditEvent, audit_append

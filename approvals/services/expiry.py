@@ -1,6 +1,6 @@
 """Approvals whose lifetime is over become `expired`. The gate refuses them by their
-timestamps already (approvals.selectors, including a lifetime shortened by a policy
-since), and listings show them expired from that moment (approvals.queries
+timestamps already (approvals.selectors.gate, including a lifetime shortened by a policy
+since), and listings show them expired from that moment (approvals.selectors.requests
 with_state_now); this marks the rows, with the moment each ended, and audits each (the
 `approval.expired` event goes out from that entry). The django-q2 schedule
 `lectern-expire-approvals` runs it (approvals.tasks)."""
@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from approvals.channels.events import events_record
 from approvals.models import ApprovalPolicy, ApprovalRequest
-from approvals.queries import with_state_now
-from approvals.selectors import APPROVAL_ENDS_SQL
+from approvals.selectors.gate import APPROVAL_ENDS_SQL
+from approvals.selectors.requests import with_state_now
 from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
 
 BATCH = 1000

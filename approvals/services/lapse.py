@@ -22,7 +22,7 @@ from django.utils import timezone
 from approvals.channels.events import events_record
 from approvals.diffs import ContentDiff
 from approvals.models import ApprovalRequest, ApprovedContent
-from approvals.selectors import APPROVAL_ENDS_SQL
+from approvals.selectors.gate import APPROVAL_ENDS_SQL
 from approvals.services.contents import diff_against, documents_now
 from approvals.services.requests import RaiseItem, requests_raise
 from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from approvals.channels.events import events_record
 from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest
-from approvals.selectors import InjectionDecision
+from approvals.selectors.gate import InjectionDecision
 from approvals.services.errors import forbidden, invalid
 from approvals.services.notifications import reviewers_notify_on_commit
 from catalog.audit.log import Action, Actor, AuditEvent, audit_append_many
@@ -133,7 +133,7 @@ def requests_raise(*, agent: Agent, items: Sequence[RaiseItem], via: str, contex
 def withheld_requests_raise(*, agent: Agent | None, decisions: Mapping[int, InjectionDecision], via: str,
                             context: str = "") -> dict[int, InjectionDecision]:
     """The gate's `decisions` (source pk -> decision, as the read path got them from
-    approvals.selectors) with a request raised for each that is due, once, and named:
+    approvals.selectors.gate) with a request raised for each that is due, once, and named:
     what a read path that wants what it was denied calls (`via`: enrichment, select,
     search). `context`: what the requests keep of the text that raised them. No agent
     (a person signed in) raises nothing. Nothing is read again: the decisions carry

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from approvals.channels.events import events_record
 from approvals.models import COMMENT_MAX_CHARS, ApprovalRequest
-from approvals.queries import with_state_now
+from approvals.selectors.requests import with_state_now
 from approvals.services.errors import conflict, forbidden, invalid, not_found
 from catalog.audit.log import Action, Actor, AuditEvent, audit_append
 from catalog.auth import is_reviewer

@@ -34,8 +34,7 @@ from retrieval.conversations.chunking import SPECIAL_TOKENS
 from retrieval.conversations.context_text import context_text
 from retrieval.conversations.messages import USER, Message
 from retrieval.enrichment.caller import Caller
-from retrieval.enrichment.formatting import append_blocks, strip_injection
-from retrieval.enrichment.signing import caller_signer
+from retrieval.enrichment.formatting import append_blocks, caller_signer, strip_injection
 from retrieval.memory.selectors import MemoryHit, end_user_digest, facts_line, facts_of, memory_search
 from retrieval.models import Fact, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search, requests_due, with_requests

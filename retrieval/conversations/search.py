@@ -33,14 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.conf import settings
 
-from approvals.selectors import InjectionDecision, withheld_sources
+from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.embedder import Embedder, embedder_status, get_embedder, vector_literal
 from catalog.models import Agent, Catalog, Chunk
 from retrieval.conversations.chunking import conversation_chunks
 from retrieval.conversations.messages import Message, conversation_markdown
 from retrieval.conversations.ranking import Candidate, best_per_document, mmr
-from retrieval.enrichment.formatting import InjectionSigner, strip_injection
-from retrieval.enrichment.signing import injection_signer
+from retrieval.enrichment.formatting import InjectionSigner, injection_signer, strip_injection
 from retrieval.search.selectors import (
     WithheldHits,
     chunk_rows,
@@ -103,8 +102,8 @@ def conversation_search(*, catalog: Catalog, messages: Sequence[Message], option
                         agent: Agent | None = None, signer: InjectionSigner | None = None) -> ConversationResult:
     """`catalog`'s passages for the conversation `messages`, as `agent` may read them
     (None: a signed-in person); what Lectern injected for `signer`'s scopes (default:
-    the agent's, without an end user; retrieval.enrichment.signing) is removed first.
-    See the module docstring for the steps."""
+    the agent's, without an end user; retrieval.enrichment.formatting.injection_signer)
+    is removed first. See the module docstring for the steps."""
     started = time.perf_counter()
     embedder = get_embedder()
     if embedder is None:

@@ -34,8 +34,8 @@ from retrieval.conversations.search import (
     conversation_search,
 )
 from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.formatting import injection_signer
 from retrieval.enrichment.serializers import catalogs_field
-from retrieval.enrichment.signing import injection_signer
 from retrieval.models import END_USER_MAX
 from retrieval.search.selectors import requests_due, with_requests
 from retrieval.search.serializers import (

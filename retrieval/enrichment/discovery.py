@@ -10,10 +10,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from catalog.models import Agent, Document
-from retrieval.enrichment.detection import CatalogIndex, SourceCard
-from retrieval.enrichment.mentions import EXTRACTION_RULES, content_ids, markdown_links
+from retrieval.enrichment.detection import EXTRACTION_RULES, CatalogIndex, SourceCard, content_ids, markdown_links
 from retrieval.models import SourceMentions
 
 MAX_DEPTH = 10

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Sum
 
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.requests import withheld_requests_raise
 from catalog.embedder import get_embedder
 from catalog.models import Agent, Document, ReferenceSource

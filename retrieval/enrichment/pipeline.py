@@ -1,5 +1,5 @@
 """Enrichment: the passes that run over every prompt and tool result. Every
-injection passes `approvals.selectors.injection_decisions`; every enrichment is stored
+injection passes `approvals.selectors.gate.injection_decisions`; every enrichment is stored
 as a Trace saying which pass found what and why it was injected, hinted or withheld.
 
 The passes and the gate only read (`_plan`); `enrich`, the agent's call, then raises
@@ -19,19 +19,18 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from approvals.selectors import InjectionDecision, injection_decisions, withheld_sources
+from approvals.selectors.gate import InjectionDecision, injection_decisions, withheld_sources
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.embedder import embedder_status, get_embedder
 from catalog.models import ReferenceSource
 from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
-from retrieval.enrichment.detection import CatalogIndex, SourceCard, content_words
+from retrieval.enrichment.detection import CatalogIndex, SourceCard, at_mentions, content_words, path_candidates
 from retrieval.enrichment.discovery import Parent, discover
-from retrieval.enrichment.mentions import at_mentions, path_candidates
+from retrieval.enrichment.formatting import caller_signer
 from retrieval.enrichment.reference_files import containing_source, documents_paths
 from retrieval.enrichment.references import cards_named, reference_text
 from retrieval.enrichment.selections import selected_source_pks, selections_grant
-from retrieval.enrichment.signing import caller_signer
 from retrieval.models import Selection, Trace
 from retrieval.traces.services import insert_trace
 

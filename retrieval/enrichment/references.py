@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.errors import ConflictError, ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Document, ReferenceSource

@@ -33,7 +33,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.selectors import withheld_sources
+from approvals.selectors.gate import withheld_sources
 from catalog.indexing.runs import pending_task_names
 from catalog.models import Catalog, Document, ReferenceSource
 from retrieval.evaluation.beir import QueryScore, summarise

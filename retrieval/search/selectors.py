@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from approvals.selectors import InjectionDecision, withheld_sources
+from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.reads import read_connection
 from retrieval.search import bm25, fusion

@@ -15,8 +15,7 @@ from django.http import Http404
 
 from catalog.auth import RequestUser, is_curator
 from catalog.models import Agent
-from retrieval.enrichment.formatting import strip_injection
-from retrieval.enrichment.signing import injection_signer
+from retrieval.enrichment.formatting import injection_signer, strip_injection
 from retrieval.models import Trace
 from retrieval.traces.forms import PEOPLE
 from retrieval.traces.story import Story, trace_story

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.contrib.auth.models import User
 
 from approvals.models import ApprovalRequest
-from approvals.selectors import InjectionDecision, injection_decisions
+from approvals.selectors.gate import InjectionDecision, injection_decisions
 from approvals.services.decisions import request_decide
 from approvals.services.requests import withheld_requests_raise
 from catalog.models import Agent, ReferenceSource
@@ -24,7 +24,7 @@ def document(path: str, text: str) -> DocumentInput:
 def gate_raise(*, agent: Agent | None, sources: Iterable[ReferenceSource], via: str | None,
                context: str = "") -> dict[int, InjectionDecision]:
     """The gate's decisions for `sources`, as a read path that wants them takes them:
-    read (approvals.selectors), then the requests due raised (`via`; None: a listing,
+    read (approvals.selectors.gate), then the requests due raised (`via`; None: a listing,
     which raises nothing)."""
     decisions = injection_decisions(agent=agent, sources=sources)
     if via is None:

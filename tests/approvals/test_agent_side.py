@@ -138,7 +138,7 @@ def test_a_bad_state_filter_is_a_400(bot):
 
 
 def test_the_reviewers_queue_holds_pending_requests_for_current_content_oldest_first(kb, agent, other_agent):
-    from approvals.queries import request_detail, requests_queue, rules_for
+    from approvals.selectors.requests import request_detail, requests_queue, rules_for
 
     first, second = raised(agent, kb.vault), raised(other_agent, kb.vault)
     ApprovalRequest.objects.create(source=kb.vault, agent=agent, fingerprint="old-content", raised_via="search")

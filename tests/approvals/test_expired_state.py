@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.serializers import approval_requests_response
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create

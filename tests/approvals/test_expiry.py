@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from approvals.models import ApprovalRequest
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.expiry import approvals_expire
 from approvals.services.policies import policy_create
 from approvals.tasks import EXPIRY_SCHEDULE, expire_approvals

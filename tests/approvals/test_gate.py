@@ -1,4 +1,4 @@
-"""The gate (approvals.selectors): a governed source reaches an agent only under a live
+"""The gate (approvals.selectors.gate): a governed source reaches an agent only under a live
 approval for its current content; the first read that withholds it raises one request."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from approvals.selectors import injection_decisions, withheld_sources
+from approvals.selectors.gate import injection_decisions, withheld_sources
 from approvals.services.decisions import request_decide
 from approvals.services.revocation import approval_revoke
 from tests.approvals.builders import gate_raise, raised

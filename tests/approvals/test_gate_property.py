@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from approvals.models import ApprovalPolicy, ApprovalRequest
-from approvals.selectors import injection_decisions, withheld_sources
+from approvals.selectors.gate import injection_decisions, withheld_sources
 from catalog.models import ReferenceSource
 from catalog.tags import tags_ensure
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import ApprovalRequest, ApprovedContent
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.decisions import request_decide
 from catalog.audit.log import audit_verify
 from catalog.models import AuditEntry

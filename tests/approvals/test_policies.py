@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalPolicy, ApprovalRequest
-from approvals.selectors import injection_decisions, withheld_sources
+from approvals.selectors.gate import injection_decisions, withheld_sources
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create, policy_delete, policy_update
 from catalog.errors import ApplicationError

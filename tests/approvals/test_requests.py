@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import CONTEXT_MAX_CHARS, ApprovalRequest
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.decisions import request_decide
 from approvals.services.requests import RaiseItem, request_raise, requests_raise
 from catalog.errors import ApplicationError

@@ -20,7 +20,7 @@ from approvals.channels.files import SETTLE, decision_files_apply
 from approvals.channels.webhooks.endpoints import endpoint_create
 from approvals.channels.webhooks.signing import signed_headers
 from approvals.models import ApprovalRequest, Decision
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.bulk import requests_decide_bulk
 from approvals.services.decisions import request_decide
 from approvals.services.policies import policy_create, policy_update

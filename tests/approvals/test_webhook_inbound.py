@@ -19,7 +19,7 @@ from approvals.channels.webhooks.delivery import INBOUND_IDS_KEPT, deliveries_se
 from approvals.channels.webhooks.endpoints import endpoint_create, endpoint_rotate_secret, endpoint_update
 from approvals.channels.webhooks.signing import new_message_id, new_secret, signed_headers
 from approvals.models import ApprovalRequest, Decision
-from approvals.selectors import injection_decisions
+from approvals.selectors.gate import injection_decisions
 from approvals.services.policies import policy_create
 from catalog.audit.log import audit_verify
 from catalog.models import AuditEntry

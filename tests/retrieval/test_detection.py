@@ -190,7 +190,7 @@ def test_table_is_large_enough():
     ("see service-template/README.md.", ["service-template/README.md"]),
 ])
 def test_path_candidates(text, paths):
-    from retrieval.enrichment.mentions import path_candidates
+    from retrieval.enrichment.detection import path_candidates
 
     assert path_candidates(text) == paths
 

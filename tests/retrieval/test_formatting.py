@@ -127,8 +127,8 @@ def test_the_texts_own_ending_survives_byte_for_byte(text):
 
 def test_a_signer_strips_what_was_placed_for_any_of_its_scopes_and_signs_for_the_first():
     """A conversation's signer (steve's, then the agent's without an end user, as
-    retrieval.enrichment.signing makes it) strips what enrich added for the agent too,
-    never what was placed for another end user or another agent."""
+    retrieval.enrichment.formatting.injection_signer makes it) strips what enrich added
+    for the agent too, never what was placed for another end user or another agent."""
     conversation = InjectionSigner(keys=[KEY], scopes=[*STEVE.scopes, *AGENT_ALONE.scopes])
 
     for placed_for in (STEVE, AGENT_ALONE):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from retrieval.enrichment.mentions import at_mentions
+from retrieval.enrichment.detection import at_mentions
 from retrieval.enrichment.tagmatch import fold, tag_pattern
 
 

@@ -16,8 +16,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.models import Agent
-from retrieval.enrichment.formatting import append_blocks
-from retrieval.enrichment.signing import injection_signer
+from retrieval.enrichment.formatting import append_blocks, injection_signer
 from retrieval.models import Trace
 from retrieval.traces.services import insert_trace
 from tests.factories import person

@@ -17,8 +17,7 @@ from approvals.services.decisions import request_decide
 from catalog.embedder import get_embedder
 from catalog.models import ReferenceSource
 from catalog.sources.documents import DocumentInput
-from retrieval.enrichment.formatting import strip_injection
-from retrieval.enrichment.signing import injection_signer
+from retrieval.enrichment.formatting import injection_signer, strip_injection
 from retrieval.memory.services import fact_set, memory_store
 from retrieval.models import MemoryEntry, Trace
 from tests.factories import agent_with_token, import_documents, person
