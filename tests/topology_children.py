@@ -47,3 +47,37 @@ def revoke(request: int) -> str:
     from django.contrib.auth.models import User
 
     return approval_revoke(request_id=request, by=User.objects.get(username=REVIEWER), reason="leaked").state
+
+
+LEDGER_CATALOG = "ledger-kb"
+LEDGER = "ledger"  # needs approval; its policy lets a search say the query matches it
+LEDGER_TEXT = "The quarterly ledger reconciliation: accruals, deferrals and the closing checklist."
+
+
+def ledger_disclosed() -> dict[str, Any]:
+    """A second catalog for the agent, with a source a policy governs and discloses
+    matches of (so the agent's matching search raises its request), and a webhook
+    endpoint on that catalog, so each request raised becomes an outbox event."""
+    from django.test import override_settings
+
+    from approvals.channels.webhooks.endpoints import endpoint_create
+    from approvals.services.policies import policy_create
+    from catalog.agents import agent_update
+    from catalog.models import Agent
+
+    catalog = catalog_create(slug=LEDGER_CATALOG, settings=CatalogSettings(name="Ledger"))
+    ledger = import_documents(catalog=catalog, slug=LEDGER, documents=[_document("ledger.md", LEDGER_TEXT)])
+    curator = person("cora", "curator")
+    policy_create(by=curator, source=ReferenceSource.objects.get(pk=ledger.pk), disclose_matches=True)
+    with override_settings(LECTERN_OUTBOUND_ALLOWED_NETWORKS=["127.0.0.0/8"]):  # never delivered: only recorded
+        endpoint_create(catalog=catalog, url="http://127.0.0.1:9/hook", by=curator)
+    agent = Agent.objects.get(name="topology-agent")
+    agent_update(agent_id=agent.pk, by=None, catalogs=[*agent.catalogs.all(), catalog])
+    return {"catalog": LEDGER_CATALOG}
+
+
+def webhook_events(request: int) -> list[str]:
+    """The outbox events of approval request `request`, oldest first."""
+    from approvals.channels.models import WebhookEvent
+
+    return list(WebhookEvent.objects.filter(request_id=request).order_by("pk").values_list("type", flat=True))

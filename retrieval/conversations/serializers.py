@@ -25,7 +25,7 @@ from catalog.rest.fields import (
     StrictSlugField,
 )
 from retrieval.conversations.injection import TOKENIZERS, enrich_conversation
-from retrieval.conversations.messages import ROLES, messages_of
+from retrieval.conversations.messages import ROLES, Message, messages_of
 from retrieval.conversations.search import (
     SEARCH_MODES,
     ConversationOptions,
@@ -126,30 +126,32 @@ class ConversationSearchOutputSerializer(serializers.Serializer[dict[str, Any]])
 
 def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The conversation search endpoint's body for validated `params` (REST and the MCP
-    tool): from the replica when it is fresh enough for this caller (catalog.reads)."""
-    return replica_read(agent=caller if isinstance(caller, Agent) else None,
-                        read=lambda: _conversation_search_body(caller, params))
-
-
-def _conversation_search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    params = {"top_k": default_top_k(caller), **params}
-    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
-    messages = messages_of(params.pop("messages"))
+    tool). The search reads from the replica when it is fresh enough for this caller
+    (catalog.reads); the requests it calls for are raised after it, on the primary."""
     agent = caller if isinstance(caller, Agent) else None
-    person = "" if isinstance(caller, Agent) else caller.get_username()
-    signer = injection_signer(agent=agent, person=person, end_user=params.pop("user_id", ""))
-    try:
-        result = conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
-                                     agent=agent, signer=signer)
-    except ConversationTooLong as exc:
-        raise serializers.ValidationError({"messages": [str(exc)]}) from None
-    except SearchUnavailable as exc:
-        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    messages = messages_of(params["messages"])
+    result = replica_read(agent=agent, read=lambda: _conversation_search(caller, agent, messages, params))
     asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
     raised = withheld_requests_raise(agent=agent, decisions=requests_due(result.withheld, result.gate),
                                      via="search", context=request_context("conversation search", asked))
     result.withheld = with_requests(result.withheld, raised)
     return ConversationSearchOutputSerializer(_conversation_body(result)).data
+
+
+def _conversation_search(caller: RequestUser, agent: Agent | None, messages: list[Message],
+                         params: dict[str, Any]) -> ConversationResult:
+    params = {"top_k": default_top_k(caller), **params}
+    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
+    params.pop("messages")
+    person = "" if isinstance(caller, Agent) else caller.get_username()
+    signer = injection_signer(agent=agent, person=person, end_user=params.pop("user_id", ""))
+    try:
+        return conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
+                                   agent=agent, signer=signer)
+    except ConversationTooLong as exc:
+        raise serializers.ValidationError({"messages": [str(exc)]}) from None
+    except SearchUnavailable as exc:
+        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
 
 
 def _conversation_body(result: ConversationResult) -> dict[str, Any]:

@@ -16,7 +16,7 @@ chunk_search() runs:
   5. name every source withheld from the caller; count the chunks that match the query
      only of those whose policies disclose matches (withheld_named)
 
-Sources the approval gate withholds from the caller (approvals.selectors.withheld_sources)
+Sources the approval gate withholds from the caller (approvals.selectors.gate.withheld_sources)
 are left out inside the SQL of steps 1 and 2, before any ranking or limit: the top_k is
 filled from what may be shown, and no withheld content is ever read into a result.
 Nor does what is said of them depend on their content: by default a withheld source is

@@ -29,6 +29,7 @@ from retrieval.search.selectors import (
     MODES,
     NORMALISATIONS,
     SearchOptions,
+    SearchResult,
     WithheldHits,
     chunk_search,
     requests_due,
@@ -159,24 +160,30 @@ def default_top_k(caller: RequestUser) -> int:
 
 
 def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    """The search endpoint's body for validated `params` (REST and the MCP tool): from
-    the replica when it is fresh enough for this caller (catalog.reads)."""
-    return replica_read(agent=caller if isinstance(caller, Agent) else None,
-                        read=lambda: _search_body(caller, params))
-
-
-def _search_body(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
-    params = {"top_k": default_top_k(caller), **params}
-    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
-    query = params.pop("query")
+    """The search endpoint's body for validated `params` (REST and the MCP tool). The
+    search reads from the replica when it is fresh enough for this caller
+    (catalog.reads); the requests it calls for are raised after it, on the primary, as
+    every write is (their webhook events read the rows they write)."""
     agent = caller if isinstance(caller, Agent) else None  # a person: the gate's rule for people
-    try:
-        result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
-    except SearchUnavailable as exc:
-        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    query = params["query"]
+    result = replica_read(agent=agent, read=lambda: _search(caller, agent, params))
     raised = withheld_requests_raise(agent=agent, decisions=requests_due(result.withheld, result.gate), via="search",
                                      context=request_context("search", query))  # a request each, once
     result.withheld = with_requests(result.withheld, raised)
+    return _search_body(result)
+
+
+def _search(caller: RequestUser, agent: Agent | None, params: dict[str, Any]) -> SearchResult:
+    params = {"top_k": default_top_k(caller), **params}
+    catalog = get_catalog_for_caller(caller, params.pop("catalog"))
+    query = params.pop("query")
+    try:
+        return chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
+    except SearchUnavailable as exc:
+        raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+
+
+def _search_body(result: SearchResult) -> dict[str, Any]:
     hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchOutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),

@@ -1,4 +1,4 @@
-"""Reads from a streaming replica (catalog.reads, catalog.reads), in real processes: two
+"""Reads from a streaming replica (catalog.reads), in real processes: two
 web processes (`make serve`'s program) on a primary and its replica (tests/topology.py).
 
 An agent's search is served by the replica while it holds what the search must see, and
@@ -15,7 +15,7 @@ import pytest
 from benchmarks.topology import DATABASE
 from config import embedded_pg
 from tests.topology import READ_FROM, api, cluster, replay_paused, wait_for_replay
-from tests.topology_children import CATALOG, NOTES, VAULT
+from tests.topology_children import CATALOG, LEDGER, LEDGER_CATALOG, NOTES, VAULT
 
 SEARCH = "/api/v1/search"
 VAULT_QUERY = {"catalog": CATALOG, "query": "zebrafish protocol vault door", "mode": "bm25", "top_k": 5}
@@ -101,3 +101,20 @@ def test_searches_are_answered_from_the_primary_while_the_replica_is_down(topolo
     wait_for_replay(cluster)  # the web process reconnects to it on its next request
     status, headers, body = api(web, "POST", SEARCH, seeded["token"], query)
     assert (status, headers[READ_FROM], sources_found(body)) == (200, "replica", [NOTES])
+
+
+def test_a_request_a_search_from_the_replica_raises_reaches_the_webhook_outbox(topology):
+    """The search reads from the replica; the request it calls for is written on the
+    primary, and so is its webhook event (the event is made from the request row, which
+    only the primary holds until it commits)."""
+    cluster, web, _, seeded = topology
+    cluster.call("ledger_disclosed")
+    wait_for_replay(cluster)
+    query = {"catalog": LEDGER_CATALOG, "query": "ledger reconciliation accruals", "mode": "bm25"}
+
+    status, headers, body = api(web, "POST", SEARCH, seeded["token"], query)
+
+    assert (status, headers[READ_FROM], sources_found(body)) == (200, "replica", []), body
+    (entry,) = body["withheld"]["sources"]
+    assert (entry["source"], entry["state"]) == (LEDGER, "pending") and entry["request_id"] is not None
+    assert cluster.call("webhook_events", request=entry["request_id"]) == ["approval.requested"]
