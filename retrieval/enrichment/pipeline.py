@@ -131,6 +131,7 @@ class _Passes:
         self.candidates: dict[tuple[int, str], Candidate] = {}
         self.steps: list[dict[str, Any]] = []
         self.degraded: str | None = None
+        self.linked: list[Candidate] = []  # the link step's candidates, named again once the gate is final
 
     @cached_property
     def hidden(self) -> set[tuple[int, str]]:
@@ -310,8 +311,16 @@ class _Passes:
                     claimed.append(earlier)
                 elif self.eligible(node.card):
                     found.append(self.candidate(node.card, "link", matched=matched, parents=node.parents))
-        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in found + claimed])
+        self.linked = found + claimed
+        self.step("link", started, discovered=graph, candidates=[c.as_dict() for c in self.linked])
         return found
+
+    def links_named_again(self) -> None:
+        """The link step's candidates as the gate finally decided them: a withheld root
+        the step named before `enrich` raised its request names that request now."""
+        for step in self.steps:
+            if step["pass"] == "link":
+                step["candidates"] = [c.as_dict() for c in self.linked]
 
 
 def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: list[SourceCard],
@@ -411,6 +420,7 @@ def _finish(planned: _Planned, *, preview: bool) -> tuple[EnrichResult, list[Sou
     """The governance step, the text enriched and the trace (unsaved); and the cards of
     the expansions it injected (what the agent is granted reading)."""
     run, expanded, pinned, surfaced = planned.run, planned.expanded, planned.pinned, planned.surfaced
+    run.links_named_again()
     run.step("governance", planned.gate_started, decisions=[
         {"source_id": c.card.slug, "catalog": c.card.catalog, **c.decided.as_dict(),
          **({"request_due": True} if preview and c.decided.request_due else {})} for c in surfaced])

@@ -201,3 +201,18 @@ def test_enrich_does_not_discover_past_a_withheld_reference(agent, chain):
     hints = {h["source_id"]: h for h in body["hints"]}
     assert hints["w-secret"]["withheld"] and "w-leaf" not in hints
     assert "quartz lantern" not in body["text"]
+
+
+def test_the_link_step_names_the_request_enrich_raised_for_a_withheld_root(agent, chain):
+    """@w-root and @w-secret both expand; w-root links to w-secret, which is withheld and
+    gets its first request: the trace's link step says so, as the hints do (the step is
+    written before the requests are raised, and completed after)."""
+    body = agent.post("/api/v1/enrich", {"text": "Set it up as @w-root and @w-secret say", "surface": "prompt"},
+                      format="json").json()
+
+    raised = ApprovalRequest.objects.get(source__slug="w-secret")
+    (link,) = [s for s in Trace.objects.get(pk=body["trace_id"]).steps if s["pass"] == "link"]
+    (secret,) = [c for c in link["candidates"] if c["source_id"] == "w-secret"]
+    assert (secret["withheld"], secret["request_id"]) == (True, raised.pk)
+    assert f"request {raised.pk} awaits a reviewer" in secret["reason"]
+    assert {h["source_id"]: h["request_id"] for h in body["hints"]}["w-secret"] == raised.pk
