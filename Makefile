@@ -49,14 +49,14 @@ run: setup demo
 
 # Production: collectstatic, then gunicorn (config/gunicorn.conf.py) and a qcluster,
 # stopping together (config/serve.py), and with make: a killed make stops them too.
-# Settings from the environment: README "Deploying".
+# Settings from the environment: README "Settings"; serving: docs/deploying.md.
 serve: production-database setup
 	DEBUG=0 $(PY) -m config.serve --stop-with-parent
 
 # Production serves only the database it is given (config/database.py, server_database):
 # checked before setup, which would start the embedded Postgres.
 production-database:
-	@[ -n "$$DATABASE_URL" ] || { echo 'make serve: DATABASE_URL is not set: a production server (DEBUG off) serves only the database it is given, never the embedded development Postgres (README, "Deploying"); for development, `make run`' >&2; exit 1; }
+	@[ -n "$$DATABASE_URL" ] || { echo 'make serve: DATABASE_URL is not set: a production server (DEBUG off) serves only the database it is given, never the embedded development Postgres (docs/deploying.md); for development, `make run`' >&2; exit 1; }
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }

@@ -20,7 +20,7 @@ def app_role_is_not_the_owner(**kwargs: Any) -> list[CheckMessage]:
         f"the app connects as {settings.LECTERN_DATABASE_APP_ROLE or 'the default role'!s}, the role that owns the "
         "tables: it can disable the audit log's triggers",
         hint="set DATABASE_OWNER_URL to the owner's role and DATABASE_URL to a role that owns nothing "
-             "(README, Deploying)", id="lectern.W001")]
+             "(docs/deploying.md, Database roles)", id="lectern.W001")]
 
 
 @register(deploy=True)
@@ -38,4 +38,4 @@ def audit_checkpoints_are_not_under_var(**kwargs: Any) -> list[CheckMessage]:
         "whoever controls the database on this host (a superuser runs programs as its system user) can delete "
         "them, and with them the proof of a cut tail",
         hint="set LECTERN_AUDIT_CHECKPOINT_DIR to a folder outside var/ that the database's system user cannot "
-             "write, and back it up (README, Backups)", id="lectern.W002")]
+             "write, and back it up (docs/deploying.md, Backups)", id="lectern.W002")]

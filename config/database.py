@@ -103,7 +103,7 @@ def command_needs_database(argv: Sequence[str]) -> bool:
 # Why a production server will not start without DATABASE_URL (it would start the
 # embedded Postgres under var/ and serve an empty Lectern that looks healthy).
 NO_PRODUCTION_DATABASE = ("DATABASE_URL is not set: a production server (DEBUG off) serves only the database "
-                          "it is given, never the embedded development Postgres (README, \"Deploying\"); "
+                          "it is given, never the embedded development Postgres (docs/deploying.md); "
                           "for development, `make run`")
 
 

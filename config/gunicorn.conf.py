@@ -4,8 +4,8 @@ Database connections stay bounded: gthread workers run requests on a fixed pool 
 `threads` threads per worker process, Django keeps at most one connection per thread
 (CONN_MAX_AGE, health-checked), and keep-alive clients wait in the worker's poller, not
 on a thread. So the web tier holds at most LECTERN_WEB_WORKERS x LECTERN_WEB_THREADS
-connections (8 by default), whatever the number of clients; README "Deploying" adds
-the worker's and compares the sum with max_connections.
+connections (8 by default), whatever the number of clients; docs/deploying.md, "Connections",
+adds the worker's and compares the sum with max_connections.
 """
 
 from config.database import server_database

@@ -21,7 +21,7 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", permission_classes=[]),
          name="api-docs"),
     # Redoc injects its styles as <style> elements at run time and searches in a blob:
-    # worker: this page alone allows both (scripts stay 'self'; README, "Security headers").
+    # worker: this page alone allows both (scripts stay 'self'; docs/deploying.md, "Security headers").
     path("api/v1/redoc/", csp_update({"style-src": [UNSAFE_INLINE], "worker-src": ["blob:"]})(
         SpectacularRedocView.as_view(url_name="api-schema", permission_classes=[])), name="api-redoc"),
     path("", include("catalog.page_urls")),

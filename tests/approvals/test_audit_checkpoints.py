@@ -388,7 +388,7 @@ def test_the_system_check_warns_of_checkpoints_under_var_beside_the_embedded_dat
         "whoever controls the database on this host (a superuser runs programs as its system user) can delete "
         "them, and with them the proof of a cut tail",
         "set LECTERN_AUDIT_CHECKPOINT_DIR to a folder outside var/ that the database's system user cannot "
-        "write, and back it up (README, Backups)")]
+        "write, and back it up (docs/deploying.md, Backups)")]
 
     # and not for a folder elsewhere, nor on a developer's machine
     settings.LECTERN_AUDIT_CHECKPOINT_DIR = tmp_path / "checkpoints"
