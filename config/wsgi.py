@@ -1,3 +1,4 @@
+import atexit
 import os
 import threading
 
@@ -17,4 +18,9 @@ def _warm_up() -> None:
     get_embedder()
 
 
-threading.Thread(target=_warm_up, name="embedder-warm-up", daemon=True).start()
+_warming = threading.Thread(target=_warm_up, name="embedder-warm-up", daemon=True)
+_warming.start()
+# A process that exits while the model is still loading (a check that only imports this
+# module) waits for the load: finalising the interpreter under ONNX Runtime's session
+# set-up aborts the process ("terminate called without an active exception").
+atexit.register(_warming.join, timeout=60)
