@@ -61,8 +61,8 @@ def _files_called(into: set[str]) -> Iterator[None]:
         sys.setprofile(None)
 
 
-def _checked(response: Any, *, expect: int = 200) -> Any:
-    if response.status_code != expect:
+def _checked(response: Any) -> Any:
+    if response.status_code != 200:
         raise BenchmarkError(f"answered {response.status_code}: {response.content[:300]!r}")
     return response
 
