@@ -157,8 +157,8 @@ class SourceForm(forms.Form):
                                            help_text="Agents read it only once a reviewer approves its content.")
     tags = TagsField(required=False)
     location = forms.CharField(max_length=1024, required=False, label="Glob",
-                               help_text="Relative to the first source root, or absolute inside one; "
-                                         "** matches folders. md, markdown, txt and rst files are indexed.")
+                               help_text="Relative to the first source root, or absolute inside one; ** matches "
+                                         "folders. Markdown, text, HTML, PDF, DOCX and PPTX files are indexed.")
     content = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 12}),
                               label="Text", help_text="Markdown or plain text.")
     uploads = UploadsField(required=False, label="Files")

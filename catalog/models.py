@@ -77,6 +77,7 @@ class ReferenceSource(models.Model):
         GLOB = "glob", "files matching a glob under a source root"
         UPLOAD = "upload", "uploaded files"
         INLINE = "inline", "inline text"
+        GIT = "git", "a git repository"
 
     class Status(models.TextChoices):
         NEW = "new"
@@ -96,6 +97,17 @@ class ReferenceSource(models.Model):
         help_text="Glob relative to a source root (or absolute inside one); file name for uploads.",
     )
     content = models.TextField(blank=True, help_text="The text of an inline source.")
+    ref = models.CharField(max_length=255, blank=True,
+                           help_text="A git source's branch, tag or commit; blank: the remote's default branch.")
+    include = models.TextField(blank=True, help_text="Globs of the files a git source indexes, one per line "
+                                                     "(** matches folders); blank: every file Lectern reads.")
+    exclude = models.TextField(blank=True, help_text="Globs of the files a git source leaves out, one per line.")
+    secret_sealed = models.TextField(
+        blank=True, help_text="A git source's https token or ssh deploy key, sealed (catalog.sealing); never shown.")
+    secret_hint = models.CharField(max_length=16, blank=True, help_text="The secret's last characters, to tell it.")
+    sync = models.JSONField(
+        default=dict, blank=True,
+        help_text="What its last sync found (git: the commit, files read and skipped), for the source page.")
     tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
     requires_approval = models.BooleanField(
         default=False, help_text="Agents need a reviewer's approval to read it (as a source policy for every agent).")
@@ -136,6 +148,8 @@ class ReferenceSource(models.Model):
             raise ValidationError({"location": "A glob source needs a glob pattern."})
         if self.kind == self.Kind.INLINE and not self.content.strip():  # whitespace would index as nothing
             raise ValidationError({"content": "An inline source needs its text."})
+        if self.kind == self.Kind.GIT and not self.location:
+            raise ValidationError({"location": "A git source needs its repository's URL or path."})
 
 
 class ContentEditor(models.Model):
@@ -190,6 +204,10 @@ class Document(models.Model):
     content_sha256 = models.CharField(max_length=64)
     size = models.BigIntegerField()
     mtime = models.FloatField(null=True, blank=True)
+    locator = models.JSONField(
+        default=dict, blank=True,
+        help_text="Where it was read from, for citations (catalog.sources.locators): its format, and a git file's "
+                  "commit and web link or a web page's URL.")
     chunking = models.CharField(
         max_length=200, blank=True,
         help_text="How its chunks were cut (catalog.indexing.chunks.chunking_stamp): chunker version, size/overlap "
@@ -231,6 +249,10 @@ class Chunk(models.Model):
         help_text="The document title, indexed with a chunk that does not itself contain it.",
     )
     token_count = models.PositiveIntegerField(help_text="Embedding-model tokens of the indexed text.")
+    locator = models.JSONField(
+        default=dict, blank=True,
+        help_text="Where it sits, for citations: its document's locator and its lines, pages or slides and heading "
+                  "path (catalog.sources.locators); empty: cut before chunks were located.")
     embedding = VectorField(dimensions=DIMENSIONS, null=True, blank=True)
 
     class Meta:

@@ -52,7 +52,7 @@ from catalog.panels import deletion_notes, source_panels
 from catalog.sources.editing import upload_delete, uploads_add
 from catalog.sources.errors import SourceError
 from catalog.sources.globs import glob_entries, source_roots
-from catalog.sources.lifecycle import CONTENT_FIELD, source_create, source_update
+from catalog.sources.lifecycle import needs_reindex, source_create, source_update
 from catalog.sources.uploads import UPLOAD_SUFFIXES, max_upload_bytes
 from catalog.tags import tag_name_problem, tags_suggested
 from catalog.web import from_htmx, person
@@ -68,7 +68,8 @@ FILES_PAGE = 25
 RUNS_PAGE = 25
 GLOB_PREVIEW = 12  # files named in the glob preview
 # The kinds of source a curator chooses between, as the form's tabs say them.
-KINDS = [(ReferenceSource.Kind.UPLOAD, "Upload files", "Markdown or text files from your computer"),
+KINDS = [(ReferenceSource.Kind.UPLOAD, "Upload files",
+          "Markdown, text, HTML, PDF, Word or PowerPoint files from your computer"),
          (ReferenceSource.Kind.GLOB, "Files on the server", "A glob under a source root, rescanned for changes"),
          (ReferenceSource.Kind.INLINE, "Inline text", "A text written here")]
 # Sent when the live panel finds nothing left to do: the page refreshes what runs changed.
@@ -377,7 +378,7 @@ def source_edit(request: HttpRequest, catalog: str, source: str) -> HttpResponse
         try:
             # A content change and the run that indexes it are stored together (or neither).
             changed, run = source_edit_queued(source=found, trigger=IndexRun.Trigger.UI, edit=update,
-                                              reindex=lambda fields: CONTENT_FIELD.get(found.kind) in fields)
+                                              reindex=lambda fields: needs_reindex(found.kind, fields))
         except ValidationError as error:
             apply_errors(form, error)
         except EditConflict as conflict:

@@ -216,6 +216,14 @@ LECTERN_SOURCE_ROOTS = [
     Path(p).resolve()
     for p in env_list("LECTERN_SOURCE_ROOTS", [str(BASE_DIR / "catalog" / "demo"), str(BASE_DIR / "var" / "sources")])
 ]
+# Git sources: each source's shallow mirror (one commit's objects) lives in a folder of
+# its own here; it is a cache, fetched again by a worker that lacks it. Every git
+# command is bounded by LECTERN_GIT_TIMEOUT seconds. Forges whose file pages chunks link
+# to: github.com, gitlab.com, codeberg.org and gitea.com, and the self-hosted ones
+# listed here as host=github|gitlab|gitea, comma-separated (git.example.com=gitlab).
+LECTERN_GIT_DIR = Path(env_str("LECTERN_GIT_DIR", str(BASE_DIR / "var" / "git")))
+LECTERN_GIT_TIMEOUT = env_int("LECTERN_GIT_TIMEOUT", 600, minimum=5)
+LECTERN_GIT_WEB_HOSTS = env_list("LECTERN_GIT_WEB_HOSTS", [], sep=",")
 # The largest file of a glob source served to agents that was not indexed (a script, an
 # image: read from disk as the source lists it); larger ones are not listed. Indexed
 # documents are served whatever their size.

@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from itertools import cycle, islice
 from typing import TypeVar
 
-CHUNKER_VERSION = 2  # 1: every line break was a sentence end
+# 1: every line break was a sentence end; 2: chunks carried no locator (the cut is
+# unchanged: the version moved so that the next scan re-cuts every document and its
+# chunks gain their lines, pages or heading path; vectors come from the embedding cache)
+CHUNKER_VERSION = 3
 
 # A sentence ends at . ! ? followed by closing quotes, brackets or markdown emphasis and
 # whitespace; or at a CJK end (。！？, halfwidth ｡, fullwidth ．), where no space follows,
@@ -126,6 +129,18 @@ def _rewind(segments: list[tuple[int, int]], ends: list[int], first: int, last: 
 
 
 def _spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Chunk spans of `text`; none crosses a form feed (a page or slide break, as
+    catalog.sources.extraction writes them), so a chunk cites the pages it is on."""
+    if "\f" not in text:
+        return _page_spans(text, size, overlap)
+    spans, start = [], 0
+    for page in text.split("\f"):
+        spans += [(start + s, start + e) for s, e in _page_spans(page, size, overlap)]
+        start += len(page) + 1
+    return spans
+
+
+def _page_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     segments, spans, i = _segments(text), [], 0
     # Chunks are stripped, so a segment's trailing whitespace counts toward no size.
     ends = [start + len(text[start:end].rstrip()) for start, end in segments]

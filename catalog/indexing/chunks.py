@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Q
 
@@ -18,6 +19,7 @@ from catalog.indexing.chunker import CHUNKER_VERSION, chunk_text, fit_to_model
 from catalog.indexing.chunker import Chunk as TextChunk
 from catalog.models import Catalog, indexed_text
 from catalog.sources.documents import DocumentInput
+from catalog.sources.locators import chunk_locator, document_positions
 
 HEADING_CHARS = 200  # longest title indexed as a chunk heading
 
@@ -30,6 +32,7 @@ class PreparedChunk:
     token_count: int
     terms: Counter[str]
     length: int
+    locator: dict[str, Any] = field(default_factory=dict)  # where it sits (catalog.sources.locators)
 
     @property
     def text(self) -> str:
@@ -96,10 +99,12 @@ def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: E
 
     A chunk that does not contain its document's title is indexed with the title as a
     heading (lexically and for the embedding), so a passage deep in a document still
-    matches what the document is about; the token budget reserves room for it.
+    matches what the document is about; the token budget reserves room for it. Each
+    chunk is located in its document (its lines, pages or slides, and heading path).
     """
     prepared = []
     for index, doc in enumerate(documents):
+        positions = document_positions(doc.path, doc.loaded_text, doc.locator)
         title = doc.title.strip()[:HEADING_CHARS]
         pieces = chunk_text(doc.loaded_text, size=catalog.chunk_size, overlap=catalog.chunk_overlap)
         fitted = fit_to_model(doc.loaded_text, pieces, count_tokens=_heading_counter(embedder, title),
@@ -107,5 +112,6 @@ def prepare_chunks(catalog: Catalog, documents: list[DocumentInput], embedder: E
         for piece, tokens in fitted:
             heading = "" if not title or title in piece.content else title
             terms, length = analysis.term_frequencies(indexed_text(heading, piece.content))
-            prepared.append(PreparedChunk(index, piece, heading, tokens, terms, length))
+            locator = chunk_locator(doc.locator, positions.locate(piece.start, piece.end))
+            prepared.append(PreparedChunk(index, piece, heading, tokens, terms, length, locator))
     return prepared

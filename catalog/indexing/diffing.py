@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class StoredDocument:
     size: int
     mtime: float | None
     chunking: str  # how its chunks were cut (catalog.indexing.chunks.chunking_stamp)
+    locator: dict[str, Any] = field(default_factory=dict, hash=False)  # a git file's blob id, among others
 
 
 class FreshDocument(Protocol):

@@ -97,4 +97,4 @@ def _read_unread(source: ReferenceSource, documents: list[DocumentInput]) -> Non
     text of files the stat cache skipped."""
     unread = {doc.replaces: doc for doc in documents if doc.text is None and doc.replaces is not None}
     for old in Document.objects.filter(pk__in=list(unread)):
-        unread[old.pk].text, unread[old.pk].title = old.text, old.title
+        unread[old.pk].text, unread[old.pk].title, unread[old.pk].locator = old.text, old.title, old.locator

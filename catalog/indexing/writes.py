@@ -13,6 +13,7 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
+from psycopg.types.json import Jsonb
 
 from catalog.embedder import get_embedder
 from catalog.indexing.blocks import term_blocks_extend, term_blocks_shrink
@@ -133,8 +134,9 @@ def _int4_array(values: np.ndarray) -> _Int4ArrayBytes:
 
 
 DOCUMENT_COLUMNS = ("id", "catalog_id", "source_id", "path", "title", "text", "content_sha256", "size", "mtime",
-                    "chunking", "created_at")
-DOCUMENT_TYPES = ("int8", "int8", "int8", "text", "text", "text", "text", "int8", "float8", "text", "timestamptz")
+                    "chunking", "created_at", "locator")
+DOCUMENT_TYPES = ("int8", "int8", "int8", "text", "text", "text", "text", "int8", "float8", "text", "timestamptz",
+                  "jsonb")
 
 
 def _copy_documents(cursor: CursorWrapper, source: ReferenceSource, inputs: list[DocumentInput],
@@ -149,7 +151,7 @@ def _copy_documents(cursor: CursorWrapper, source: ReferenceSource, inputs: list
     now = timezone.now()
     documents = [Document(id=pk, catalog_id=source.catalog_id, source=source, path=d.path, title=d.title,
                           text=d.loaded_text, content_sha256=d.sha256, size=d.size, mtime=d.mtime, chunking=chunking,
-                          created_at=now) for pk, d in zip(ids, inputs, strict=True)]
+                          created_at=now, locator=d.locator) for pk, d in zip(ids, inputs, strict=True)]
     for document in documents:
         document._state.adding, document._state.db = False, connection.alias  # stored below, as bulk_create marks them
     statement = f"COPY catalog_document ({', '.join(DOCUMENT_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
@@ -157,13 +159,13 @@ def _copy_documents(cursor: CursorWrapper, source: ReferenceSource, inputs: list
         copy.set_types(DOCUMENT_TYPES)
         for d in documents:
             copy.write_row((d.pk, d.catalog_id, d.source_id, d.path, d.title, d.text, d.content_sha256, d.size,
-                            d.mtime, d.chunking, now))
+                            d.mtime, d.chunking, now, Jsonb(d.locator)))
     return documents
 
 
 CHUNK_COLUMNS = ("id", "catalog_id", "source_id", "document_id", "byte_offset", "ordinal", "token_count", "key",
-                 "heading", "content", "embedding")
-CHUNK_TYPES = ("int8", "int8", "int8", "int8", "int8", "int4", "int4", "text", "text", "text")
+                 "heading", "content", "locator", "embedding")
+CHUNK_TYPES = ("int8", "int8", "int8", "int8", "int8", "int4", "int4", "text", "text", "text", "jsonb")
 # Rows per progress report while copying: a bar moves without a call per row.
 PROGRESS_ROWS = 10_000
 
@@ -183,7 +185,7 @@ def _copy_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list
             doc = documents[item.document]
             copy.write_row((ids[i], source.catalog_id, source.id, doc.id, item.chunk.byte_offset, item.chunk.ordinal,
                             item.token_count, f"{prefix}{doc.path}:{item.chunk.byte_offset}", item.heading,
-                            item.chunk.content, embeddings[i]))
+                            item.chunk.content, Jsonb(item.locator), embeddings[i]))
             if progress and (i + 1) % PROGRESS_ROWS == 0:
                 progress("write", i + 1, len(prepared))
 
@@ -245,7 +247,7 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
         status = ReferenceSource.Status.READY if vectors is not None else ReferenceSource.Status.LEXICAL_ONLY
         ReferenceSource.objects.filter(pk=source.pk).update(
             status=status, fingerprint=collected.fingerprint, last_error=_skipped_note(collected.skipped),
-            indexed_at=timezone.now(),
+            indexed_at=timezone.now(), **({"sync": collected.sync} if collected.sync else {}),
         )
         if old_fingerprint is None:  # deleted meanwhile: its rows went with it
             return

@@ -28,7 +28,8 @@ from catalog.models import ContentEditor, ReferenceSource
 from catalog.sources.errors import SourceError
 
 # What an edit's `fields` name when it changed what a source's content is read from.
-CONTENT_FIELDS = frozenset({"created", "content", "files", "kind", "location"})
+CONTENT_FIELDS = frozenset({"created", "content", "files", "kind", "location", "ref", "include", "exclude",
+                            "secret"})
 
 
 def is_content_edit(fields: Iterable[str]) -> bool:

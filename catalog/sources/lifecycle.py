@@ -19,17 +19,60 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from catalog.models import Catalog, ReferenceSource
+from catalog.sealing import seal
 from catalog.sources.documents import DocumentInput
 from catalog.sources.editing import source_changed_by, uploads_write
 from catalog.sources.errors import SourceError
+from catalog.sources.git import remote_problem
 from catalog.sources.globs import root_and_pattern
+from catalog.sources.repository import SECRET_PURPOSE
 from catalog.sources.uploads import text_size_problem
 from catalog.tag_keys import tag_key
 from catalog.tags import MAX_TAGS_PER_SOURCE, tag_name_problem, tags_ensure
 
 SETTINGS = ("name", "description", "mode", "requires_approval")
 # What each kind reads its content from: a change of it needs a reindex.
-CONTENT_FIELD: dict[str, str] = {ReferenceSource.Kind.GLOB: "location", ReferenceSource.Kind.INLINE: "content"}
+CONTENT_FIELD: dict[str, str] = {ReferenceSource.Kind.GLOB: "location", ReferenceSource.Kind.INLINE: "content",
+                                 ReferenceSource.Kind.GIT: "location"}
+GIT_FIELDS = ("location", "ref", "include", "exclude")
+
+
+def needs_reindex(kind: str, fields: list[str]) -> bool:
+    """Whether an edit of these fields changed what a source of `kind` reads."""
+    if kind == ReferenceSource.Kind.GIT:
+        return not {*GIT_FIELDS, "secret"}.isdisjoint(fields)
+    return CONTENT_FIELD.get(kind) in fields
+
+
+@dataclass
+class GitSettings:
+    """A git source's remote: its URL or path, the branch, tag or commit, the globs that
+    select its files, and its secret (an https token or an ssh deploy key): None keeps
+    the one stored, "" removes it."""
+
+    location: str
+    ref: str = ""
+    include: str = ""
+    exclude: str = ""
+    secret: str | None = None
+
+    def apply(self, source: ReferenceSource) -> list[str]:
+        """Set these on `source`; the fields that changed ("secret" for the secret)."""
+        changed = []
+        for name in GIT_FIELDS:
+            value = getattr(self, name).strip() if name != "location" else self.location.strip()
+            if getattr(source, name) != value:
+                setattr(source, name, value)
+                changed.append(name)
+        if self.secret is not None:
+            secret = self.secret.strip()
+            source.secret_sealed = seal(secret, purpose=SECRET_PURPOSE) if secret else ""
+            source.secret_hint = f"…{secret[-HINT_CHARS:]}" if len(secret) > 3 * HINT_CHARS else ""
+            changed.append("secret")
+        return changed
+
+
+HINT_CHARS = 4  # what a source's page shows of its secret: no more than this, of a long one
 
 
 @dataclass
@@ -62,6 +105,9 @@ def _check_content(source: ReferenceSource) -> None:
     if source.kind == ReferenceSource.Kind.INLINE:
         if problem := text_size_problem(len(source.content.encode("utf-8"))):
             raise ValidationError({"content": f"The text {problem}."})
+    if source.kind == ReferenceSource.Kind.GIT and source.location:
+        if problem := remote_problem(source.location):
+            raise ValidationError({"location": problem})
 
 
 def _check_slug_free(source: ReferenceSource) -> None:
@@ -88,15 +134,18 @@ def _validated(source: ReferenceSource, tags: list[str]) -> None:
 
 
 def source_create(*, catalog: Catalog, slug: str, kind: str, settings: SourceSettings, location: str = "",
-                  content: str = "", files: list[DocumentInput] | None = None, by: User | None) -> ReferenceSource:
-    """A new source of `kind` (its content: the glob `location`, the inline `content` or
-    the upload `files`), announced as created by `by`. ValidationError names each field
-    at fault; nothing is written then."""
+                  content: str = "", files: list[DocumentInput] | None = None, git: GitSettings | None = None,
+                  by: User | None) -> ReferenceSource:
+    """A new source of `kind` (its content: the glob `location`, the inline `content`,
+    the upload `files` or the `git` remote), announced as created by `by`.
+    ValidationError names each field at fault; nothing is written then."""
     if kind == ReferenceSource.Kind.UPLOAD:
         location = slug  # what upload sources created elsewhere hold (upload_source_ensure)
     source = ReferenceSource(catalog=catalog, slug=slug, kind=kind, location=location, content=content,
                              name=settings.name, description=settings.description, mode=settings.mode,
                              requires_approval=settings.requires_approval)
+    if kind == ReferenceSource.Kind.GIT and git is not None:
+        git.apply(source)
     _validated(source, settings.tags)
     with transaction.atomic():
         try:
@@ -113,7 +162,7 @@ def source_create(*, catalog: Catalog, slug: str, kind: str, settings: SourceSet
 
 
 def source_update(*, source: ReferenceSource, settings: SourceSettings, location: str | None = None,
-                  content: str | None = None, by: User | None) -> list[str]:
+                  content: str | None = None, git: GitSettings | None = None, by: User | None) -> list[str]:
     """Change a source's settings (and a glob's pattern or an inline text); the fields
     that changed, announced once when any did. The kind and the slug never change: the
     slug is the reference id agents, chunk keys and approvals know it by."""
@@ -129,6 +178,8 @@ def source_update(*, source: ReferenceSource, settings: SourceSettings, location
         changed = [name for name, value in wanted.items() if getattr(current, name) != value]
         for name in changed:
             setattr(current, name, wanted[name])
+        if git is not None and current.kind == ReferenceSource.Kind.GIT:
+            changed += git.apply(current)
         _validated(current, settings.tags)
         old_keys = set(current.tags.values_list("key", flat=True))
         if old_keys != {tag_key(name) for name in settings.tags}:

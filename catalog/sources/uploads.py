@@ -1,6 +1,7 @@
-"""What curators may put into a source: an uploaded file is a text file the indexer reads
-(the suffixes glob sources index: md, markdown, txt, rst), UTF-8 without NUL
-characters, under a valid upload path; any text put at once (an uploaded file, a file
+"""What curators may put into a source: an uploaded file is one the indexer reads (the
+formats glob sources index: text and Markdown as UTF-8 without NUL characters, HTML,
+PDF, DOCX, PPTX; catalog.sources.extraction), read into its text when it is uploaded,
+under a valid upload path; any text put at once (an uploaded file, a file
 PUT through the API, an inline source's text) is at most LECTERN_MAX_UPLOAD_BYTES.
 
 The dashboard reads every uploaded file through upload_text(); the API's serializers,
@@ -12,10 +13,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
-from catalog.sources.documents import TEXT_SUFFIXES, DocumentInput, title_of
+from catalog.sources.documents import DocumentInput, document_input
+from catalog.sources.extraction import FORMATS, ExtractionError, extract, file_format
 from catalog.sources.upload_paths import upload_path_problem
 
-UPLOAD_SUFFIXES = tuple(sorted(TEXT_SUFFIXES))
+UPLOAD_SUFFIXES = tuple(sorted(FORMATS))
 
 
 class UploadRefused(ValueError):
@@ -40,10 +42,8 @@ def _size(n: int) -> str:
 
 def upload_suffix_problem(name: str) -> str | None:
     """Why a file of this name is not one the indexer reads, or None."""
-    dot = name.rfind(".")
-    suffix = name[dot:].lower() if dot > 0 else ""
-    if suffix not in TEXT_SUFFIXES:
-        return f"is not a text file Lectern indexes (it reads {', '.join(UPLOAD_SUFFIXES)})"
+    if file_format(name) is None:
+        return f"is not a file type Lectern indexes (it reads {', '.join(UPLOAD_SUFFIXES)})"
     return None
 
 
@@ -53,9 +53,7 @@ def upload_text(*, name: str, data: bytes) -> DocumentInput:
         if problem:
             raise UploadRefused(f"{name}: {problem}")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UploadRefused(f"{name}: is not UTF-8 text (byte {exc.start})") from None
-    if "\x00" in text:
-        raise UploadRefused(f"{name}: holds NUL characters, so it is not a text file")
-    return DocumentInput(name, title_of(name, text), text, len(data))
+        extracted = extract(name, data)
+    except ExtractionError as exc:
+        raise UploadRefused(f"{name}: {exc}") from None
+    return document_input(name, extracted, len(data))

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -36,6 +37,7 @@ from django.conf import settings
 from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.embedder import Embedder, embedder_status, get_embedder, vector_literal
 from catalog.models import Agent, Catalog, Chunk
+from catalog.sources.locators import cite
 from retrieval.conversations.chunking import conversation_chunks
 from retrieval.conversations.messages import Message, conversation_markdown
 from retrieval.conversations.ranking import Candidate, best_per_document, mmr
@@ -84,6 +86,11 @@ class ConversationHit:
     source: str
     content: str
     byte_offset: int
+    locator: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def citation(self) -> str:
+        return cite(self.locator, self.document_id)
 
 
 @dataclass
@@ -182,5 +189,5 @@ def _hits(catalog: Catalog, final: list[Candidate]) -> list[ConversationHit]:
             continue
         row = rows[c.chunk]
         hits.append(ConversationHit(c.chunk, c.document, c.similarity, c.query_chunk, row.key, row.path, row.title,
-                                    row.source, row.content, row.byte_offset))
+                                    row.source, row.content, row.byte_offset, row.locator))
     return hits

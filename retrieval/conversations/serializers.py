@@ -157,7 +157,7 @@ def _conversation_search(caller: RequestUser, agent: Agent | None, messages: lis
 def _conversation_body(result: ConversationResult) -> dict[str, Any]:
     chunks = [{"index": i, "excerpt": excerpt(" ".join(text.split()), QUERY_CHUNK_EXCERPT_CHARS)}
               for i, text in enumerate(result.chunks)]
-    hits = [{**hit.__dict__, "rank": i, "query_chunk": chunks[hit.query_chunk]}
+    hits = [{**hit.__dict__, "citation": hit.citation, "rank": i, "query_chunk": chunks[hit.query_chunk]}
             for i, hit in enumerate(result.hits, start=1)]
     counts = {"chunks": len(result.chunks), "results": result.results, "deduplicated": result.deduplicated,
               "final": len(result.hits)}

@@ -17,6 +17,8 @@ from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.errors import ConflictError, ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Document, ReferenceSource
 from catalog.sources.errors import SourceError
+from catalog.sources.extraction import ExtractionError, extract
+from catalog.sources.fingerprints import text_sha256
 from catalog.sources.globs import SourceChanged, glob_file_read
 from catalog.tag_keys import tag_key
 from retrieval.enrichment import formatting
@@ -190,9 +192,19 @@ def _glob_file(card: SourceCard, path: str, document: IndexedDocument | None) ->
         return _indexed_file(card, path, document)
     if document is None:
         return ReferenceFile.of_bytes(path, data) if data is not None else _indexed_file(card, path, None)
-    if data is None or hashlib.sha256(data).hexdigest() != document[1]:  # gone, or rewritten in place
+    if data is None or _indexed_sha256(path, data) != document[1]:  # gone, or rewritten in place
         raise _changed(card)
     return _indexed_file(card, path, document)
+
+
+def _indexed_sha256(path: str, data: bytes) -> str | None:
+    """The content hash indexing gives a file of these bytes: that of the text read from
+    it (a PDF's or a DOCX's extracted text; a text file's bytes), or None when it can no
+    longer be read."""
+    try:
+        return text_sha256(extract(path, data).text)
+    except ExtractionError:
+        return None
 
 
 def _changed(card: SourceCard) -> ConflictError:

@@ -33,14 +33,16 @@ same result without raising any.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.reads import read_connection
+from catalog.sources.locators import cite
 from retrieval.search import bm25, fusion
 from retrieval.search.lexical import bm25_scores, bm25_terms, bm25_top
 from retrieval.search.rows import Params, Row
@@ -67,6 +69,11 @@ class Hit:
     source: str = ""
     content: str = ""
     byte_offset: int = 0
+    locator: dict[str, Any] = field(default_factory=dict)  # where it sits (catalog.sources.locators)
+
+    @property
+    def citation(self) -> str:
+        return cite(self.locator, self.document_id)
 
 
 @dataclass(frozen=True)
@@ -295,13 +302,13 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
             scores={"bm25": component["bm25"] or 0.0, "vector": component["vector"], "fused": fused_score},
             ranks={"bm25": ranks.get("bm25", {}).get(key), "vector": ranks.get("vector", {}).get(key)},
             key=row.key, document_id=row.path, title=row.title, source=row.source, content=row.content,
-            byte_offset=row.byte_offset,
+            byte_offset=row.byte_offset, locator=row.locator,
         ))
     return hits
 
 
 class ChunkRow(NamedTuple):
-    """What a hit shows of a chunk."""
+    """What a hit shows of a chunk: where it sits too (its locator, for a citation)."""
 
     chunk: int
     document: int
@@ -311,6 +318,7 @@ class ChunkRow(NamedTuple):
     source: str  # its source's slug
     content: str
     byte_offset: int
+    locator: dict[str, Any]
 
 
 def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
@@ -319,10 +327,13 @@ def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
     with read_connection().cursor() as cursor:
         cursor.execute(
             """
-            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset
+            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset, c.locator
             FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
             JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.catalog_id = %s AND c.id = ANY(%s)
             """,
             [catalog.pk, chunk_pks],
         )
-        return {row.chunk: row for row in (ChunkRow(*found) for found in cursor.fetchall())}
+        # Django's connections hand jsonb back as text (its JSONField parses it)
+        rows = (ChunkRow(chunk, document, key, path, title, slug, content, offset, json.loads(locator))
+                for chunk, document, key, path, title, slug, content, offset, locator in cursor.fetchall())
+        return {row.chunk: row for row in rows}

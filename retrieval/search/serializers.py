@@ -66,6 +66,21 @@ class SearchRanksSerializer(serializers.Serializer[dict[str, Any]]):
     vector = serializers.IntegerField(allow_null=True, help_text="Null when the vector list did not hold it.")
 
 
+class LocatorSerializer(serializers.Serializer[dict[str, Any]]):
+    """Where a chunk sits in what it was read from; each field only where it applies."""
+
+    format = serializers.CharField(required=False, help_text="What the document was read as: markdown, text, "
+                                                             "html, pdf, docx or pptx.")
+    lines = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=2, max_length=2,
+                                  required=False, help_text="First and last line (text and Markdown files).")
+    pages = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=2, max_length=2,
+                                  required=False, help_text="First and last page (PDF).")
+    slides = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=2, max_length=2,
+                                   required=False, help_text="First and last slide (PPTX).")
+    heading = serializers.CharField(required=False, help_text="The heading path where the chunk starts, "
+                                                              "`Setup › Linux`.")
+
+
 # What every search hit shows of its chunk (each search adds its scores). A comment, not
 # a docstring: drf-spectacular would give every hit's schema that description.
 class ChunkHitSerializer(serializers.Serializer[dict[str, Any]]):
@@ -77,6 +92,10 @@ class ChunkHitSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="The source's slug (the reference id).")
     byte_offset = serializers.IntegerField(min_value=0)
     content = serializers.CharField()
+    locator = LocatorSerializer()
+    citation = serializers.CharField(
+        help_text="Where the chunk sits, as one line to quote: `path:lines`, `file p. 3`, `deck slide 2`, "
+                  "`path:lines @ commit` or `URL`, then ` — heading path` where it has one.")
 
 
 class SearchHitSerializer(ChunkHitSerializer):
@@ -184,7 +203,7 @@ def _search(caller: RequestUser, agent: Agent | None, params: dict[str, Any]) ->
 
 
 def _search_body(result: SearchResult) -> dict[str, Any]:
-    hits = [{**hit.__dict__, "rank": i} for i, hit in enumerate(result.hits, start=1)]
+    hits = [{**hit.__dict__, "citation": hit.citation, "rank": i} for i, hit in enumerate(result.hits, start=1)]
     return SearchOutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),
                                        "query_truncated": result.query_truncated,

@@ -25,7 +25,7 @@
     for (const file of input.files) {
       const dot = file.name.lastIndexOf('.');
       const suffix = dot > 0 ? file.name.slice(dot).toLowerCase() : '';
-      if (!accepted.includes(suffix)) problems.push(`${file.name}: not a text file Lectern indexes (${input.accept})`);
+      if (!accepted.includes(suffix)) problems.push(`${file.name}: not a file type Lectern indexes (${input.accept})`);
       else if (file.size > limit) problems.push(`${file.name}: ${file.size} bytes; at most ${limit} may be uploaded`);
     }
     const out = document.getElementById(input.id + '-check');

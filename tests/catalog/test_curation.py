@@ -162,8 +162,8 @@ def test_an_uploaded_text_file_becomes_a_document_titled_by_its_heading():
 
 
 @pytest.mark.parametrize(("name", "data", "why"), [
-    ("logo.png", b"\x89PNG", "is not a text file Lectern indexes"),
-    ("README", b"text", "is not a text file Lectern indexes"),
+    ("logo.png", b"\x89PNG", "is not a file type Lectern indexes"),
+    ("README", b"text", "is not a file type Lectern indexes"),
     ("latin.md", "café".encode("latin-1"), "is not UTF-8 text (byte 3)"),
     ("nul.txt", b"a\x00b", "holds NUL characters"),
     ("big.md", b"x" * 2048, "is 2.0 KB; at most 1.0 KB may be put into a source at once"),

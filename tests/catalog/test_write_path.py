@@ -38,7 +38,8 @@ def write_docs(root) -> None:
     (docs / "alpha.md").write_text("# Alpha handbook\n\nQuokkas live on Rottnest island. They are friendly.\n")
     (docs / "beta.txt").write_text("Narwhals carry a single long tusk.\n")
     (docs / "guides" / "gamma.rst").write_text("Gamma\n=====\n\nAxolotls regrow their limbs.\n")
-    (docs / "manual.pdf").write_bytes(b"%PDF-1.4 binary quokka content")
+    (docs / "manual.pdf").write_bytes(b"%PDF-1.4 binary quokka content")  # corrupt
+    (docs / "logo.png").write_bytes(b"\x89PNG quokka")
     (docs / "latin1.md").write_bytes("Caf\u00e9 quokka notes.".encode("latin-1"))
     (docs / "leak.md").symlink_to(root.parent / "outside" / "secret.md")
 
@@ -87,8 +88,9 @@ def test_glob_source_indexes_md_txt_rst_and_records_what_it_skipped(glob_source)
     assert report.documents == 3 and report.chunks == Chunk.objects.filter(source=glob_source).count() >= 3
     assert glob_source.status == ReferenceSource.Status.READY
     skipped = dict(report.skipped)
-    assert set(skipped) == {"docs/manual.pdf", "docs/latin1.md", "docs/leak.md"}
-    assert "unsupported file type .pdf" in skipped["docs/manual.pdf"]
+    assert set(skipped) == {"docs/manual.pdf", "docs/logo.png", "docs/latin1.md", "docs/leak.md"}
+    assert "not a readable PDF" in skipped["docs/manual.pdf"]
+    assert "unsupported file type .png" in skipped["docs/logo.png"]
     assert "not UTF-8" in skipped["docs/latin1.md"]
     assert "outside the source root" in skipped["docs/leak.md"]
     for path, reason in report.skipped:

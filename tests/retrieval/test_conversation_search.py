@@ -23,7 +23,8 @@ from tests.factories import import_documents, person
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/search/conversation"
-HIT_KEYS = {"rank", "chunk_id", "document_id", "title", "source", "byte_offset", "content", "similarity",
+HIT_KEYS = {"rank", "chunk_id", "document_id", "title", "source", "byte_offset", "content",
+            "locator", "citation", "similarity",
             "query_chunk"}
 CHATTER = ["Thanks, that helps a lot!", "Sure, happy to help with that.", "Let me think about it for a moment.",
            "Great, talk soon."]

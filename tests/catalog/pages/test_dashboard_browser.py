@@ -154,7 +154,7 @@ def test_sources_of_every_kind_are_created_the_refusals_shown_in_place(page, liv
     logo = tmp_path / "logo.png"
     logo.write_bytes(b"\x89PNG\r\n")
     page.set_input_files("#id_uploads", str(logo))
-    expect(page.locator("#id_uploads-check")).to_contain_text("logo.png: not a text file Lectern indexes")
+    expect(page.locator("#id_uploads-check")).to_contain_text("logo.png: not a file type Lectern indexes")
     latin = tmp_path / "latin.md"
     latin.write_bytes("Café au lait.".encode("latin-1"))
     page.set_input_files("#id_uploads", str(latin))

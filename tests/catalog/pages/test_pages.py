@@ -112,7 +112,7 @@ def test_an_upload_source_is_created_from_files_and_a_bad_file_is_refused_in_pla
 
     page = html(refused)
     assert refused.status_code == 400 and "<html" not in page
-    assert "logo.png: is not a text file Lectern indexes" in page and "big.txt: is 4.0 KB" in page
+    assert "logo.png: is not a file type Lectern indexes" in page and "big.txt: is 4.0 KB" in page
     assert 'value="Questions people ask."' not in page and "Questions people ask." in page  # a textarea keeps it
     assert created.status_code == 302
     files = UploadedFile.objects.filter(source__slug="faq").order_by("path")
