@@ -15,7 +15,7 @@ from django.http import QueryDict
 from catalog.catalogs import CatalogSettings
 from catalog.models import Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from catalog.sources.lifecycle import SourceSettings
+from catalog.sources.lifecycle import GitSettings, SourceSettings
 from catalog.sources.uploads import UploadRefused, text_size_problem, upload_text
 from catalog.tag_keys import tag_key
 from catalog.tags import tag_name_problem
@@ -142,6 +142,9 @@ class TagsField(forms.Field):
             raise ValidationError(problems)
 
 
+GIT_FORM_FIELDS = ("remote", "ref", "include", "exclude", "secret", "secret_remove")
+
+
 class SourceForm(forms.Form):
     """A source of any kind: the settings every kind has, and the content of its own kind
     (a glob, an inline text, files). A new upload source needs its first files."""
@@ -162,6 +165,22 @@ class SourceForm(forms.Form):
     content = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 12}),
                               label="Text", help_text="Markdown or plain text.")
     uploads = UploadsField(required=False, label="Files")
+    remote = forms.CharField(
+        max_length=1024, required=False, label="Repository",
+        help_text="https://host/org/repo.git, ssh://git@host/org/repo.git, git@host:org/repo.git, or the path "
+                  "of a repository under a source root.")
+    ref = forms.CharField(max_length=255, required=False, label="Branch, tag or commit",
+                          help_text="Blank: the repository's default branch.")
+    include = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+                              label="Include", help_text="Globs of the files to index, one per line (docs/**, "
+                                                         "*.md); blank: every file Lectern reads.")
+    exclude = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+                              label="Exclude", help_text="Globs of the files to leave out, one per line.")
+    secret = forms.CharField(
+        required=False, strip=False, label="Token or deploy key",
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="An https access token, or an ssh private key; stored sealed and never shown again.")
+    secret_remove = forms.BooleanField(required=False, label="Remove the stored token or key")
 
     def __init__(self, data: Any = None, files: Any = None, *, kind: str, editing: ReferenceSource | None = None,
                  **kwargs: Any) -> None:
@@ -169,13 +188,22 @@ class SourceForm(forms.Form):
         if editing is not None and data is None:
             kwargs["initial"] = {"name": editing.name, "description": editing.description, "mode": editing.mode,
                                  "requires_approval": editing.requires_approval, "location": editing.location,
-                                 "content": editing.content, "tags": [t.name for t in editing.tags.all()]}
+                                 "content": editing.content, "tags": [t.name for t in editing.tags.all()],
+                                 "remote": editing.location, "ref": editing.ref, "include": editing.include,
+                                 "exclude": editing.exclude}
         super().__init__(data, files, **kwargs)
         if editing is not None:
             del self.fields["slug"]
-        for name, own_kind in (("location", "glob"), ("content", "inline"), ("uploads", "upload")):
-            if kind != own_kind or (name == "uploads" and editing is not None):
+        for name, own_kind in (("location", "glob"), ("content", "inline"), ("uploads", "upload"),
+                               *((git_field, "git") for git_field in GIT_FORM_FIELDS)):
+            if kind != own_kind or (name == "uploads" and editing is not None) or (
+                    name == "secret_remove" and (editing is None or not editing.secret_sealed)):
                 del self.fields[name]
+        if kind == ReferenceSource.Kind.GIT:
+            self.fields["remote"].required = True
+            if editing is not None and editing.secret_sealed:
+                self.fields["secret"].help_text = (f"A token or key is stored ({editing.secret_hint or 'sealed'}); "
+                                                   "leave blank to keep it, or enter a new one.")
         if kind == ReferenceSource.Kind.GLOB:
             self.fields["location"].required = True
         if kind == ReferenceSource.Kind.INLINE:
@@ -188,6 +216,15 @@ class SourceForm(forms.Form):
         if problem := text_size_problem(len(content.encode("utf-8"))):
             raise ValidationError(f"The text {problem}.")
         return content
+
+    def git(self) -> GitSettings | None:
+        """A git source's remote as the form says it; None for other kinds."""
+        if self.kind != ReferenceSource.Kind.GIT:
+            return None
+        data = self.cleaned_data
+        secret = "" if data.get("secret_remove") else (data["secret"] or None)
+        return GitSettings(data["remote"], ref=data["ref"], include=data["include"], exclude=data["exclude"],
+                           secret=secret)
 
     def tag_names(self) -> list[str]:
         """The tags the form shows now: what was sent, else what the source has."""

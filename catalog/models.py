@@ -11,6 +11,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from catalog.embedder import DEFAULT_MODEL_ID, DIMENSIONS
+from catalog.sources.locators import cite
 from catalog.tag_keys import tag_key
 
 
@@ -77,7 +78,7 @@ class ReferenceSource(models.Model):
         GLOB = "glob", "files matching a glob under a source root"
         UPLOAD = "upload", "uploaded files"
         INLINE = "inline", "inline text"
-        GIT = "git", "a git repository"
+        GIT = "git", "git repository"
 
     class Status(models.TextChoices):
         NEW = "new"
@@ -266,6 +267,11 @@ class Chunk(models.Model):
     def indexed_text(self) -> str:
         """What BM25 and the embedding see: the heading (if any), then the content."""
         return indexed_text(self.heading, self.content)
+
+    @property
+    def citation(self) -> str:
+        """Where it sits, as one line (catalog.sources.locators.cite)."""
+        return cite(self.locator, self.document.path)
 
 
 def indexed_text(heading: str, content: str) -> str:

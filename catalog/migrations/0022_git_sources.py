@@ -43,6 +43,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='referencesource',
             name='kind',
-            field=models.CharField(choices=[('glob', 'files matching a glob under a source root'), ('upload', 'uploaded files'), ('inline', 'inline text'), ('git', 'a git repository')], default='glob', max_length=16),
+            field=models.CharField(choices=[('glob', 'files matching a glob under a source root'), ('upload', 'uploaded files'), ('inline', 'inline text'), ('git', 'git repository')], default='glob', max_length=16),
         ),
     ]

@@ -79,6 +79,10 @@ class LocatorSerializer(serializers.Serializer[dict[str, Any]]):
                                    required=False, help_text="First and last slide (PPTX).")
     heading = serializers.CharField(required=False, help_text="The heading path where the chunk starts, "
                                                               "`Setup › Linux`.")
+    commit = serializers.CharField(required=False, help_text="The commit a git file's text was read at.")
+    link = serializers.URLField(required=False, help_text="The git file's page at that commit on its forge, at "
+                                                          "the chunk's lines (GitHub, GitLab, Gitea hosts).")
+    url = serializers.URLField(required=False, help_text="The web page the chunk was read from.")
 
 
 # What every search hit shows of its chunk (each search adds its scores). A comment, not
