@@ -55,11 +55,12 @@ class ContextItem:
     source: str = ""
     document_id: str = ""
     memory_id: int | None = None
+    citation: str = ""  # a passage's place in its document (catalog.sources.locators.cite)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "text": self.text, "score": round(self.score, 4), "ref": self.ref,
                 "catalog": self.catalog, "source_id": self.source, "document_id": self.document_id,
-                "memory_id": self.memory_id}
+                "memory_id": self.memory_id, "citation": self.citation}
 
 
 @dataclass
@@ -193,7 +194,8 @@ def _traced(item: ContextItem) -> dict[str, Any]:
     """A context item as its trace keeps it: a memory whole (the agent's own), a passage
     by its reference and score only, neither its text nor its document's path: a trace
     is read later, when the approval that let the passage through may have ended."""
-    return item.as_dict() if item.kind == "memory" else {**item.as_dict(), "text": "", "document_id": ""}
+    return item.as_dict() if item.kind == "memory" else {**item.as_dict(), "text": "", "document_id": "",
+                                                         "citation": ""}
 
 
 def _passages(caller: Caller, text: str, limit: int,
@@ -216,7 +218,7 @@ def _passages(caller: Caller, text: str, limit: int,
                 continue
             ref = f"{catalog.slug}/{hit.source}" if caller.qualify else hit.source
             items.append(ContextItem("passage", hit.content, similarity, ref=ref, catalog=catalog.slug,
-                                     source=hit.source, document_id=hit.document_id))
+                                     source=hit.source, document_id=hit.document_id, citation=hit.citation))
         withheld += [{"source_id": entry.source, "catalog": catalog.slug,
                       "ref": f"{catalog.slug}/{entry.source}" if caller.qualify else entry.source, "name": entry.source,
                       "matched": [], "via": "semantic", "score": None, "injected": "none", "withheld": True,

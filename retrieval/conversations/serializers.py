@@ -189,6 +189,9 @@ class ContextItemSerializer(serializers.Serializer[dict[str, Any]]):
     source_id = serializers.CharField()
     document_id = serializers.CharField()
     memory_id = serializers.IntegerField(allow_null=True)
+    citation = serializers.CharField(default="", help_text="A passage's place in its document, as one line to quote "
+                                               "(`path:lines`, `file p. 3`, ... as a search hit's); empty for a "
+                                               "memory, and in a trace.")
 
 
 class ConversationWithheldSerializer(serializers.Serializer[dict[str, Any]]):

@@ -85,6 +85,8 @@ def test_facts_and_context_go_onto_the_newest_user_message_only(bot):
     assert "@handbook: A circuit breaker stops calls to a failing dependency." in added
     assert "Steve wants a circuit breaker on the failing card network." in added  # the memory
     assert [item["kind"] for item in body["context"]].count("passage") >= 1
+    passage = next(item for item in body["context"] if item["kind"] == "passage")
+    assert passage["citation"].startswith(f"{passage['document_id']}:1")  # its lines in its document
     assert len(body["context"]) <= 3  # the agent's rag_max_results
     assert strip_injection(out[3]["content"], signer=signed_for(bot)) == messages[3]["content"]
 
