@@ -1,4 +1,5 @@
-"""Curator API for reindexing: request runs, watch them."""
+"""Curator API: sources (list, create, read, change), their content and files, and
+reindexing (request runs, watch them)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
@@ -16,12 +18,13 @@ from rest_framework.views import APIView
 
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
 from catalog.errors import ConflictError
-from catalog.indexing.runs import EditConflict, index_run_request, source_edit_queued
+from catalog.indexing.runs import EditConflict, index_run_request, source_create_queued, source_edit_queued
 from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
 from catalog.rest.fields import QueryBooleanField, StrictCharField
 from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
+from catalog.sources.lifecycle import GitSettings, SourceSettings, needs_reindex, source_create, source_update
 from catalog.sources.upload_paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.sources.uploads import text_size_problem
 from catalog.web import person_or_none
@@ -248,3 +251,188 @@ class SourceFilesApi(APIView):
     def _queued_response(self, target: ReferenceSource, path: str, run: IndexRun | None) -> Response:
         body = {"source": target.slug, "path": path, "run": run}
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+# --- sources ------------------------------------------------------------------------------
+
+WRITABLE_KINDS = [ReferenceSource.Kind.GLOB, ReferenceSource.Kind.INLINE, ReferenceSource.Kind.UPLOAD,
+                  ReferenceSource.Kind.GIT]
+
+
+class SourceSyncSerializer(serializers.Serializer[dict[str, Any]]):
+    """What a git source's last sync found; empty for other kinds and before a sync."""
+
+    commit = serializers.CharField(required=False, help_text="The commit the source was synced to.")
+    ref = serializers.CharField(required=False, help_text="The branch, tag or commit it reads (HEAD: the default).")
+    files = serializers.IntegerField(required=False, help_text="Files in the commit's tree.")
+    indexed = serializers.IntegerField(required=False, help_text="Files indexed as documents.")
+    read = serializers.IntegerField(required=False, help_text="Files read by this sync (the others were unchanged).")
+    skipped = serializers.IntegerField(required=False, help_text="Files listed in `skipped`, with why.")
+    other_types = serializers.IntegerField(required=False, help_text="Files of types Lectern does not read.")
+    synced_at = serializers.DateTimeField(required=False)
+
+
+class SourceSerializer(serializers.Serializer[ReferenceSource]):
+    """A source as a curator reads it: its settings, what its kind reads, its state. A
+    git source's token or key is never shown: only whether one is stored."""
+
+    slug = serializers.SlugField(help_text="The reference id agents use (`@id`).")
+    name = serializers.CharField()
+    description = serializers.CharField()
+    kind = serializers.ChoiceField(choices=ReferenceSource.Kind.values)
+    mode = serializers.ChoiceField(choices=ReferenceSource.Mode.values)
+    requires_approval = serializers.BooleanField()
+    tags = serializers.SerializerMethodField()
+    location = serializers.CharField(help_text="A glob's pattern, or a git source's repository URL or path.")
+    ref = serializers.CharField(help_text="A git source's branch, tag or commit (blank: its default branch).")
+    include = serializers.CharField(help_text="A git source's include globs, one per line.")
+    exclude = serializers.CharField(help_text="A git source's exclude globs, one per line.")
+    secret_stored = serializers.SerializerMethodField(help_text="Whether a token or deploy key is stored (sealed).")
+    status = serializers.ChoiceField(choices=ReferenceSource.Status.values)
+    fingerprint = serializers.CharField()
+    indexed_at = serializers.DateTimeField(allow_null=True)
+    sync = SourceSyncSerializer()
+    skipped = serializers.SerializerMethodField(help_text="Files the last run could not read, with why.")
+    error = serializers.SerializerMethodField(help_text="Why the last run failed; null when it did not.")
+
+    def get_tags(self, source: ReferenceSource) -> list[str]:
+        return sorted(tag.name for tag in source.tags.all())
+
+    def get_secret_stored(self, source: ReferenceSource) -> bool:
+        return bool(source.secret_sealed)
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField(child=serializers.CharField())))
+    def get_skipped(self, source: ReferenceSource) -> list[dict[str, str]]:
+        if source.status == ReferenceSource.Status.ERROR:
+            return []
+        return [{"path": path, "reason": reason} for line in source.last_error.splitlines()
+                if line.startswith("skipped ") for path, _, reason in [line.removeprefix("skipped ").partition(": ")]]
+
+    def get_error(self, source: ReferenceSource) -> str | None:
+        return source.last_error if source.status == ReferenceSource.Status.ERROR else None
+
+
+class SourceWriteSerializer(serializers.Serializer[None]):
+    """A source's settings as a curator sends them: on create, slug, name and kind are
+    needed; on update, only what changes (the kind and the slug never change)."""
+
+    slug = serializers.SlugField(max_length=100)
+    name = StrictCharField(max_length=200)
+    description = StrictCharField(required=False, allow_blank=True, default="")
+    kind = serializers.ChoiceField(choices=WRITABLE_KINDS, help_text="An upload source's files are PUT to "
+                                                                     "`.../files` once it is created.")
+    mode = serializers.ChoiceField(choices=ReferenceSource.Mode.values, default=ReferenceSource.Mode.SELECTABLE)
+    requires_approval = serializers.BooleanField(default=False)
+    tags = serializers.ListField(child=StrictCharField(max_length=100), default=list)
+    location = StrictCharField(required=False, allow_blank=True, max_length=1024,
+                               help_text="A glob under a source root, or a git repository: https://host/org/repo"
+                                         ".git, ssh://..., git@host:org/repo.git, or a path under a source root.")
+    content = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
+                              help_text="An inline source's text (at most LECTERN_MAX_UPLOAD_BYTES).")
+    ref = StrictCharField(required=False, allow_blank=True, max_length=255)
+    include = StrictCharField(required=False, allow_blank=True)
+    exclude = StrictCharField(required=False, allow_blank=True)
+    secret = StrictCharField(required=False, allow_blank=True, write_only=True, trim_whitespace=False,
+                             help_text="A git source's https token or ssh private key, stored sealed and never "
+                                       "shown again; \"\" removes the stored one; absent keeps it.")
+
+    def validate_content(self, value: str) -> str:
+        return _text_within_limit(value)
+
+
+def _django_errors_as_400(error: DjangoValidationError) -> serializers.ValidationError:
+    return serializers.ValidationError(error.message_dict if hasattr(error, "error_dict") else error.messages)
+
+
+def _git_settings(data: dict[str, Any], current: ReferenceSource | None = None) -> GitSettings:
+    def value(name: str) -> str:
+        return str(data[name]) if name in data else (getattr(current, name) if current is not None else "")
+
+    return GitSettings(value("location"), ref=value("ref"), include=value("include"), exclude=value("exclude"),
+                       secret=data.get("secret"))
+
+
+def _settings(data: dict[str, Any], current: ReferenceSource | None = None) -> SourceSettings:
+    def value(name: str, default: Any) -> Any:
+        return data[name] if name in data else (getattr(current, name) if current is not None else default)
+
+    tags = data["tags"] if "tags" in data else (
+        [tag.name for tag in current.tags.all()] if current is not None else [])
+    return SourceSettings(name=value("name", ""), description=value("description", ""),
+                          mode=value("mode", ReferenceSource.Mode.SELECTABLE),
+                          requires_approval=value("requires_approval", False), tags=tags)
+
+
+class SourcesApi(APIView):
+    """A catalog's sources: list them; create one (a run that indexes it is queued)."""
+
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        source = SourceSerializer()  # type: ignore[assignment]  # named like Field.source: see IndexRunSerializer
+        run = IndexRunSerializer(allow_null=True, help_text="The run that indexes the change; null when none was "
+                                                            "needed.")
+
+    @extend_schema(operation_id="list_sources", responses={200: SourceSerializer(many=True), **errors(CURATOR_ERRORS)})
+    def get(self, request: Request, slug: str) -> Response:
+        catalog = get_catalog_for_caller(request_user(request), slug)
+        _require_curator(request_user(request))
+        sources = catalog.sources.prefetch_related("tags").order_by("slug")
+        return Response(SourceSerializer(list(sources), many=True).data)  # type: ignore[arg-type]
+
+    @extend_schema(request=SourceWriteSerializer, operation_id="create_source",
+                   responses={202: OutputSerializer, **errors({
+                       400: "`invalid_input`: a field is missing or not valid (a glob outside the source roots, a "
+                            "repository Lectern may not reach); `details.fields` says which.",
+                       **CURATOR_ERRORS, 409: BUSY})})
+    def post(self, request: Request, slug: str) -> Response:
+        catalog = get_catalog_for_caller(request_user(request), slug)
+        _require_curator(request_user(request))
+        data = SourceWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        kind = fields["kind"]
+
+        def create() -> ReferenceSource:
+            return source_create(catalog=catalog, slug=fields["slug"], kind=kind, settings=_settings(fields),
+                                 location=fields.get("location", ""), content=fields.get("content", ""),
+                                 git=_git_settings(fields) if kind == ReferenceSource.Kind.GIT else None,
+                                 by=person_or_none(request_user(request)))
+        try:
+            with _edit_errors_as_409():
+                source, run = source_create_queued(slug=fields["slug"], trigger=_trigger(request), create=create)
+        except DjangoValidationError as error:
+            raise _django_errors_as_400(error) from None
+        return Response(self.OutputSerializer({"source": source, "run": run}).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SourceApi(APIView):
+    """One source: read it; change its settings (a run is queued when what it reads changed)."""
+
+    @extend_schema(operation_id="get_source", responses={200: SourceSerializer, **errors(CURATOR_ERRORS)})
+    def get(self, request: Request, slug: str, source: str) -> Response:
+        return Response(SourceSerializer(_curated_source(request, slug, source)).data)
+
+    @extend_schema(request=SourceWriteSerializer(partial=True), operation_id="update_source",
+                   responses={200: SourcesApi.OutputSerializer, **errors({
+                       400: "`invalid_input`: a field is not valid; `details.fields` says which.",
+                       **CURATOR_ERRORS, 409: BUSY})})
+    def patch(self, request: Request, slug: str, source: str) -> Response:
+        target = _curated_source(request, slug, source)
+        data = SourceWriteSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        if "kind" in fields and fields["kind"] != target.kind or "slug" in fields and fields["slug"] != target.slug:
+            raise serializers.ValidationError({"kind": "A source's kind and slug never change; create another."})
+
+        def update() -> list[str]:
+            return source_update(source=target, settings=_settings(fields, target), location=fields.get("location"),
+                                 content=fields.get("content"),
+                                 git=_git_settings(fields, target) if target.kind == ReferenceSource.Kind.GIT
+                                 else None, by=person_or_none(request_user(request)))
+        try:
+            with _edit_errors_as_409():
+                _, run = source_edit_queued(source=target, trigger=_trigger(request), edit=update,
+                                            reindex=lambda changed: needs_reindex(target.kind, changed))
+        except DjangoValidationError as error:
+            raise _django_errors_as_400(error) from None
+        target.refresh_from_db()
+        return Response(SourcesApi.OutputSerializer({"source": target, "run": run}).data)

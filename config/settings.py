@@ -175,11 +175,15 @@ SPECTACULAR_SETTINGS = {
         "SearchModeEnum": "retrieval.search.selectors.MODES",
         "ConversationSearchModeEnum": "retrieval.conversations.search.SEARCH_MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
-        "ReferenceModeEnum": "catalog.models.ReferenceSource.Mode",
+        "ReferenceModeEnum": ["auto", "selectable", "preselected"],
         "HintViaEnum": "retrieval.enrichment.serializers.VIAS",  # a hint's via and each of its reasons'
         "ApprovalStateEnum": "approvals.models.ApprovalRequest.State",
         "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
         "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)
+        # Named by value lists: a serializer's ChoiceField(choices=X.values) gives no labels to match a class by.
+        "IndexStatusEnum": ["new", "indexing", "ready", "lexical_only", "error"],  # a source's status
+        "SourceKindEnum": ["glob", "upload", "inline", "git"],
+        "KindEnum": ["memory", "passage"],  # a context item's (the name it had before sources had kinds)
     },
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "catalog.rest.schema.nul_free_requests_hook",

@@ -211,6 +211,7 @@ EVERYONE_200 = (200,) * 9
 SIGNED_IN_200 = (401,) + (200,) * 8
 CATALOG_READERS = (401, 404, 404, 200, 200, 200, 200, 200, 200)
 CURATORS = (401, 404, 404, 202, 403, 202, 202, 403, 202)  # people or agents marked curator
+CURATOR_READS = (401, 404, 404, 200, 403, 200, 200, 403, 200)  # the same, answered 200
 PERSON_CURATORS = (401, 404, 404, 200, 403, 200, 200, 403, 403)  # people only
 VIEWERS = (LOGIN, 403, 403, 200, 200, 200, 200, LOGIN, LOGIN)  # the reviewer's pages
 DECIDERS = (LOGIN, 403, 403, 403, 302, 302, 302, LOGIN, LOGIN)
@@ -264,6 +265,12 @@ CALLS: list[Call] = [
     Call("api-source-files", "PUT", CURATORS, args=source_of("notes"), body={"path": "more.md", "text": "More."},
          writes=True),
     Call("api-source-files", "DELETE", CURATORS, args=source_of("notes"), query="?path=notes.md", writes=True),
+    Call("api-sources", "GET", CURATOR_READS, args=catalog_slug),
+    Call("api-sources", "POST", CURATORS, args=catalog_slug, writes=True,
+         body={"slug": "fresh", "name": "Fresh", "kind": "inline", "content": "New notes."}),
+    Call("api-source", "GET", CURATOR_READS, args=source_of("intro")),
+    Call("api-source", "PATCH", CURATOR_READS, args=source_of("intro"), body={"description": "Welcome."},
+         writes=True),
     # --- the webhook channel: people in the curator group manage it; the signature alone decides ---
     Call("api-webhook-endpoints", "GET", PERSON_CURATORS, args=catalog_slug),
     Call("api-webhook-endpoints", "POST", (401, 404, 404, 201, 403, 201, 201, 403, 403), args=catalog_slug,
@@ -470,7 +477,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST", "agents-memory-erase-POST"}
-    assert len(API_WRITES) == 17
+    assert len(API_WRITES) == 19
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])
