@@ -122,6 +122,7 @@ def _client_cursor() -> CursorWrapper:
     settings (server_side_binding): only such a cursor may send several statements
     at once. Wrapped as Django wraps its own (errors, query log)."""
     connection = read_connection()
+    connection.close_if_health_check_failed()  # as Django's own cursor() does
     connection.ensure_connection()
     raw = psycopg.ClientCursor(connection.connection)
     connection.validate_thread_sharing()
