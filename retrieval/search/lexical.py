@@ -5,7 +5,7 @@ weighted by idf and repeats (retrieval.search.bm25); the terms' packed postings
 
 The same scores summed in SQL from the forward postings (catalog_postings: each chunk's
 term ids and tfs) are the reference (bm25_walk), and give the scores of given chunks
-(bm25_scores)."""
+(bm25_score_sql, bm25_scores)."""
 
 from __future__ import annotations
 
@@ -117,16 +117,17 @@ def _walk_sql(terms: list[bm25.QueryTerm], params: Params, name: str, allowed: s
     return f"SELECT * FROM ({grouped}) g WHERE {allowed}" if allowed else grouped
 
 
-def _probe_sql(terms: list[bm25.QueryTerm], params: Params, candidates: str, name: str) -> str:
-    """(chunk_id, scaled score) of each row of `candidates`, adding its parts from
-    `terms`, read from its forward row (catalog_postings, by key (catalog_id, chunk_id))."""
-    return f"""
-        SELECT c.chunk_id, c.score + coalesce(x.score, 0) AS score FROM {candidates} c CROSS JOIN LATERAL (
-            SELECT sum({_part("q.w")}) AS score
-            FROM ({_forward_sql("f.catalog_id = %(catalog)s AND f.chunk_id = c.chunk_id")}) p
-            JOIN {_terms_sql(terms, params, name)} ON q.term_id = p.term_id
-        ) x
-    """
+def bm25_score_sql(catalog: Catalog, terms: list[bm25.QueryTerm], params: Params, chunk: str) -> str:
+    """SQL for the scaled BM25 score over `terms` of the chunk whose id is the SQL
+    `chunk` (NULL where it holds none of them), summed from its forward row
+    (catalog_postings, by key (catalog_id, chunk_id)); what it needs goes into
+    `params`. A subquery another statement may hold: hydration reads the hits' rows
+    and their scores in one (retrieval.search.selectors.chunk_rows_scored)."""
+    params.update(_score_params(catalog))
+    return f"""(
+        SELECT sum({_part("q.w")})
+        FROM ({_forward_sql(f"f.catalog_id = %(catalog)s AND f.chunk_id = {chunk}")}) p
+        JOIN {_terms_sql(terms, params, "q")} ON q.term_id = p.term_id)"""
 
 
 def bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withheld: Collection[int] = ()) -> list[Row]:
@@ -203,9 +204,9 @@ def bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
 def bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:
     if not terms or not chunk_pks:
         return {}
-    params = _score_params(catalog)
-    params["chunks"] = chunk_pks
-    candidates = "(SELECT unnest(%(chunks)s::bigint[]) AS chunk_id, 0::float8 AS score)"
+    params: Params = {"chunks": chunk_pks}
+    scored = bm25_score_sql(catalog, terms, params, "c.chunk_id")
     with read_connection().cursor() as cursor:
-        cursor.execute(_probe_sql(terms, params, candidates, "q"), params)
+        cursor.execute(f"SELECT c.chunk_id, coalesce({scored}, 0) FROM unnest(%(chunks)s::bigint[]) AS c(chunk_id)",
+                       params)
         return {chunk: score / SCALE for chunk, score in cursor.fetchall()}

@@ -43,8 +43,8 @@ from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
 from catalog.reads import read_connection
 from catalog.sources.locators import cite
-from retrieval.search import bm25, fusion
-from retrieval.search.lexical import bm25_scores, bm25_terms, bm25_top
+from retrieval.search import bm25, fusion, lexical
+from retrieval.search.lexical import bm25_score_sql, bm25_terms, bm25_top
 from retrieval.search.rows import Params, Row
 from retrieval.search.vector import SearchUnavailable, embed_query, vector_scores_for, vector_search
 
@@ -290,9 +290,10 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
         shown.update({_key(row, dedup): row.chunk for row in lists.get(name, [])})
     keys = [key for key, _ in fused]
     missing = {name: [shown[k] for k in keys if k not in scores.get(name, {})] for name in ("bm25", "vector")}
-    extra = {"bm25": bm25_scores(catalog, terms, missing["bm25"]),
+    # the hits' rows and the BM25 scores they lack: one statement
+    rows, lexical_scores = chunk_rows_scored(catalog, [shown[k] for k in keys], terms, missing["bm25"])
+    extra = {"bm25": lexical_scores,
              "vector": vector_scores_for(catalog=catalog, vector=vector, chunk_pks=missing["vector"]) if vector else {}}
-    rows = chunk_rows(catalog, [shown[k] for k in keys])
     hits = []
     for key, fused_score in fused:
         row = rows[shown[key]]
@@ -324,16 +325,32 @@ class ChunkRow(NamedTuple):
 def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
     """What a hit shows of each of the catalog's chunks (its key, document, source and
     content), by pk: one statement."""
+    return chunk_rows_scored(catalog, chunk_pks, [], [])[0]
+
+
+def chunk_rows_scored(catalog: Catalog, chunk_pks: list[int], terms: list[bm25.QueryTerm],
+                      scored: list[int]) -> tuple[dict[int, ChunkRow], dict[int, float]]:
+    """chunk_rows, and the BM25 score over `terms` of those of the chunks in `scored`
+    (bm25_scores' scores), in the same statement: hydration's two reads in one round
+    trip."""
+    params: Params = {"catalog": catalog.pk, "chunks": chunk_pks}
+    score = "NULL::float8"
+    if terms and scored:
+        params["scored"] = scored
+        score = (f"CASE WHEN c.id = ANY(%(scored)s::bigint[]) "
+                 f"THEN coalesce({bm25_score_sql(catalog, terms, params, 'c.id')}, 0) END")
     with read_connection().cursor() as cursor:
         cursor.execute(
-            """
-            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset, c.locator
+            f"""
+            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset, c.locator, {score}
             FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
-            JOIN catalog_referencesource s ON s.id = c.source_id WHERE c.catalog_id = %s AND c.id = ANY(%s)
+            JOIN catalog_referencesource s ON s.id = c.source_id
+            WHERE c.catalog_id = %(catalog)s AND c.id = ANY(%(chunks)s)
             """,
-            [catalog.pk, chunk_pks],
+            params,
         )
-        # Django's connections hand jsonb back as text (its JSONField parses it)
-        rows = (ChunkRow(chunk, document, key, path, title, slug, content, offset, json.loads(locator))
-                for chunk, document, key, path, title, slug, content, offset, locator in cursor.fetchall())
-        return {row.chunk: row for row in rows}
+        found = cursor.fetchall()
+    # Django's connections hand jsonb back as text (its JSONField parses it)
+    rows = {chunk: ChunkRow(chunk, document, key, path, title, slug, content, offset, json.loads(locator))
+            for chunk, document, key, path, title, slug, content, offset, locator, _ in found}
+    return rows, {row[0]: row[-1] / lexical.SCALE for row in found if row[-1] is not None}

@@ -6,12 +6,14 @@ of is ranked exactly. Chunks of withheld sources are left out inside the SQL."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
-from django.db import transaction
+import psycopg
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from catalog.embedder import embedder_status, get_embedder, vector_literal
 from catalog.models import Catalog
-from catalog.reads import read_alias, read_connection
+from catalog.reads import read_connection
 from retrieval.search.rows import Params, Row
 
 
@@ -49,24 +51,17 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
     beside large ones), and any catalog when `exact` is asked for (its rows sorted)."""
     ef_search = min(max(HNSW_EF_SEARCH, limit), HNSW_EF_SEARCH_MAX)
     allowed = "AND source_id <> ALL(%(withheld)s)" if withheld else ""
-    with transaction.atomic(using=read_alias()), read_connection().cursor() as cursor:
-        # relaxed_order: the scan keeps going past ef_search rows, and past rows the
-        # governance filter drops, without re-sorting in the index; we sort below. The
-        # vector literal loads pgvector's library before the settings are made: until
-        # then hnsw.* are placeholders, and a value the library refuses when it loads is
-        # dropped with a mere warning.
-        cursor.execute("SELECT '[0]'::vector, set_config('hnsw.ef_search', %s, true), "
-                       "set_config('hnsw.iterative_scan', 'relaxed_order', true)", [str(ef_search)])
-        sql = f"""
-            SELECT id, document_id, 1 - (embedding <=> %(vector)s::vector) FROM catalog_chunk
-            WHERE catalog_id = %(catalog)s AND embedding IS NOT NULL {allowed}
-            ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
-            """
-        params: Params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
-        # "+ 0" is an order the HNSW index cannot serve, whatever the planner's
-        # settings: the catalog's rows (its catalog_id index) are sorted.
-        exact_sql = sql.replace("ORDER BY embedding <=> %(vector)s::vector",
+    sql = f"""
+        SELECT id, document_id, 1 - (embedding <=> %(vector)s::vector) FROM catalog_chunk
+        WHERE catalog_id = %(catalog)s AND embedding IS NOT NULL {allowed}
+        ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s
+        """
+    params: Params = {"vector": vector, "catalog": catalog.pk, "limit": limit, "withheld": sorted(withheld)}
+    # "+ 0" is an order the HNSW index cannot serve, whatever the planner's
+    # settings: the catalog's rows (its catalog_id index) are sorted.
+    exact_sql = sql.replace("ORDER BY embedding <=> %(vector)s::vector",
                             "ORDER BY (embedding <=> %(vector)s::vector) + 0")
+    with read_connection().cursor() as cursor:
         if withheld:
             # What the agent may read: nothing (no search at all), or few enough rows
             # to sort exactly (the HNSW scan would walk far past the withheld rows to
@@ -90,16 +85,48 @@ def vector_search(*, catalog: Catalog, vector: str, limit: int, withheld: Collec
             # A small catalog's graph has few rows: the approximate scan's recall on it
             # falls with its dead tuples, while sorting its rows costs about a millisecond.
             cursor.execute(exact_sql, params)
-            rows = [Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
+            found = cursor.fetchall()
         else:
-            cursor.execute(sql, params)
-            rows = [Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
-            if len(rows) < limit and len(rows) < catalog.chunk_count:
+            found = hnsw_rows(sql, params, ef_search=ef_search)
+            if len(found) < limit and len(found) < catalog.chunk_count:
                 # The scan stopped short (hnsw.max_scan_tuples: a catalog's rows may lie
                 # beyond what the scan visits): rank the catalog's chunks exactly instead.
                 cursor.execute(exact_sql, params)
-                rows = [Row(chunk, doc, float(s)) for chunk, doc, s in cursor.fetchall()]
-    return sorted(rows, key=lambda row: (-row.score, row.chunk))
+                found = cursor.fetchall()
+    return sorted((Row(chunk, doc, float(s)) for chunk, doc, s in found), key=lambda row: (-row.score, row.chunk))
+
+
+def hnsw_rows(sql: str, params: Params, *, ef_search: int) -> list[tuple[Any, ...]]:
+    """The rows of the k-NN statement `sql`, its HNSW scan run with `ef_search` and the
+    iterative scan on (relaxed_order: it goes on past ef_search rows, and past rows the
+    filters drop, without re-sorting in the index; the caller sorts).
+
+    The settings and the statement go to the server as one message, two statements in
+    one round trip: Postgres runs them in one implicit transaction, which keeps the
+    settings to this statement (or to the caller's transaction, where one is open)
+    without the BEGIN and COMMIT of a transaction of our own. The vector literal loads
+    pgvector's library before the settings are made: until then hnsw.* are
+    placeholders, and a value the library refuses when it loads is dropped with a
+    mere warning."""
+    settings = ("SELECT '[0]'::vector, set_config('hnsw.ef_search', %(ef_search)s, true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true);")
+    with _client_cursor() as cursor:
+        cursor.execute(settings + sql, {**params, "ef_search": str(ef_search)})
+        cursor.nextset()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
+
+
+def _client_cursor() -> CursorWrapper:
+    """A cursor that binds its parameters on the client, whatever the connection's
+    settings (server_side_binding): only such a cursor may send several statements
+    at once. Wrapped as Django wraps its own (errors, query log)."""
+    connection = read_connection()
+    connection.close_if_health_check_failed()  # as Django's own cursor() does
+    connection.ensure_connection()
+    raw = psycopg.ClientCursor(connection.connection)
+    connection.validate_thread_sharing()
+    return CursorDebugWrapper(raw, connection) if connection.queries_logged else CursorWrapper(raw, connection)
 
 
 def vector_scores_for(*, catalog: Catalog, vector: str, chunk_pks: list[int]) -> dict[int, float]:

@@ -20,7 +20,7 @@ from catalog.indexing.chunks import prepare_chunks
 from catalog.indexing.writes import source_replace_rows
 from catalog.models import Chunk, ReferenceSource
 from catalog.sources.documents import Collected, DocumentInput
-from retrieval.search.vector import HNSW_EF_SEARCH_MAX, vector_search
+from retrieval.search.vector import HNSW_EF_SEARCH_MAX, hnsw_rows, vector_search
 
 URL = "/api/v1/search"
 
@@ -84,7 +84,8 @@ def test_top_k_is_filled_past_ef_search_by_the_iterative_scan(make_catalog, agen
 
 
 @pytest.mark.django_db(transaction=True)
-def test_ef_search_takes_effect_on_a_fresh_connection(make_catalog):
+def test_ef_search_takes_effect_on_a_fresh_connection(make_catalog, monkeypatch):
+    monkeypatch.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", -1)  # the HNSW scan, empty as the catalog is
     catalog = make_catalog("fresh")
     vector = "[" + ",".join(["0.05"] * 384) + "]"
     connection.close()  # the next query opens a new backend that has not loaded pgvector
@@ -101,7 +102,8 @@ def test_ef_search_takes_effect_on_a_fresh_connection(make_catalog):
 
 
 @pytest.mark.django_db
-def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalog):
+def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalog, monkeypatch):
+    monkeypatch.setattr("retrieval.search.vector.VECTOR_EXACT_MAX", -1)
     catalog = make_catalog("reused")
     vector = "[" + ",".join(["0.05"] * 384) + "]"
     vector_search(catalog=catalog, vector=vector, limit=5)  # pgvector loaded
@@ -113,6 +115,23 @@ def test_ef_search_takes_effect_on_a_connection_that_loaded_pgvector(make_catalo
             ef_search = cursor.fetchone()[0]
 
     assert int(ef_search) == HNSW_EF_SEARCH_MAX
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scan_settings_hold_for_its_statement_and_end_with_it():
+    connection.close()  # a fresh backend: pgvector not loaded yet
+    settings = "SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')"
+
+    with CaptureQueriesContext(connection) as sent:
+        seen = hnsw_rows(settings, {}, ef_search=HNSW_EF_SEARCH_MAX)
+    with connection.cursor() as cursor:
+        cursor.execute(settings)
+        after = cursor.fetchall()
+
+    # the statement ran with them, sent with it in one message (no transaction of its
+    # own), and the connection is left as it was
+    assert seen == [(str(HNSW_EF_SEARCH_MAX), "relaxed_order")] and len(sent) == 1
+    assert after == [("40", "off")]
 
 
 def far_chunks(catalog, slug: str, count: int, query: np.ndarray, seed: int, *, distance: float = -1.0) -> None:
