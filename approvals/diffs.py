@@ -15,6 +15,7 @@ CONTEXT_LINES = 3
 class DocumentText:
     sha256: str
     text: str | None  # None: not kept (past the size an approval keeps)
+    commit: str = ""  # a git file's: the commit its text was read at
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,14 @@ def _file_diff(path: str, old: DocumentText | None, new: DocumentText | None) ->
         return f"--- a/{path}\n+++ b/{path}\n@@ text not kept: sha256 {old.sha256 if old else '-'} -> " \
                f"{new.sha256 if new else '-'} @@\n"
     lines = difflib.unified_diff(_lines(old), _lines(new), fromfile="/dev/null" if old is None else f"a/{path}",
-                                 tofile="/dev/null" if new is None else f"b/{path}", n=CONTEXT_LINES)
+                                 tofile="/dev/null" if new is None else f"b/{path}", n=CONTEXT_LINES,
+                                 fromfiledate=_at(old), tofiledate=_at(new))
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _at(document: DocumentText | None) -> str:
+    """What a diff's file line says after the name: the commit a git file was read at."""
+    return f"commit {document.commit}" if document is not None and document.commit else ""
 
 
 def content_diff(old: Mapping[str, DocumentText], new: Mapping[str, DocumentText], *,

@@ -260,6 +260,7 @@ class ShownDocument:
     sha256: str
     text: str | None  # None: too long to show here, or not kept
     chars: int | None
+    commit: str = ""  # a git file's: the commit its text was read at
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,8 @@ def _shown(documents: list[dict[str, Any]]) -> list[ShownDocument]:
         fits = text is not None and len(text) <= budget
         budget -= len(text) if fits and text is not None else 0
         shown.append(ShownDocument(document["path"], document.get("title") or "", document["sha256"],
-                                   text if fits else None, len(text) if text is not None else None))
+                                   text if fits else None, len(text) if text is not None else None,
+                                   document.get("commit", "")))
     return shown
 
 

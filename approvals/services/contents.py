@@ -19,12 +19,15 @@ KEPT_TEXT_MAX_CHARS = 4_000_000
 def documents_now(source_id: int) -> list[dict[str, Any]]:
     """The source's indexed documents as they are in this transaction."""
     rows = Document.objects.filter(source_id=source_id).order_by("path").values_list(
-        "path", "content_sha256", "title", "text")
+        "path", "content_sha256", "title", "text", "locator")
     documents, kept = [], 0
-    for path, sha256, title, text in rows:
+    for path, sha256, title, text, locator in rows:
         keep = kept + len(text) <= KEPT_TEXT_MAX_CHARS
         kept += len(text) if keep else 0
-        documents.append({"path": path, "sha256": sha256, "title": title, "text": text if keep else None})
+        document = {"path": path, "sha256": sha256, "title": title, "text": text if keep else None}
+        if commit := locator.get("commit"):
+            document["commit"] = commit  # a git file's: the diff and the review page name it
+        documents.append(document)
     return documents
 
 
@@ -41,7 +44,7 @@ def approved_content_keep(*, source_id: int, fingerprint: str) -> ApprovedConten
 
 
 def as_texts(documents: list[dict[str, Any]]) -> dict[str, DocumentText]:
-    return {d["path"]: DocumentText(d["sha256"], d["text"]) for d in documents}
+    return {d["path"]: DocumentText(d["sha256"], d["text"], d.get("commit", "")) for d in documents}
 
 
 def diff_against(approved: ApprovedContent | None, documents: list[dict[str, Any]]) -> ContentDiff:

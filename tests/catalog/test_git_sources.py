@@ -235,3 +235,25 @@ def test_forge_links_point_at_the_file_and_the_chunks_lines(settings):
 ])
 def test_include_and_exclude_globs_select_paths(path, include, exclude, taken):
     assert selected(path, include, exclude) is taken
+
+
+def test_a_commit_lapses_the_approval_and_the_new_request_shows_the_diff_with_its_commit(served, repository, rita):
+    from approvals.models import ApprovalRequest
+    from tests.approvals.builders import approved
+    from tests.factories import agent_with_token
+
+    source, _ = served
+    source.requires_approval = True
+    source.save()
+    source_index(source=source)
+    agent = agent_with_token(name="bot", catalogs=[source.catalog])[0]
+    approval = approved(agent, source, rita)
+
+    commit = repository.commit({"docs/runbook.md": "# Runbook\n\n## Restart\n\nRestart the wombat worker.\n"})
+    source_index(source=source)
+
+    approval.refresh_from_db()
+    new = ApprovalRequest.objects.get(state="pending")
+    assert approval.state == "lapsed" and new.previous_id == approval.pk
+    assert f"+++ b/docs/runbook.md\tcommit {commit}" in new.diff
+    assert "-Restart the quokka ingest worker.\n+Restart the wombat worker.\n" in new.diff
