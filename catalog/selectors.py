@@ -99,7 +99,7 @@ def source_chunks(source: ReferenceSource, *, document: Document | None = None) 
     chunks = Chunk.objects.filter(catalog_id=source.catalog_id)
     chunks = chunks.filter(source=source) if document is None else chunks.filter(document=document)
     return chunks.select_related("document").only(
-        "key", "ordinal", "byte_offset", "content", "heading", "token_count", "document__path",
+        "key", "ordinal", "byte_offset", "content", "heading", "token_count", "locator", "document__path",
         "document__title").order_by("document__path", "ordinal")
 
 
