@@ -35,6 +35,7 @@ INTEGRATION_FIXTURES = frozenset({
 PROCESS_MODULES = frozenset({
     "subprocess", "multiprocessing", "config.embedded_pg", "benchmarks.connections", "config.serve",
     "tests.config.servers", "tests.topology", "benchmarks.topology", "tests.gitserver", "tests.websites",
+    "benchmarks.web",
 })
 
 
