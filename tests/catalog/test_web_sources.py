@@ -110,6 +110,21 @@ def test_a_changed_page_is_the_only_one_read_and_reindexed_again(site, make_cata
     assert source.fingerprint != first
 
 
+def test_a_page_whose_main_text_stayed_keeps_its_chunks_and_answers_304_next_time(site, make_catalog):
+    source = _web(make_catalog, site.url("/"))
+    source_index(source=source)
+
+    site.set({"/about.html": html_page("About", "<p>Acme builds axolotl tooling.</p>", [*LINKS, "/new.html"]),
+              "/new.html": html_page("New", "<p>A page the navigation now links to.</p>")})
+    moved = source_index(source=source)
+    again = source_index(source=source)
+
+    source.refresh_from_db()
+    assert (moved.changed, moved.added, moved.unchanged) == (0, 1, 5)  # about.html read, its text the same
+    assert "/new.html" in Document.objects.get(source=source, path="/about.html").locator["links"]
+    assert (again.changed, again.added, source.sync["read"], source.sync["not_modified"]) == (0, 0, 0, 6)
+
+
 def test_an_unchanged_site_keeps_its_fingerprint_and_the_scan_waits_for_the_recrawl_interval(site, make_catalog,
                                                                                             settings):
     settings.LECTERN_WEB_RECRAWL_MINUTES = 60
