@@ -19,12 +19,19 @@ from rest_framework.views import APIView
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
 from catalog.errors import ConflictError
 from catalog.indexing.runs import EditConflict, index_run_request, source_create_queued, source_edit_queued
-from catalog.models import Agent, Catalog, IndexRun, ReferenceSource
+from catalog.models import MAX_CRAWL_DEPTH, MAX_CRAWL_PAGES, Agent, Catalog, IndexRun, ReferenceSource
 from catalog.rest.fields import QueryBooleanField, StrictCharField
 from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
-from catalog.sources.lifecycle import GitSettings, SourceSettings, needs_reindex, source_create, source_update
+from catalog.sources.lifecycle import (
+    GitSettings,
+    SourceSettings,
+    WebSettings,
+    needs_reindex,
+    source_create,
+    source_update,
+)
 from catalog.sources.upload_paths import MAX_PATH_CHARS, UPLOAD_PATH_PATTERN, upload_path_problem
 from catalog.sources.uploads import text_size_problem
 from catalog.web import person_or_none
@@ -256,11 +263,12 @@ class SourceFilesApi(APIView):
 # --- sources ------------------------------------------------------------------------------
 
 WRITABLE_KINDS = [ReferenceSource.Kind.GLOB, ReferenceSource.Kind.INLINE, ReferenceSource.Kind.UPLOAD,
-                  ReferenceSource.Kind.GIT]
+                  ReferenceSource.Kind.GIT, ReferenceSource.Kind.WEB]
 
 
 class SourceSyncSerializer(serializers.Serializer[dict[str, Any]]):
-    """What a git source's last sync found; empty for other kinds and before a sync."""
+    """What a git source's last sync or a web source's last crawl found; empty for other
+    kinds and before the first."""
 
     commit = serializers.CharField(required=False, help_text="The commit the source was synced to.")
     ref = serializers.CharField(required=False, help_text="The branch, tag or commit it reads (HEAD: the default).")
@@ -270,6 +278,18 @@ class SourceSyncSerializer(serializers.Serializer[dict[str, Any]]):
     skipped = serializers.IntegerField(required=False, help_text="Files listed in `skipped`, with why.")
     other_types = serializers.IntegerField(required=False, help_text="Files of types Lectern does not read.")
     synced_at = serializers.DateTimeField(required=False)
+    start = serializers.CharField(required=False, help_text="A web source's start URL as the crawl spelled it.")
+    requested = serializers.IntegerField(required=False, help_text="Pages the crawl asked for (the page limit "
+                                                                   "counts these).")
+    fetched = serializers.IntegerField(required=False, help_text="Pages that answered.")
+    not_modified = serializers.IntegerField(required=False, help_text="Pages that answered 304: unchanged, "
+                                                                      "not read again.")
+    disallowed = serializers.IntegerField(required=False, help_text="Pages robots.txt kept the crawl from.")
+    gone = serializers.IntegerField(required=False, help_text="Pages that answered 404 or 410.")
+    limit_reached = serializers.BooleanField(required=False, help_text="Whether pages were left for the page "
+                                                                       "limit.")
+    elapsed_seconds = serializers.FloatField(required=False, help_text="How long the crawl took.")
+    crawled_at = serializers.DateTimeField(required=False)
 
 
 class SourceSerializer(serializers.Serializer[ReferenceSource]):
@@ -283,16 +303,23 @@ class SourceSerializer(serializers.Serializer[ReferenceSource]):
     mode = serializers.ChoiceField(choices=ReferenceSource.Mode.values)
     requires_approval = serializers.BooleanField()
     tags = serializers.SerializerMethodField()
-    location = serializers.CharField(help_text="A glob's pattern, or a git source's repository URL or path.")
+    location = serializers.CharField(help_text="A glob's pattern, a git source's repository URL or path, or a web "
+                                               "source's start URL.")
     ref = serializers.CharField(help_text="A git source's branch, tag or commit (blank: its default branch).")
-    include = serializers.CharField(help_text="A git source's include globs, one per line.")
-    exclude = serializers.CharField(help_text="A git source's exclude globs, one per line.")
+    include = serializers.CharField(help_text="A git source's include globs (a web source's, of URL paths), one "
+                                              "per line.")
+    exclude = serializers.CharField(help_text="A git source's exclude globs (a web source's, of URL paths), one "
+                                              "per line.")
+    max_depth = serializers.IntegerField(help_text="How many links from its start page a web source's crawl "
+                                                   "follows.")
+    max_pages = serializers.IntegerField(help_text="The most pages a web source's crawl requests.")
     secret_stored = serializers.SerializerMethodField(help_text="Whether a token or deploy key is stored (sealed).")
     status = serializers.ChoiceField(choices=ReferenceSource.Status.values)
     fingerprint = serializers.CharField()
     indexed_at = serializers.DateTimeField(allow_null=True)
     sync = SourceSyncSerializer()
-    skipped = serializers.SerializerMethodField(help_text="Files the last run could not read, with why.")
+    skipped = serializers.SerializerMethodField(help_text="Files (a web source's pages) the last run could not "
+                                                          "read, with why.")
     error = serializers.SerializerMethodField(help_text="Why the last run failed; null when it did not.")
 
     def get_tags(self, source: ReferenceSource) -> list[str]:
@@ -325,13 +352,19 @@ class SourceWriteSerializer(serializers.Serializer[None]):
     requires_approval = serializers.BooleanField(default=False)
     tags = serializers.ListField(child=StrictCharField(max_length=100), default=list)
     location = StrictCharField(required=False, allow_blank=True, max_length=1024,
-                               help_text="A glob under a source root, or a git repository: https://host/org/repo"
-                                         ".git, ssh://..., git@host:org/repo.git, or a path under a source root.")
+                               help_text="A glob under a source root; a git repository: https://host/org/repo"
+                                         ".git, ssh://..., git@host:org/repo.git, or a path under a source root; "
+                                         "or a web source's start URL (a page, or a sitemap .xml).")
     content = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
                               help_text="An inline source's text (at most LECTERN_MAX_UPLOAD_BYTES).")
     ref = StrictCharField(required=False, allow_blank=True, max_length=255)
     include = StrictCharField(required=False, allow_blank=True)
     exclude = StrictCharField(required=False, allow_blank=True)
+    max_depth = serializers.IntegerField(required=False, min_value=0, max_value=MAX_CRAWL_DEPTH,
+                                         help_text="A web source's crawl depth (0: the start page alone; "
+                                                   "default 3).")
+    max_pages = serializers.IntegerField(required=False, min_value=1, max_value=MAX_CRAWL_PAGES,
+                                         help_text="A web source's page limit (default 200).")
     secret = StrictCharField(required=False, allow_blank=True, write_only=True, trim_whitespace=False,
                              help_text="A git source's https token or ssh private key, stored sealed and never "
                                        "shown again; \"\" removes the stored one; absent keeps it.")
@@ -350,6 +383,14 @@ def _git_settings(data: dict[str, Any], current: ReferenceSource | None = None) 
 
     return GitSettings(value("location"), ref=value("ref"), include=value("include"), exclude=value("exclude"),
                        secret=data.get("secret"))
+
+
+def _web_settings(data: dict[str, Any], current: ReferenceSource | None = None) -> WebSettings:
+    def value(name: str, default: Any) -> Any:
+        return data[name] if name in data else (getattr(current, name) if current is not None else default)
+
+    return WebSettings(value("location", ""), include=value("include", ""), exclude=value("exclude", ""),
+                       max_depth=value("max_depth", 3), max_pages=value("max_pages", 200))
 
 
 def _settings(data: dict[str, Any], current: ReferenceSource | None = None) -> SourceSettings:
@@ -381,7 +422,7 @@ class SourcesApi(APIView):
     @extend_schema(request=SourceWriteSerializer, operation_id="create_source",
                    responses={202: OutputSerializer, **errors({
                        400: "`invalid_input`: a field is missing or not valid (a glob outside the source roots, a "
-                            "repository Lectern may not reach); `details.fields` says which.",
+                            "repository or a site Lectern may not reach); `details.fields` says which.",
                        **CURATOR_ERRORS, 409: BUSY})})
     def post(self, request: Request, slug: str) -> Response:
         catalog = get_catalog_for_caller(request_user(request), slug)
@@ -395,6 +436,7 @@ class SourcesApi(APIView):
             return source_create(catalog=catalog, slug=fields["slug"], kind=kind, settings=_settings(fields),
                                  location=fields.get("location", ""), content=fields.get("content", ""),
                                  git=_git_settings(fields) if kind == ReferenceSource.Kind.GIT else None,
+                                 web=_web_settings(fields) if kind == ReferenceSource.Kind.WEB else None,
                                  by=person_or_none(request_user(request)))
         try:
             with _edit_errors_as_409():
@@ -427,6 +469,8 @@ class SourceApi(APIView):
             return source_update(source=target, settings=_settings(fields, target), location=fields.get("location"),
                                  content=fields.get("content"),
                                  git=_git_settings(fields, target) if target.kind == ReferenceSource.Kind.GIT
+                                 else None,
+                                 web=_web_settings(fields, target) if target.kind == ReferenceSource.Kind.WEB
                                  else None, by=person_or_none(request_user(request)))
         try:
             with _edit_errors_as_409():

@@ -13,9 +13,9 @@ from django.core.files.uploadedfile import UploadedFile as UploadedFormFile
 from django.http import QueryDict
 
 from catalog.catalogs import CatalogSettings
-from catalog.models import Catalog, ReferenceSource
+from catalog.models import MAX_CRAWL_DEPTH, MAX_CRAWL_PAGES, Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from catalog.sources.lifecycle import GitSettings, SourceSettings
+from catalog.sources.lifecycle import GitSettings, SourceSettings, WebSettings
 from catalog.sources.uploads import UploadRefused, text_size_problem, upload_text
 from catalog.tag_keys import tag_key
 from catalog.tags import tag_name_problem
@@ -27,7 +27,9 @@ SEARCH_MAX_CHARS = 200
 def apply_errors(form: forms.Form, error: ValidationError) -> None:
     """A service's ValidationError shown on `form`: beside the field it names when the
     form has one, else above the form."""
+    aliases: dict[str, str] = getattr(form, "aliases", {})
     for name, messages in error.message_dict.items():
+        name = aliases.get(name, name)
         field = name if name in form.fields else None
         for message in messages:
             form.add_error(field, message)
@@ -143,6 +145,11 @@ class TagsField(forms.Field):
 
 
 GIT_FORM_FIELDS = ("remote", "ref", "include", "exclude", "secret", "secret_remove")
+WEB_FORM_FIELDS = ("url", "include", "exclude", "max_depth", "max_pages")
+# The kinds each content field belongs to; a form of another kind has no such field.
+FIELD_KINDS = {"location": {"glob"}, "content": {"inline"}, "uploads": {"upload"},
+               **{name: {"git"} for name in GIT_FORM_FIELDS}, **{name: {"web"} for name in WEB_FORM_FIELDS},
+               "include": {"git", "web"}, "exclude": {"git", "web"}}
 
 
 class SourceForm(forms.Form):
@@ -181,6 +188,14 @@ class SourceForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
         help_text="An https access token, or an ssh private key; stored sealed and never shown again.")
     secret_remove = forms.BooleanField(required=False, label="Remove the stored token or key")
+    url = forms.CharField(max_length=1024, required=False, label="Start URL",
+                          help_text="The page the crawl starts from (https://docs.example.com/), or a sitemap "
+                                    "(https://docs.example.com/sitemap.xml) whose pages it takes. Only pages of "
+                                    "that site are crawled, as its robots.txt allows.")
+    max_depth = forms.IntegerField(min_value=0, max_value=MAX_CRAWL_DEPTH, initial=3, label="Depth",
+                                   help_text="Links followed from the start page (0: the start page alone).")
+    max_pages = forms.IntegerField(min_value=1, max_value=MAX_CRAWL_PAGES, initial=200, label="Page limit",
+                                   help_text="The most pages one crawl requests.")
 
     def __init__(self, data: Any = None, files: Any = None, *, kind: str, editing: ReferenceSource | None = None,
                  **kwargs: Any) -> None:
@@ -190,15 +205,22 @@ class SourceForm(forms.Form):
                                  "requires_approval": editing.requires_approval, "location": editing.location,
                                  "content": editing.content, "tags": [t.name for t in editing.tags.all()],
                                  "remote": editing.location, "ref": editing.ref, "include": editing.include,
-                                 "exclude": editing.exclude}
+                                 "exclude": editing.exclude, "url": editing.location,
+                                 "max_depth": editing.max_depth, "max_pages": editing.max_pages}
         super().__init__(data, files, **kwargs)
         if editing is not None:
             del self.fields["slug"]
-        for name, own_kind in (("location", "glob"), ("content", "inline"), ("uploads", "upload"),
-                               *((git_field, "git") for git_field in GIT_FORM_FIELDS)):
-            if kind != own_kind or (name == "uploads" and editing is not None) or (
+        # The service names a source's URL or path `location`; these forms call it otherwise.
+        self.aliases = {"location": {"git": "remote", "web": "url"}.get(kind, "location")}
+        for name, kinds in FIELD_KINDS.items():
+            if kind not in kinds or (name == "uploads" and editing is not None) or (
                     name == "secret_remove" and (editing is None or not editing.secret_sealed)):
                 del self.fields[name]
+        if kind == ReferenceSource.Kind.WEB:
+            self.fields["url"].required = self.fields["max_depth"].required = self.fields["max_pages"].required = True
+            self.fields["include"].help_text = ("Globs of the URL paths to crawl, one per line (docs/**, *.html); "
+                                                "blank: every page of the site.")
+            self.fields["exclude"].help_text = "Globs of the URL paths to leave out, one per line."
         if kind == ReferenceSource.Kind.GIT:
             self.fields["remote"].required = True
             if editing is not None and editing.secret_sealed:
@@ -225,6 +247,14 @@ class SourceForm(forms.Form):
         secret = "" if data.get("secret_remove") else (data["secret"] or None)
         return GitSettings(data["remote"], ref=data["ref"], include=data["include"], exclude=data["exclude"],
                            secret=secret)
+
+    def web(self) -> WebSettings | None:
+        """A web source's crawl as the form says it; None for other kinds."""
+        if self.kind != ReferenceSource.Kind.WEB:
+            return None
+        data = self.cleaned_data
+        return WebSettings(data["url"], include=data["include"], exclude=data["exclude"],
+                           max_depth=data["max_depth"], max_pages=data["max_pages"])
 
     def tag_names(self) -> list[str]:
         """The tags the form shows now: what was sent, else what the source has."""

@@ -68,6 +68,11 @@ class Tag(models.Model):
             raise ValidationError({"name": "A tag needs at least one letter or digit."})
 
 
+# A web source's crawl: how deep it may go and how many pages it may request at most.
+MAX_CRAWL_DEPTH = 10
+MAX_CRAWL_PAGES = 10_000
+
+
 class ReferenceSource(models.Model):
     class Mode(models.TextChoices):
         AUTO = "auto", "auto (always offered)"
@@ -79,6 +84,7 @@ class ReferenceSource(models.Model):
         UPLOAD = "upload", "uploaded files"
         INLINE = "inline", "inline text"
         GIT = "git", "git repository"
+        WEB = "web", "web site"
 
     class Status(models.TextChoices):
         NEW = "new"
@@ -100,9 +106,17 @@ class ReferenceSource(models.Model):
     content = models.TextField(blank=True, help_text="The text of an inline source.")
     ref = models.CharField(max_length=255, blank=True,
                            help_text="A git source's branch, tag or commit; blank: the remote's default branch.")
-    include = models.TextField(blank=True, help_text="Globs of the files a git source indexes, one per line "
-                                                     "(** matches folders); blank: every file Lectern reads.")
-    exclude = models.TextField(blank=True, help_text="Globs of the files a git source leaves out, one per line.")
+    include = models.TextField(blank=True, help_text="Globs of the files a git source indexes (of the URL paths a "
+                                                     "web source crawls), one per line (** matches folders); "
+                                                     "blank: every file Lectern reads.")
+    exclude = models.TextField(blank=True, help_text="Globs of the files a git source leaves out (of the URL paths "
+                                                     "a web source does not crawl), one per line.")
+    max_depth = models.PositiveSmallIntegerField(
+        default=3, validators=[MaxValueValidator(MAX_CRAWL_DEPTH)],
+        help_text="How many links from its start page a web source's crawl follows (0: the start page alone).")
+    max_pages = models.PositiveIntegerField(
+        default=200, validators=[MinValueValidator(1), MaxValueValidator(MAX_CRAWL_PAGES)],
+        help_text="The most pages a web source's crawl requests.")
     secret_sealed = models.TextField(
         blank=True, help_text="A git source's https token or ssh deploy key, sealed (catalog.sealing); never shown.")
     secret_hint = models.CharField(max_length=16, blank=True, help_text="The secret's last characters, to tell it.")
@@ -151,6 +165,8 @@ class ReferenceSource(models.Model):
             raise ValidationError({"content": "An inline source needs its text."})
         if self.kind == self.Kind.GIT and not self.location:
             raise ValidationError({"location": "A git source needs its repository's URL or path."})
+        if self.kind == self.Kind.WEB and not self.location:
+            raise ValidationError({"location": "A web source needs its start URL (a page, or a sitemap .xml)."})
 
 
 class ContentEditor(models.Model):

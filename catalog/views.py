@@ -72,6 +72,7 @@ KINDS = [(ReferenceSource.Kind.UPLOAD, "Upload files",
           "Markdown, text, HTML, PDF, Word or PowerPoint files from your computer"),
          (ReferenceSource.Kind.GLOB, "Files on the server", "A glob under a source root, rescanned for changes"),
          (ReferenceSource.Kind.GIT, "Git repository", "A branch, tag or commit of a repository, kept in sync"),
+         (ReferenceSource.Kind.WEB, "Web site", "The pages of a site, crawled from a start URL or a sitemap"),
          (ReferenceSource.Kind.INLINE, "Inline text", "A text written here")]
 # Sent when the live panel finds nothing left to do: the page refreshes what runs changed.
 INDEX_FINISHED = "index-finished"
@@ -322,7 +323,7 @@ def source_new(request: HttpRequest, catalog: str) -> HttpResponse:
         def create() -> ReferenceSource:
             return source_create(catalog=found, slug=data["slug"], kind=kind, settings=form.settings(),
                                  location=data.get("location", ""), content=data.get("content", ""),
-                                 files=data.get("uploads"), git=form.git(), by=person(request))
+                                 files=data.get("uploads"), git=form.git(), web=form.web(), by=person(request))
         try:
             # The source and the run that indexes it are stored together (or neither).
             source, _ = source_create_queued(slug=data["slug"], trigger=IndexRun.Trigger.UI, create=create)
@@ -375,7 +376,8 @@ def source_edit(request: HttpRequest, catalog: str, source: str) -> HttpResponse
 
         def update() -> list[str]:
             return source_update(source=found, settings=form.settings(), location=data.get("location"),
-                                 content=data.get("content"), git=form.git(), by=person(request))
+                                 content=data.get("content"), git=form.git(), web=form.web(),
+                                 by=person(request))
         try:
             # A content change and the run that indexes it are stored together (or neither).
             changed, run = source_edit_queued(source=found, trigger=IndexRun.Trigger.UI, edit=update,

@@ -182,7 +182,7 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)
         # Named by value lists: a serializer's ChoiceField(choices=X.values) gives no labels to match a class by.
         "IndexStatusEnum": ["new", "indexing", "ready", "lexical_only", "error"],  # a source's status
-        "SourceKindEnum": ["glob", "upload", "inline", "git"],
+        "SourceKindEnum": ["glob", "upload", "inline", "git", "web"],
         "KindEnum": ["memory", "passage"],  # a context item's (the name it had before sources had kinds)
     },
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
@@ -228,6 +228,20 @@ LECTERN_SOURCE_ROOTS = [
 LECTERN_GIT_DIR = Path(env_str("LECTERN_GIT_DIR", str(BASE_DIR / "var" / "git")))
 LECTERN_GIT_TIMEOUT = env_int("LECTERN_GIT_TIMEOUT", 600, minimum=5)
 LECTERN_GIT_WEB_HOSTS = env_list("LECTERN_GIT_WEB_HOSTS", [], sep=",")
+# Web-site sources (catalog/sources/website.py): each request of a crawl (robots.txt, a
+# sitemap, a page, each redirect hop) waits at most LECTERN_WEB_TIMEOUT seconds in all,
+# reads at most LECTERN_WEB_MAX_PAGE_BYTES (a longer page is skipped, saying so) and
+# follows at most LECTERN_WEB_MAX_REDIRECTS redirects, on the start URL's site only;
+# every hop's address is checked as webhooks' are (LECTERN_OUTBOUND_ALLOWED_NETWORKS).
+# Crawls identify themselves as LECTERN_WEB_USER_AGENT, which robots.txt rules match by
+# its first word. A site cannot be known unchanged without asking it: the scheduled scan
+# requests a crawl once the last is LECTERN_WEB_RECRAWL_MINUTES old (unchanged pages then
+# answer 304 and are not read again).
+LECTERN_WEB_TIMEOUT = env_int("LECTERN_WEB_TIMEOUT", 20, minimum=1)
+LECTERN_WEB_MAX_PAGE_BYTES = env_int("LECTERN_WEB_MAX_PAGE_BYTES", 5_242_880, minimum=1024)
+LECTERN_WEB_MAX_REDIRECTS = env_int("LECTERN_WEB_MAX_REDIRECTS", 5, minimum=0)
+LECTERN_WEB_USER_AGENT = env_str("LECTERN_WEB_USER_AGENT", "LecternBot/1.0 (reference catalog crawler)")
+LECTERN_WEB_RECRAWL_MINUTES = env_int("LECTERN_WEB_RECRAWL_MINUTES", 60, minimum=1)
 # The largest file of a glob source served to agents that was not indexed (a script, an
 # image: read from disk as the source lists it); larger ones are not listed. Indexed
 # documents are served whatever their size.

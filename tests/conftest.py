@@ -34,7 +34,8 @@ INTEGRATION_FIXTURES = frozenset({
 # Postgres of its own): all its tests are integration.
 PROCESS_MODULES = frozenset({
     "subprocess", "multiprocessing", "config.embedded_pg", "benchmarks.connections", "config.serve",
-    "tests.config.servers", "tests.topology", "benchmarks.topology", "tests.gitserver",
+    "tests.config.servers", "tests.topology", "benchmarks.topology", "tests.gitserver", "tests.websites",
+    "benchmarks.web",
 })
 
 

@@ -35,6 +35,7 @@ class FreshDocument(Protocol):
     size: int
     mtime: float | None
     replaces: int | None  # set by diff_documents: the stored document it supersedes
+    locator: dict[str, Any]
 
 
 Fresh = TypeVar("Fresh", bound=FreshDocument)
@@ -48,6 +49,9 @@ class Diff(Generic[Fresh]):
     replaced: list[int] = field(default_factory=list)  # stored pks of the changed documents' old versions
     unchanged: int = 0
     restat: list[tuple[int, int, float | None]] = field(default_factory=list)  # same content, new size/mtime
+    # Same content read from elsewhere: a git file at a new blob, a web page with new
+    # validators or links. Its locator moves so the next sync compares with this one.
+    relocated: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def to_index(self) -> list[Fresh]:
@@ -84,5 +88,7 @@ def diff_documents(stored: Iterable[StoredDocument], fresh: Iterable[Fresh], *, 
             diff.unchanged += 1
             if (old.size, old.mtime) != (doc.size, doc.mtime):
                 diff.restat.append((old.pk, doc.size, doc.mtime))
+            if doc.locator and doc.locator != old.locator:
+                diff.relocated.append((old.pk, doc.locator))
     diff.removed = [doc.pk for path, doc in by_path.items() if path not in seen]
     return diff

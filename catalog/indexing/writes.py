@@ -236,6 +236,8 @@ def source_apply_diff(source: ReferenceSource, collected: Collected, diff: Diff[
             documents = _copy_documents(cursor, source, diff.to_index, chunking)
             for pk, size, mtime in diff.restat:
                 Document.objects.filter(pk=pk).update(size=size, mtime=mtime)
+            for pk, locator in diff.relocated:
+                Document.objects.filter(pk=pk).update(locator=locator)
             new_ids = _write_chunks(cursor, source, documents, prepared, vectors, progress) if prepared else []
             refresh_catalog_stats(cursor, source.catalog_id)
             # A build of the catalog's indexes packs all its BM25 blocks (catalog.indexing.bulk);

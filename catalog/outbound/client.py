@@ -1,5 +1,5 @@
 """Outbound HTTP that cannot be turned against Lectern's own network (server-side request
-forgery): webhook deliveries now, git and web sources later.
+forgery): webhook deliveries, git sources and web sources.
 
 A URL is checked by `destination_check`: its host is read as an address (any spelling)
 or resolved, once, and every address it resolves to must pass addresses.refusal (the
@@ -7,8 +7,10 @@ pure core) against LECTERN_OUTBOUND_ALLOWED_NETWORKS. `post` then connects to th
 address that was checked, never resolving the name again (a name that answers a public
 address to the check and a private one to the connection, DNS rebinding, gets nowhere),
 while the Host header and TLS (SNI, certificate) still use the name. No redirect is
-followed and no proxy is used: what was checked is what is reached. A reply is read up to
-a bound, so an internal service's page never lands in Lectern whole.
+followed and no proxy is used: what was checked is what is reached (a caller that follows
+redirects, as the web crawler does, checks each hop again). A reply is read up to a bound,
+so an internal service's page never lands in Lectern whole, and a `get` refuses a body
+longer than its bound rather than keep a truncated one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -49,6 +52,17 @@ class Destination:
 class Reply:
     status: int
     excerpt: bytes  # the start of the body, at most the bound asked for
+
+
+@dataclass(frozen=True)
+class Fetched:
+    status: int
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+
+
+class TooLarge(Exception):
+    """A reply whose body is longer than the bound asked for; the message says how long."""
 
 
 def allowed_networks() -> tuple[Network, ...]:
@@ -138,5 +152,36 @@ def post(destination: Destination, *, body: bytes, headers: dict[str, str], time
         connection.request("POST", destination.target, body=body, headers=headers)
         response = connection.getresponse()
         return Reply(response.status, response.read(keep))
+    finally:
+        connection.close()
+
+
+def get(destination: Destination, *, headers: dict[str, str], timeout: float, max_bytes: int,
+        tls: ssl.SSLContext | None = None) -> Fetched:
+    """GET a checked destination: its status, headers and whole body. `timeout` bounds
+    each wait and the exchange as a whole (TimeoutError past it), so a server trickling
+    bytes cannot hold a crawl; a body over `max_bytes` raises TooLarge, by its
+    Content-Length before any of it is read, else once one byte more than that arrived.
+    Raises OSError or http.client.HTTPException when there is no answer."""
+    deadline = time.monotonic() + timeout
+    connection = _connection(destination, timeout=timeout, tls=tls)
+    try:
+        connection.request("GET", destination.target, headers=headers)
+        response = connection.getresponse()
+        found = {name.lower(): value for name, value in response.getheaders()}
+        length = found.get("content-length", "").strip()
+        if length.isdigit() and int(length) > max_bytes:
+            raise TooLarge(f"{int(length):,} bytes")
+        body = bytearray()
+        while len(body) <= max_bytes:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the reply took longer than {timeout:g} s")
+            piece = response.read1(65536)
+            if not piece:
+                break
+            body += piece
+        if len(body) > max_bytes:
+            raise TooLarge(f"more than {max_bytes:,} bytes")
+        return Fetched(response.status, found, bytes(body))
     finally:
         connection.close()

@@ -1,7 +1,8 @@
 """The documents a source holds now, and its fingerprint: glob files read as text
 (catalog.sources.extraction: text, Markdown, HTML, PDF, DOCX, PPTX; those whose size
 and mtime match the stored document are not read; one that cannot be read is skipped
-with the reason), upload rows, or the inline text."""
+with the reason), upload rows, the inline text, a git repository's files
+(catalog.sources.repository) or a web site's pages (catalog.sources.website)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from catalog.sources.fingerprints import fingerprint, text_sha256, uploads_finge
 from catalog.sources.globs import glob_entries
 from catalog.sources.inputs import Collected, DocumentInput, document_input, title_of
 from catalog.sources.repository import git_collect, git_fingerprint_now
+from catalog.sources.website import web_collect, web_fingerprint_now
 
 __all__ = ["Collected", "DocumentInput", "document_input", "source_collect", "source_fingerprint",
            "stored_documents", "title_of"]
@@ -36,6 +38,8 @@ def source_fingerprint(*, source: ReferenceSource) -> str:
         return text_sha256(source.content)
     if source.kind == ReferenceSource.Kind.GIT:
         return git_fingerprint_now(source)
+    if source.kind == ReferenceSource.Kind.WEB:
+        return web_fingerprint_now(source)
     return uploads_fingerprint(UploadedFile.objects.filter(source=source).values_list("path", "sha256"))
 
 
@@ -77,6 +81,8 @@ def source_collect(*, source: ReferenceSource, stored: list[StoredDocument] | No
         collected = rows
     elif source.kind == ReferenceSource.Kind.GIT:
         collected = git_collect(source, by_path)
+    elif source.kind == ReferenceSource.Kind.WEB:
+        collected = web_collect(source, by_path)
     else:
         collected = _read_glob(source, by_path)
     collected.edits = edits

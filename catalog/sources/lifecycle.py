@@ -27,20 +27,24 @@ from catalog.sources.git import remote_problem
 from catalog.sources.globs import root_and_pattern
 from catalog.sources.repository import SECRET_PURPOSE
 from catalog.sources.uploads import text_size_problem
+from catalog.sources.webfetch import url_problem
 from catalog.tag_keys import tag_key
 from catalog.tags import MAX_TAGS_PER_SOURCE, tag_name_problem, tags_ensure
 
 SETTINGS = ("name", "description", "mode", "requires_approval")
 # What each kind reads its content from: a change of it needs a reindex.
 CONTENT_FIELD: dict[str, str] = {ReferenceSource.Kind.GLOB: "location", ReferenceSource.Kind.INLINE: "content",
-                                 ReferenceSource.Kind.GIT: "location"}
+                                 ReferenceSource.Kind.GIT: "location", ReferenceSource.Kind.WEB: "location"}
 GIT_FIELDS = ("location", "ref", "include", "exclude")
+WEB_FIELDS = ("location", "include", "exclude", "max_depth", "max_pages")
 
 
 def needs_reindex(kind: str, fields: list[str]) -> bool:
     """Whether an edit of these fields changed what a source of `kind` reads."""
     if kind == ReferenceSource.Kind.GIT:
         return not {*GIT_FIELDS, "secret"}.isdisjoint(fields)
+    if kind == ReferenceSource.Kind.WEB:
+        return not set(WEB_FIELDS).isdisjoint(fields)
     return CONTENT_FIELD.get(kind) in fields
 
 
@@ -76,6 +80,29 @@ HINT_CHARS = 4  # what a source's page shows of its secret: no more than this, o
 
 
 @dataclass
+class WebSettings:
+    """A web source's crawl: its start URL (a page, or a sitemap .xml), the globs of the URL
+    paths it takes, and how deep and how many pages it goes (catalog.sources.website)."""
+
+    location: str
+    include: str = ""
+    exclude: str = ""
+    max_depth: int = 3
+    max_pages: int = 200
+
+    def apply(self, source: ReferenceSource) -> list[str]:
+        """Set these on `source`; the fields that changed."""
+        changed = []
+        for name in WEB_FIELDS:
+            value = getattr(self, name)
+            value = value.strip() if isinstance(value, str) else value
+            if getattr(source, name) != value:
+                setattr(source, name, value)
+                changed.append(name)
+        return changed
+
+
+@dataclass
 class SourceSettings:
     """What every kind of source has, and what a curator edits on any of them."""
 
@@ -95,8 +122,9 @@ def _check_tags(names: list[str]) -> None:
 
 
 def _check_content(source: ReferenceSource) -> None:
-    """The kind's own rule, beyond the model's: a glob stays under a source root, and
-    an inline text is within the size a source takes at once."""
+    """The kind's own rule, beyond the model's: a glob stays under a source root, an
+    inline text is within the size a source takes at once, and a repository or a site
+    is one Lectern may reach."""
     if source.kind == ReferenceSource.Kind.GLOB and source.location:
         try:
             root_and_pattern(source.location)
@@ -107,6 +135,9 @@ def _check_content(source: ReferenceSource) -> None:
             raise ValidationError({"content": f"The text {problem}."})
     if source.kind == ReferenceSource.Kind.GIT and source.location:
         if problem := remote_problem(source.location):
+            raise ValidationError({"location": problem})
+    if source.kind == ReferenceSource.Kind.WEB and source.location:
+        if problem := url_problem(source.location):
             raise ValidationError({"location": problem})
 
 
@@ -135,9 +166,9 @@ def _validated(source: ReferenceSource, tags: list[str]) -> None:
 
 def source_create(*, catalog: Catalog, slug: str, kind: str, settings: SourceSettings, location: str = "",
                   content: str = "", files: list[DocumentInput] | None = None, git: GitSettings | None = None,
-                  by: User | None) -> ReferenceSource:
+                  web: WebSettings | None = None, by: User | None) -> ReferenceSource:
     """A new source of `kind` (its content: the glob `location`, the inline `content`,
-    the upload `files` or the `git` remote), announced as created by `by`.
+    the upload `files`, the `git` remote or the `web` site), announced as created by `by`.
     ValidationError names each field at fault; nothing is written then."""
     if kind == ReferenceSource.Kind.UPLOAD:
         location = slug  # what upload sources created elsewhere hold (upload_source_ensure)
@@ -146,6 +177,8 @@ def source_create(*, catalog: Catalog, slug: str, kind: str, settings: SourceSet
                              requires_approval=settings.requires_approval)
     if kind == ReferenceSource.Kind.GIT and git is not None:
         git.apply(source)
+    if kind == ReferenceSource.Kind.WEB and web is not None:
+        web.apply(source)
     _validated(source, settings.tags)
     with transaction.atomic():
         try:
@@ -162,7 +195,8 @@ def source_create(*, catalog: Catalog, slug: str, kind: str, settings: SourceSet
 
 
 def source_update(*, source: ReferenceSource, settings: SourceSettings, location: str | None = None,
-                  content: str | None = None, git: GitSettings | None = None, by: User | None) -> list[str]:
+                  content: str | None = None, git: GitSettings | None = None, web: WebSettings | None = None,
+                  by: User | None) -> list[str]:
     """Change a source's settings (and a glob's pattern or an inline text); the fields
     that changed, announced once when any did. The kind and the slug never change: the
     slug is the reference id agents, chunk keys and approvals know it by."""
@@ -180,6 +214,8 @@ def source_update(*, source: ReferenceSource, settings: SourceSettings, location
             setattr(current, name, wanted[name])
         if git is not None and current.kind == ReferenceSource.Kind.GIT:
             changed += git.apply(current)
+        if web is not None and current.kind == ReferenceSource.Kind.WEB:
+            changed += web.apply(current)
         _validated(current, settings.tags)
         old_keys = set(current.tags.values_list("key", flat=True))
         if old_keys != {tag_key(name) for name in settings.tags}:

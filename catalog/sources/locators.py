@@ -73,8 +73,9 @@ def document_positions(path: str, text: str, locator: Locator) -> Positions:
 
 # How each forge writes a line range after a file's page (catalog.sources.git.FORGES).
 LINE_ANCHORS = {"github": "#L{first}-L{last}", "gitlab": "#L{first}-{last}", "gitea": "#L{first}-L{last}"}
-# What a document's locator keeps for its chunks' sake only.
-_DOCUMENT_ONLY = ("blob", "forge")
+# What a document's locator keeps for the next sync or crawl, or for its chunks' sake
+# only: a git file's blob id and forge; a web page's validators and links.
+_DOCUMENT_ONLY = ("blob", "forge", "etag", "last_modified", "links")
 
 
 def chunk_locator(document: Locator, found: Locator) -> Locator:

@@ -19,7 +19,7 @@ from tests.config.servers import child_env
 BASE_DIR = Path(__file__).resolve().parents[2]
 COMMANDS = ["bench", "bench_connections", "bench_conversation", "bench_conversation_recall", "bench_detect",
             "bench_enrich", "bench_files", "bench_formats", "bench_gate", "bench_git", "bench_pages", "bench_query",
-            "bench_reindex", "bench_restart", "bench_topology"]
+            "bench_reindex", "bench_restart", "bench_topology", "bench_web"]
 
 
 def benchmarks(*args: str) -> subprocess.CompletedProcess[str]:
