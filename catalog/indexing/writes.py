@@ -166,7 +166,10 @@ def _copy_documents(cursor: CursorWrapper, source: ReferenceSource, inputs: list
 CHUNK_COLUMNS = ("id", "catalog_id", "source_id", "document_id", "byte_offset", "ordinal", "token_count", "key",
                  "heading", "content", "locator", "embedding")
 CHUNK_TYPES = ("int8", "int8", "int8", "int8", "int8", "int4", "int4", "text", "text", "text", "jsonb")
-# Rows per progress report while copying: a bar moves without a call per row.
+# Rows per COPY statement, each followed by a progress report: a bar moves without a
+# call per row. A report is never made inside a COPY: the run's progress is written on
+# this same connection, which the COPY holds until it ends (a report there waited for
+# it forever: a run of 10,000 chunks or more hung).
 PROGRESS_ROWS = 10_000
 
 
@@ -179,15 +182,18 @@ def _copy_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list
     raw.adapters.register_dumper(_VectorBytes, type("VectorDumper", (_VectorBinaryDumper,), {"oid": vector_oid}))
     prefix = f"{source.catalog.slug}:{source.slug}:"
     embeddings = _vector_rows(vectors, len(prepared))
-    with raw.copy(f"COPY catalog_chunk ({', '.join(CHUNK_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types([*CHUNK_TYPES, vector_oid])
-        for i, item in enumerate(prepared):
-            doc = documents[item.document]
-            copy.write_row((ids[i], source.catalog_id, source.id, doc.id, item.chunk.byte_offset, item.chunk.ordinal,
-                            item.token_count, f"{prefix}{doc.path}:{item.chunk.byte_offset}", item.heading,
-                            item.chunk.content, Jsonb(item.locator), embeddings[i]))
-            if progress and (i + 1) % PROGRESS_ROWS == 0:
-                progress("write", i + 1, len(prepared))
+    for start in range(0, len(prepared), PROGRESS_ROWS):
+        end = min(start + PROGRESS_ROWS, len(prepared))
+        with raw.copy(f"COPY catalog_chunk ({', '.join(CHUNK_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([*CHUNK_TYPES, vector_oid])
+            for i in range(start, end):
+                item = prepared[i]
+                doc = documents[item.document]
+                copy.write_row((ids[i], source.catalog_id, source.id, doc.id, item.chunk.byte_offset,
+                                item.chunk.ordinal, item.token_count, f"{prefix}{doc.path}:{item.chunk.byte_offset}",
+                                item.heading, item.chunk.content, Jsonb(item.locator), embeddings[i]))
+        if progress and end < len(prepared):
+            progress("write", end, len(prepared))
 
 
 def _write_chunks(cursor: CursorWrapper, source: ReferenceSource, documents: list[Document],
