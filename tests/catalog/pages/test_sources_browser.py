@@ -1,8 +1,9 @@
 """Where teams keep their knowledge, added in a real browser (Debian's chromium driven by
-Playwright): a git repository the test serves over smart HTTP with a token, and a folder
-holding a PDF, a DOCX, a PPTX and a scanned PDF; then an agent's search finds each with
-its locator. Indexing runs in the request here (the test settings' synchronous queue).
-Every page state shown is audited (tests.browser.page_audit) and photographed."""
+Playwright): a git repository the test serves over smart HTTP with a token, a small web
+site it serves, and a folder holding a PDF, a DOCX, a PPTX and a scanned PDF; then an
+agent's search finds each with its locator, and its conversation enrichment cites the
+passages it adds. Indexing runs in the request here (the test settings' synchronous
+queue). Every page state shown is audited (tests.browser.page_audit) and photographed."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.catalog.pages.conftest import build_ops
 from tests.documents import docx_bytes, pdf_bytes, pptx_bytes
 from tests.factories import agent_with_token, person
 from tests.gitserver import Repository, git_http_server
+from tests.websites import Site, html_page, web_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -96,3 +98,31 @@ def test_a_curator_adds_a_repository_and_a_folder_of_documents_and_an_agent_cite
     assert search(token, "narwhal signing")["citation"] == "team/ops.pdf p. 2"
     assert search(token, "axolotl release")["citation"] == "team/deploy.docx — Deploying"
     assert search(token, "wombats grew")["citation"] == "team/review.pptx slide 1 — Review"
+
+
+def test_a_curator_adds_a_web_site_and_an_agents_enrichment_cites_its_pages(page, live_server, cora, ops, settings):
+    settings.LECTERN_OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    site = Site({"/": html_page("Handbook", "<p>Start with the guides.</p>", ["/guides/cache", "/guides/pager"]),
+                 "/guides/cache": html_page("Caching", "<h2>Expiry</h2><p>Wombat entries expire hourly.</p>"),
+                 "/guides/pager": html_page("Paging", "<h2>Handover</h2><p>Hand the pager over on Mondays.</p>")})
+    with web_server(site):
+        browser_sign_in(page, live_server.url, "cora", PASSWORD, "/catalogs/ops/")
+        page.click("a.button:has-text('Web site')")
+        page.fill("#id_slug", "site-docs")
+        page.fill("#id_name", "Docs site")
+        page.fill("#id_url", site.url("/"))
+        shot(page, "04-new-web")
+        page.click("#source-form button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/catalogs/ops/sources/site-docs/")
+        expect(page.locator("#documents tbody")).to_contain_text("/guides/cache")
+        shot(page, "05-web-source")
+
+    _, token = agent_with_token(name="reader", catalogs=[ops.catalog])
+    hit = search(token, "wombat entries expire")
+    assert hit["citation"] == f"{site.url('/guides/cache')} — Caching"  # one chunk: where it starts
+    assert hit["locator"] == {"format": "html", "url": site.url("/guides/cache"), "heading": "Caching"}
+    enriched = APIClient().post("/api/v1/enrich/conversation", {
+        "user_id": "steve", "messages": [{"role": "user", "content": "When do wombat cache entries expire?"}]},
+        format="json", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    passages = [item for item in enriched["context"] if item["kind"] == "passage"]
+    assert any(item["citation"] == f"{site.url('/guides/cache')} — Caching" for item in passages)
