@@ -58,6 +58,9 @@ class SourceCard:
     fingerprint: str
     status: str
     tags: tuple[str, ...]
+    # Where a git or web source reads from, as its expansion block names it ("" for the
+    # other kinds): what an agent's citation of its files points at.
+    origin: str = ""
 
     @property
     def base_dir(self) -> str:
@@ -178,9 +181,19 @@ def source_cards(sources: Iterable[ReferenceSource]) -> list[SourceCard]:
         SourceCard(pk=s.pk, catalog_id=s.catalog_id, catalog=s.catalog.slug, slug=s.slug, name=s.name,
                    description=s.description, mode=s.mode, kind=s.kind, location=s.location,
                    requires_approval=s.requires_approval, fingerprint=s.fingerprint, status=s.status,
-                   tags=tuple(sorted(t.name for t in s.tags.all())))
+                   tags=tuple(sorted(t.name for t in s.tags.all())), origin=source_origin(s))
         for s in sources
     ]
+
+
+def source_origin(source: ReferenceSource) -> str:
+    """A git source's repository and the commit it was synced to; a web source's site."""
+    if source.kind == ReferenceSource.Kind.GIT:
+        commit = str(source.sync.get("commit", ""))
+        return f"git repository {source.location}" + (f" at commit {commit[:12]}" if commit else "")
+    if source.kind == ReferenceSource.Kind.WEB:
+        return f"web site {source.location}"
+    return ""
 
 
 def _build(catalog: Catalog, stamp: tuple[object, ...], embedder: Embedder | None) -> CatalogIndex:

@@ -64,6 +64,7 @@ class ReferenceText:
     contents: dict[str, list[str]] = field(default_factory=dict)  # kind -> paths
     related: list[str] = field(default_factory=list)
     base_dir: str = ""
+    origin: str = ""  # a git or web source's repository and commit, or its site
 
 
 def one_line(text: str) -> str:
@@ -109,6 +110,8 @@ def expansion_block(reference: ReferenceText, *, status: str = SELECTED) -> str:
     lines = [f"---\n**Reference @{reference.source_id}: {one_line(reference.name)}** ({status})"]
     if reference.description:
         lines.append(one_line(reference.description))
+    if reference.origin:
+        lines.append(f"Read from: {reference.origin}")
     if reference.paths:
         lines.append("Files:")
         lines += [f"- {path}" for path in reference.paths]

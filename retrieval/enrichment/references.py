@@ -37,7 +37,7 @@ def reference_text(card: SourceCard, ref: str, related: list[str] | None = None,
     paths = source_files(card, indexed)
     return formatting.ReferenceText(source_id=ref, name=card.name, description=card.description, paths=paths,
                                     contents=contents_of(card, paths), related=related or [],
-                                    base_dir=card.base_dir)
+                                    base_dir=card.base_dir, origin=card.origin)
 
 
 def list_references(*, caller: Caller, tag: str = "", text: str = "") -> list[dict[str, Any]]:

@@ -257,3 +257,19 @@ def test_a_commit_lapses_the_approval_and_the_new_request_shows_the_diff_with_it
     assert approval.state == "lapsed" and new.previous_id == approval.pk
     assert f"+++ b/docs/runbook.md\tcommit {commit}" in new.diff
     assert "-Restart the quokka ingest worker.\n+Restart the wombat worker.\n" in new.diff
+
+
+def test_an_agents_expansion_of_a_git_reference_names_the_repository_and_commit(served, repository):
+    from rest_framework.test import APIClient
+
+    from tests.factories import agent_with_token
+
+    source, _ = served
+    source_index(source=source)
+    _, token = agent_with_token(name="reader", catalogs=[source.catalog])
+
+    response = APIClient().post("/api/v1/enrich", {"text": "Follow @handbook for restarts.", "surface": "prompt"},
+                                format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert response.status_code == 200, response.content
+    assert f"Read from: git repository {source.location} at commit {repository.head()[:12]}" in response.json()["text"]
