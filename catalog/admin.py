@@ -36,7 +36,10 @@ class ReferenceSourceAdmin(admin.ModelAdmin[ReferenceSource]):
     search_fields = ["slug", "name", "description"]
     filter_horizontal = ["tags"]
     readonly_fields = ["fingerprint", "status", "last_error", "indexed_at", "changed_by", "content_edits", "created_at",
-                       "updated_at"]
+                       "updated_at", "secret_hint", "sync"]
+    # A git source's sealed token or key is set and removed in the dashboard or the API
+    # only: never shown, not even sealed.
+    exclude = ["secret_sealed"]
 
     def save_model(self, request: HttpRequest, obj: ReferenceSource, form: forms.ModelForm[ReferenceSource],
                    change: bool) -> None:

@@ -56,6 +56,7 @@ from catalog.indexing.chunks import current_cut
 from catalog.indexing.source_index import source_index
 from catalog.models import Catalog, Document, IndexRun, ReferenceSource
 from catalog.progress import Progress
+from catalog.sealing import SecretUnreadable
 from catalog.sources.documents import DocumentInput, source_fingerprint
 from catalog.sources.editing import upload_source_ensure, uploads_replace
 from catalog.sources.errors import SourceError
@@ -367,6 +368,9 @@ def sources_cut_otherwise() -> set[int]:
     return found
 
 
+SCAN_FAILED = "scan: "  # how a source's last_error begins when the scan could not fingerprint it
+
+
 def sources_scan(*, trigger: str = IndexRun.Trigger.SCHEDULE) -> list[IndexRun]:
     """Recover orphaned runs, then request a run for every source whose fingerprint
     moved (or that never indexed) or whose documents were cut otherwise than its catalog
@@ -379,13 +383,16 @@ def sources_scan(*, trigger: str = IndexRun.Trigger.SCHEDULE) -> list[IndexRun]:
     for source in ReferenceSource.objects.select_related("catalog").exclude(pk__in=busy):
         try:
             current = source_fingerprint(source=source)
-        except (SourceError, OSError) as exc:  # reported on the source; the scan goes on
+        except (SourceError, OSError, SecretUnreadable) as exc:  # reported on the source; the scan goes on
             logger.warning("scan: cannot fingerprint %s: %s", source, exc)
             ReferenceSource.objects.filter(pk=source.pk).update(status=ReferenceSource.Status.ERROR,
-                                                                 last_error=f"{type(exc).__name__}: {exc}")
+                                                                 last_error=f"{SCAN_FAILED}{type(exc).__name__}: {exc}")
             continue
+        # A source the scan itself marked failed (a remote that did not answer) gets a run
+        # once it answers again, whose outcome replaces the scan's error.
+        scan_failed = source.status == ReferenceSource.Status.ERROR and source.last_error.startswith(SCAN_FAILED)
         if (current != source.fingerprint or source.status == ReferenceSource.Status.NEW
-                or source.pk in cut_otherwise):
+                or source.pk in cut_otherwise or scan_failed):
             run, created = index_run_request(source=source, trigger=trigger)
             if created:
                 runs.append(run)

@@ -53,6 +53,9 @@ def _read_glob(source: ReferenceSource, stored: dict[str, StoredDocument]) -> Co
                                                                                       info.st_mtime):
             documents.append(DocumentInput(relative, "", None, info.st_size, info.st_mtime, known.sha256))
             continue
+        if file_format(relative) is None:  # refused by its name, unread (a video a glob matched)
+            skipped.append((relative, f"unsupported file type {real.suffix or '(none)'}"))
+            continue
         try:
             extracted = extract(relative, real.read_bytes())
         except ExtractionError as exc:

@@ -29,7 +29,7 @@ from catalog.sources.errors import SourceError
 
 # What an edit's `fields` name when it changed what a source's content is read from.
 CONTENT_FIELDS = frozenset({"created", "content", "files", "kind", "location", "ref", "include", "exclude",
-                            "secret"})
+                            "secret", "max_depth", "max_pages"})
 
 
 def is_content_edit(fields: Iterable[str]) -> bool:

@@ -22,6 +22,7 @@ import base64
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -46,6 +47,11 @@ FORGES = {
     "gitea": "{base}/src/commit/{commit}/{path}",
 }
 KNOWN_HOSTS = {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "gitea", "gitea.com": "gitea"}
+
+
+# What the scheduled scan waits for one remote's answer (`git ls-remote`): it asks every
+# git source in turn, so one that does not answer must not hold the others back.
+SCAN_TIMEOUT = 60
 
 
 class GitError(SourceError):
@@ -88,22 +94,79 @@ def remote_transport(url: str) -> str:
     raise GitError(f"{url!r} is not an https, http or ssh URL, git@host:path, or a path under a source root")
 
 
+def remote_host(url: str) -> tuple[str, int]:
+    """The host and port an https, http or ssh remote connects to. Refused: a host not
+    written in ASCII (its IDNA spelling differs between Python and git's libcurl, so the
+    address checked would not be the one reached: write its xn-- form), and a user name
+    or password in an http(s) URL (a token there would be shown and logged)."""
+    scp = _SCP.match(url)
+    if scp:
+        host, port = scp.group("host"), 22
+    else:
+        parts = urlsplit(url)
+        try:
+            port = parts.port or {"https": 443, "http": 80, "ssh": 22}[parts.scheme]
+        except ValueError as exc:
+            raise GitError(f"{url!r} is not a usable URL: {exc}") from None
+        host = parts.hostname or ""
+        if parts.scheme in ("https", "http") and (parts.username or parts.password):
+            raise GitError("put the token in the credential field, not in the URL (a URL is shown and logged)")
+        if parts.password:
+            raise GitError("an ssh URL may name a user, not a password: give a deploy key in the credential field")
+    if not host:
+        raise GitError(f"{url!r} names no host")
+    if not host.isascii():
+        raise GitError(f"write the host {host!r} in its ASCII form (xn--...): names are checked as written")
+    return host, port
+
+
+def remote_address(url: str) -> Destination:
+    """The address the remote's host resolves to, checked as every outbound request is
+    (catalog.outbound: no loopback, private or link-local address unless
+    LECTERN_OUTBOUND_ALLOWED_NETWORKS allows it); git is then made to connect there."""
+    host, port = remote_host(url)
+    try:
+        # The outbound check takes an http(s) URL: the host and port are what it checks.
+        return destination_check(f"https://{f'[{host}]' if ':' in host else host}:{port}/")
+    except OutboundRefused as exc:
+        raise GitError(str(exc)) from None
+    except OSError as exc:
+        raise GitError(f"{host} does not resolve: {exc.strerror or exc}") from None
+
+
+def secret_problem(url: str, secret: str) -> str | None:
+    """Why `secret` may not be sent to `url`, or None: a deploy key goes over ssh only and
+    a token over https only (over http it would travel in clear: allowed to a loopback
+    address alone, as a test's server is)."""
+    if not secret:
+        return None
+    transport = remote_transport(url)
+    pem = secret.lstrip().startswith("-----BEGIN")
+    if transport == "ssh":
+        return None if pem else "an ssh remote takes a deploy key (a private key beginning '-----BEGIN'), not a token"
+    if pem:
+        return "a private key goes to an ssh remote only; an https remote takes a token"
+    if transport == "file":
+        return "a repository under a source root needs no token or key"
+    if transport == "http" and not remote_address(url).address.is_loopback:
+        return "a token over http would travel in clear: use the repository's https URL"
+    return None
+
+
 def remote_problem(url: str) -> str | None:
     """Why `url` cannot be a git source's remote, or None: the same rules a fetch applies,
     checked when a curator saves it (a host that does not resolve now is no refusal)."""
     try:
         transport = remote_transport(url)
-        if transport in ("https", "http"):
-            parts = urlsplit(url)
-            if parts.password:
-                return "put the token in the credential field, not in the URL (a URL is shown and logged)"
-            try:
-                destination_check(url)
-            except OSError:
-                pass
-        elif transport == "file":
+        if transport == "file":
             _local_repository(url)
-    except (GitError, OutboundRefused) as exc:
+        else:
+            try:
+                remote_address(url)
+            except GitError as exc:
+                if "does not resolve" not in str(exc):
+                    raise
+    except GitError as exc:
         return str(exc)
     return None
 
@@ -157,16 +220,22 @@ def _environment(remote: GitRemote) -> Iterator[tuple[dict[str, str], str]]:
         config = [("http.followRedirects", "false"), ("http.lowSpeedLimit", "1000"), ("http.lowSpeedTime", "60"),
                   ("core.askPass", "/bin/false"), ("credential.helper", "")]
         url = remote.url
+        if remote.secret and (problem := secret_problem(url, remote.secret)):
+            raise GitError(problem)
         if transport in ("https", "http"):
-            destination = _checked(url)
+            destination = remote_address(url)
             config.append(("http.curloptResolve", f"{destination.host}:{destination.port}:{destination.address}"))
             if remote.secret:
                 user = urlsplit(url).username or "x-access-token"
                 basic = base64.b64encode(f"{user}:{remote.secret}".encode()).decode()
                 config.append(("http.extraHeader", f"Authorization: Basic {basic}"))
         elif transport == "ssh":
+            # Connected to the address checked (HostName), the host key known by the name
+            # written (HostKeyAlias), never waiting long for a host that does not answer.
+            destination = remote_address(url)
             ssh = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
-                   "-o", f"UserKnownHostsFile={folder / 'known_hosts'}"]
+                   "-o", f"UserKnownHostsFile={folder / 'known_hosts'}", "-o", f"HostName={destination.address}",
+                   "-o", f"HostKeyAlias={destination.host}", "-o", "ConnectTimeout=20"]
             if remote.secret:
                 key = folder / "key"
                 key.touch(mode=0o600)
@@ -183,31 +252,31 @@ def _environment(remote: GitRemote) -> Iterator[tuple[dict[str, str], str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _checked(url: str) -> Destination:
-    try:
-        return destination_check(url)
-    except OutboundRefused as exc:
-        raise GitError(str(exc)) from None
-    except OSError as exc:
-        raise GitError(f"{urlsplit(url).hostname} does not resolve: {exc.strerror or exc}") from None
-
-
 def _run(args: list[str], *, env: dict[str, str], remote: GitRemote | None = None, cwd: Path | None = None,
-         stdin: bytes | None = None) -> bytes:
+         stdin: bytes | None = None, timeout: float | None = None) -> bytes:
+    """git `args`, its output; GitError saying why when it fails or outlasts `timeout`
+    (LECTERN_GIT_TIMEOUT by default). git runs in a process group of its own, so a
+    timeout stops what it started too (ssh, git-remote-https), not git alone."""
+    limit = timeout or settings.LECTERN_GIT_TIMEOUT
+    process = subprocess.Popen(["git", *args], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True,
-                              timeout=settings.LECTERN_GIT_TIMEOUT, check=False)
+        out, err = process.communicate(stdin, timeout=limit)
     except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} took longer than {settings.LECTERN_GIT_TIMEOUT} s "
-                       "(LECTERN_GIT_TIMEOUT)") from None
-    if done.returncode != 0:
-        command = next(arg for arg in args[2 if args[0] == "-C" else 0:] if not arg.startswith("-"))
-        message = _scrubbed(done.stderr, remote)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise GitError(f"git {_command(args)} took longer than {limit:.0f} s (LECTERN_GIT_TIMEOUT)") from None
+    if process.returncode != 0:
+        message = _scrubbed(err, remote)
         if any(sign in message for sign in _REFUSED_CREDENTIALS):
-            raise GitError(f"the remote refused the credentials (git {command}): check the source's token or "
-                           f"deploy key; git said: {message}")
-        raise GitError(f"git {command} failed: {message}")
-    return done.stdout
+            raise GitError(f"the remote refused the credentials (git {_command(args)}): check the source's token "
+                           f"or deploy key; git said: {message}")
+        raise GitError(f"git {_command(args)} failed: {message}")
+    return out
+
+
+def _command(args: list[str]) -> str:
+    return next(arg for arg in args[2 if args[0] == "-C" else 0:] if not arg.startswith("-"))
 
 
 # What git says when the remote wants credentials it was not given or refused those it was.
@@ -236,7 +305,8 @@ def remote_commit(remote: GitRemote) -> str:
     if _SHA.match(remote.ref):
         return remote.ref
     with _environment(remote) as (env, url):
-        out = _run(["ls-remote", "--end-of-options", url, remote.ref or "HEAD"], env=env, remote=remote)
+        out = _run(["ls-remote", "--end-of-options", url, remote.ref or "HEAD"], env=env, remote=remote,
+                   timeout=min(SCAN_TIMEOUT, settings.LECTERN_GIT_TIMEOUT))
     refs: dict[str, str] = {}
     for line in out.decode().splitlines():
         commit, _, name = line.partition("\t")
@@ -260,8 +330,14 @@ def mirror_fetch(source_id: int, remote: GitRemote) -> str:
         mirror.mkdir(parents=True, exist_ok=True)
         _run(["init", "--quiet", "--bare", str(mirror)], env=_bare_env())
     with _environment(remote) as (env, url):
-        _run(["-C", str(mirror), "fetch", "--quiet", "--depth=1", "--no-tags", "--no-write-fetch-head",
-              "--end-of-options", url, f"+{remote.ref or 'HEAD'}:refs/lectern/synced"], env=env, remote=remote)
+        try:
+            _run(["-C", str(mirror), "fetch", "--quiet", "--depth=1", "--no-tags", "--no-write-fetch-head",
+                  "--end-of-options", url, f"+{remote.ref or 'HEAD'}:refs/lectern/synced"], env=env, remote=remote)
+        except GitError:
+            # A fetch stopped midway may leave its locks (shallow.lock) behind, which
+            # would refuse every later fetch: the mirror is a cache, so it goes whole.
+            shutil.rmtree(mirror, ignore_errors=True)
+            raise
     commit = _run(["-C", str(mirror), "rev-parse", "--verify", "refs/lectern/synced^{commit}"],
                   env=_bare_env()).decode().strip()
     _run(["-C", str(mirror), "gc", "--auto", "--quiet"], env=_bare_env())
@@ -283,19 +359,35 @@ def tree_files(source_id: int, commit: str) -> list[TreeFile]:
     return files
 
 
-def blobs_read(source_id: int, shas: list[str]) -> dict[str, bytes]:
-    """The bytes of each blob, by id: one `git cat-file --batch` for all of them."""
-    if not shas:
-        return {}
+# The most blob bytes one `git cat-file --batch` reads into memory: a first sync of a
+# repository of large files reads them in batches, not all at once.
+BLOB_BATCH_BYTES = 64 * 1024 * 1024
+
+
+def blobs_read(source_id: int, files: list[TreeFile]) -> Iterator[tuple[TreeFile, bytes]]:
+    """Each file with its blob's bytes, read by `git cat-file --batch` in batches of at
+    most BLOB_BATCH_BYTES (a file larger than that alone in its batch)."""
+    batch: list[TreeFile] = []
+    size = 0
+    for entry in files:
+        if batch and size + (entry.size or 0) > BLOB_BATCH_BYTES:
+            yield from _batch_read(source_id, batch)
+            batch, size = [], 0
+        batch.append(entry)
+        size += entry.size or 0
+    if batch:
+        yield from _batch_read(source_id, batch)
+
+
+def _batch_read(source_id: int, files: list[TreeFile]) -> Iterator[tuple[TreeFile, bytes]]:
     out = _run(["-C", str(mirror_path(source_id)), "cat-file", "--batch"], env=_bare_env(),
-               stdin="".join(f"{sha}\n" for sha in shas).encode())
-    found, at = {}, 0
-    for sha in shas:
+               stdin="".join(f"{entry.sha}\n" for entry in files).encode())
+    at = 0
+    for entry in files:
         header_end = out.index(b"\n", at)
-        name, kind, size = out[at:header_end].decode().split()
+        _, kind, size = out[at:header_end].decode().split()
         if kind != "blob":
-            raise GitError(f"{sha} is a {kind}, not a file")
+            raise GitError(f"{entry.path} ({entry.sha}) is a {kind}, not a file")
         start = header_end + 1
-        found[name] = out[start:start + int(size)]
+        yield entry, out[start:start + int(size)]
         at = start + int(size) + 1
-    return found

@@ -23,7 +23,7 @@ from catalog.sealing import seal
 from catalog.sources.documents import DocumentInput
 from catalog.sources.editing import source_changed_by, uploads_write
 from catalog.sources.errors import SourceError
-from catalog.sources.git import remote_problem
+from catalog.sources.git import remote_problem, secret_problem
 from catalog.sources.globs import root_and_pattern
 from catalog.sources.repository import SECRET_PURPOSE
 from catalog.sources.uploads import text_size_problem
@@ -61,7 +61,16 @@ class GitSettings:
     secret: str | None = None
 
     def apply(self, source: ReferenceSource) -> list[str]:
-        """Set these on `source`; the fields that changed ("secret" for the secret)."""
+        """Set these on `source`; the fields that changed ("secret" for the secret).
+        ValidationError when the secret may not go where the source now reads from: a
+        stored one is never sent to another repository (it must be given again), a
+        deploy key goes over ssh only and a token over https (catalog.sources.git)."""
+        moved = self.location.strip() != source.location
+        if moved and self.secret is None and source.secret_sealed:
+            raise ValidationError({"secret": "The repository changed: give its token or key again, or remove the "
+                                             "stored one (a stored secret is never sent to another repository)."})
+        if self.secret and (problem := _secret_problem(self.location.strip(), self.secret.strip())):
+            raise ValidationError({"secret": f"{problem[0].upper()}{problem[1:]}."})
         changed = []
         for name in GIT_FIELDS:
             value = getattr(self, name).strip() if name != "location" else self.location.strip()
@@ -77,6 +86,13 @@ class GitSettings:
 
 
 HINT_CHARS = 4  # what a source's page shows of its secret: no more than this, of a long one
+
+
+def _secret_problem(location: str, secret: str) -> str | None:
+    try:
+        return secret_problem(location, secret)
+    except SourceError:  # the location itself is refused: its own field says why
+        return None
 
 
 @dataclass

@@ -94,6 +94,8 @@ def git_fingerprint_now(source: ReferenceSource) -> str:
 
 
 def _skip_reason(entry: TreeFile) -> str | None:
+    if not entry.path.isprintable() or any("\udc80" <= char <= "\udcff" for char in entry.path):
+        return "its name is not printable UTF-8: rename it in the repository"
     if entry.kind == "commit":
         return f"a submodule (commit {entry.sha[:12]}): not followed; add its repository as a source of its own"
     if entry.mode == "120000":
@@ -119,7 +121,7 @@ def git_collect(source: ReferenceSource, stored: dict[str, StoredDocument]) -> C
         if not selected(entry.path, include, exclude):
             continue
         if (reason := _skip_reason(entry)) is not None:
-            skipped.append((entry.path, reason))
+            skipped.append((entry.path.encode("utf-8", "backslashreplace").decode(), reason))
             continue
         if file_format(entry.path) is None:
             other_types += 1  # code, images: a repository holds many; counted, not listed one by one
@@ -133,10 +135,8 @@ def git_collect(source: ReferenceSource, stored: dict[str, StoredDocument]) -> C
                                            locator=known.locator))
         else:
             unread.append(entry)
-    blobs = blobs_read(source.pk, [entry.sha for entry in unread])
     unreadable: dict[str, tuple[str, str]] = {}
-    for entry in unread:
-        data = blobs[entry.sha]
+    for entry, data in blobs_read(source.pk, unread):
         try:
             if data.startswith(_LFS_POINTER):
                 raise ExtractionError("a Git LFS pointer: the file's content is not in the repository")

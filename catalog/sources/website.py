@@ -30,6 +30,7 @@ import time
 from collections import Counter, deque
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -124,7 +125,7 @@ class Crawl:
             self._visit(url, depth)
 
     def _enqueue(self, url: str, depth: int) -> None:
-        if url in self.seen:
+        if url in self.seen or site_of(url) != self.site:  # never another site, however the link was spelled
             return
         self.seen.add(url)
         if url != self.start and not selected(page_path(url).lstrip("/"), self.include, self.exclude):
@@ -217,8 +218,11 @@ class Crawl:
     def _follow(self, paths: list[str], depth: int) -> None:
         if depth >= self.source.max_depth:
             return
+        origin = urlunsplit((*urlsplit(self.start)[:2], "", "", ""))
         for path in paths:
-            if (url := normalised(path, self.start)) is not None:
+            # The site's origin and the path, joined as text: urljoin would read a path
+            # of '//other.example/x' as another host.
+            if (url := normalised(origin + path)) is not None:
                 self._enqueue(url, depth + 1)
 
 

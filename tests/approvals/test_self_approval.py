@@ -215,7 +215,8 @@ def test_an_admin_rename_after_the_edit_does_not_make_the_editors_change_the_ren
     client.force_login(person("root", is_staff=True, is_superuser=True))
     renamed = client.post(f"/admin/catalog/referencesource/{kb.vault.pk}/change/", {
         "catalog": kb.catalog.pk, "slug": "vault", "name": "Key vault", "description": "", "mode": kb.vault.mode,
-        "kind": "upload", "location": kb.vault.location, "content": "", "requires_approval": "on"})
+        "kind": "upload", "location": kb.vault.location, "content": "", "requires_approval": "on",
+        "max_depth": kb.vault.max_depth, "max_pages": kb.vault.max_pages})
     assert renamed.status_code == 302, renamed.content.decode()[-2000:]
     assert ReferenceSource.objects.values_list("changed_by__username", flat=True).get(pk=kb.vault.pk) == "root"
 

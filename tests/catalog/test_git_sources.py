@@ -186,6 +186,12 @@ def test_a_local_repository_under_a_source_root_reads_a_branch_tag_or_commit(rep
     ("http://169.254.169.254/repo.git", "the cloud metadata address"),
     ("https://user:tok@example.com/repo.git", "put the token in the credential field"),
     ("ftp://example.com/repo.git", "is not an https, http or ssh URL"),
+    ("https://ghp_token0123@github.com/o/r.git", "put the token in the credential field"),
+    ("https://stra\u00dfe.example/r.git", "in its ASCII form"),
+    ("git@127.0.0.1:ops/handbook.git", "a loopback address"),
+    ("ssh://169.254.169.254:80/x.git", "the cloud metadata address"),
+    ("ssh://git:pw@example.com/x.git", "may name a user, not a password"),
+    ("localhost:handbook.git", "a loopback address"),
 ])
 def test_a_remote_git_may_not_reach_is_refused_saying_why(git_settings, url, why):
     assert why in (remote_problem(url) or "")
@@ -273,3 +279,93 @@ def test_an_agents_expansion_of_a_git_reference_names_the_repository_and_commit(
 
     assert response.status_code == 200, response.content
     assert f"Read from: git repository {source.location} at commit {repository.head()[:12]}" in response.json()["text"]
+
+
+def test_a_stored_secret_is_never_sent_to_another_repository(served):
+    from django.core.exceptions import ValidationError
+
+    source, _ = served
+    elsewhere = source.location.replace("handbook.git", "other.git")
+
+    with pytest.raises(ValidationError) as refused:
+        source_update(source=source, settings=SourceSettings(name="Handbook"), git=GitSettings(elsewhere), by=None)
+    assert "give its token or key again" in str(refused.value.message_dict["secret"])
+    source.refresh_from_db()
+    assert source.location != elsewhere and source.secret_sealed
+
+    source_update(source=source, settings=SourceSettings(name="Handbook"), git=GitSettings(elsewhere, secret=""),
+                  by=None)
+    source.refresh_from_db()
+    assert (source.location, source.secret_sealed) == (elsewhere, "")
+
+
+@pytest.mark.parametrize(("url", "secret", "why"), [
+    ("https://github.com/o/r.git", "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n", "goes to an ssh remote only"),
+    ("ssh://git@github.com/o/r.git", "ghp_token", "takes a deploy key"),
+    ("http://10.1.2.3/r.git", "ghp_token", "would travel in clear"),
+])
+def test_a_secret_goes_only_where_it_is_safe(settings, url, secret, why):
+    from catalog.sources.git import secret_problem
+
+    settings.LECTERN_OUTBOUND_ALLOWED_NETWORKS = ["10.0.0.0/8", "127.0.0.0/8"]
+    assert why in (secret_problem(url, secret) or "")
+    assert secret_problem("http://127.0.0.1:9/r.git", "ghp_token") is None  # a test's server on loopback
+
+
+def test_a_fetch_that_outlasts_its_timeout_is_stopped_and_leaves_no_lock(git_settings):
+    """A server that never answers: the fetch is stopped at LECTERN_GIT_TIMEOUT, with what
+    it started, and the mirror it may have locked midway is gone (the next fetch starts clean)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from catalog.sources.git import mirror_fetch
+
+    release = threading.Event()
+
+    class Silent(BaseHTTPRequestHandler):
+        def do_GET(self):
+            release.wait()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    git_settings.LECTERN_GIT_TIMEOUT = 5
+    git_settings.LECTERN_OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    try:
+        with pytest.raises(GitError, match="took longer than 5 s"):
+            mirror_fetch(991, GitRemote(f"http://127.0.0.1:{server.server_address[1]}/r.git", "main"))
+        assert not mirror_path(991).exists()
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_the_scan_goes_on_past_a_failing_source_and_retries_it_once_it_answers(served, repository, make_catalog,
+                                                                              settings):
+    from catalog.indexing.runs import SCAN_FAILED
+
+    source, _ = served
+    source_index(source=source)
+    other = make_catalog("other")
+    unreadable = ReferenceSource.objects.create(catalog=other, slug="locked", name="Locked", kind="git",
+                                                location=source.location, secret_sealed="not-a-sealed-secret")
+    real = source.location
+    # a port nothing listens on (the source's row changed directly: its secret stays bound to it)
+    ReferenceSource.objects.filter(pk=source.pk).update(location="http://127.0.0.1:1/handbook.git")
+
+    runs = sources_scan()
+
+    source.refresh_from_db()
+    unreadable.refresh_from_db()
+    assert source.status == unreadable.status == ReferenceSource.Status.ERROR
+    assert source.last_error.startswith(SCAN_FAILED) and "git ls-remote failed" in source.last_error
+    assert unreadable.last_error.startswith(f"{SCAN_FAILED}SecretUnreadable")
+    assert source.pk not in [run.source_id for run in runs]
+
+    ReferenceSource.objects.filter(pk=source.pk).update(location=real)  # the remote answers again, same commit
+    assert [run.source_id for run in sources_scan() if run.source_id == source.pk] == [source.pk]

@@ -295,3 +295,17 @@ def test_a_sitemap_with_entities_is_read_without_expanding_them():
             b'<urlset><url><loc>https://example.com/&e;</loc></url></urlset>')
     kind, urls = sitemap_urls(body)
     assert kind == "urlset" and all("root:" not in url for url in urls)
+
+
+def test_a_same_site_path_spelled_like_another_host_never_leaves_the_site(site, other_site, make_catalog):
+    """A page of the site linking to `https://site//other.example/guide` links to a page of
+    the site; joined back to a URL (as a re-crawl does with the links a 304 kept), the path
+    must not read as another host."""
+    sneaky = site.url("/") + "/" + other_site.base.split("//", 1)[1] + "/guide"
+    site.set({"/": html_page("Acme Docs", "<p>Home.</p>", [sneaky])})
+    source = _web(make_catalog, site.url("/"))
+
+    source_index(source=source)
+    source_index(source=source)  # the second crawl gets a 304 for / and follows the links it kept
+
+    assert other_site.requests == []
