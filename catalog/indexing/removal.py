@@ -26,6 +26,7 @@ from catalog.indexing.writes import delete_document_rows, refresh_catalog_stats
 from catalog.models import Catalog, Document, ReferenceSource
 from catalog.sources.editing import source_changed_by
 from catalog.sources.errors import SourceError
+from catalog.sources.git import mirror_remove
 
 
 class SourceBusy(SourceError):
@@ -49,6 +50,7 @@ def source_delete(*, source: ReferenceSource, by: User | None) -> None:
                                      list(Document.objects.filter(source=source).values_list("pk", flat=True)))
                 refresh_catalog_stats(cursor, source.catalog_id)
             source.delete()
+        mirror_remove(source.pk)  # a git source's mirror is its cache: it goes with it
 
 
 # What the dashboard's catalog deletion removes by SQL rather than by the ORM's per-row
@@ -74,6 +76,8 @@ def catalog_delete(*, catalog: Catalog, by: User | None) -> None:
                 for statement in _CATALOG_ROWS:
                     cursor.execute(statement, [catalog.pk])
             catalog.delete()
+        for source in sources:
+            mirror_remove(source.pk)
 
 
 def partitions_prune(*, connection: BaseDatabaseWrapper) -> int:

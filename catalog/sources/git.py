@@ -63,6 +63,7 @@ class GitRemote:
     url: str
     ref: str = ""  # a branch, a tag or a commit id; "": the remote's default branch
     secret: str = ""  # an https token or an ssh private key, opened from its seal
+    known_hosts: str = ""  # where the ssh host keys it showed are kept (known_hosts_path); "": a fetch's own
 
     @property
     def transport(self) -> str:
@@ -234,7 +235,7 @@ def _environment(remote: GitRemote) -> Iterator[tuple[dict[str, str], str]]:
             # written (HostKeyAlias), never waiting long for a host that does not answer.
             destination = remote_address(url)
             ssh = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
-                   "-o", f"UserKnownHostsFile={folder / 'known_hosts'}", "-o", f"HostName={destination.address}",
+                   "-o", f"UserKnownHostsFile={_known_hosts(remote, folder)}", "-o", f"HostName={destination.address}",
                    "-o", f"HostKeyAlias={destination.host}", "-o", "ConnectTimeout=20"]
             if remote.secret:
                 key = folder / "key"
@@ -250,6 +251,14 @@ def _environment(remote: GitRemote) -> Iterator[tuple[dict[str, str], str]]:
         yield env, url
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _known_hosts(remote: GitRemote, folder: Path) -> Path:
+    if not remote.known_hosts:
+        return folder / "known_hosts"
+    path = Path(remote.known_hosts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _run(args: list[str], *, env: dict[str, str], remote: GitRemote | None = None, cwd: Path | None = None,
@@ -320,6 +329,19 @@ def remote_commit(remote: GitRemote) -> str:
 
 def mirror_path(source_id: int) -> Path:
     return Path(settings.LECTERN_GIT_DIR) / f"source-{source_id}.git"
+
+
+def known_hosts_path(source_id: int) -> Path:
+    """The ssh host keys a source's remote showed: trusted on its first fetch, and a
+    later fetch to a host showing another key is refused (kept beside the mirror, not
+    in it: a failed fetch removes the mirror, not what was trusted)."""
+    return Path(settings.LECTERN_GIT_DIR) / f"source-{source_id}.known_hosts"
+
+
+def mirror_remove(source_id: int) -> None:
+    """Remove a deleted source's mirror and trusted host keys (caches: nothing else reads them)."""
+    shutil.rmtree(mirror_path(source_id), ignore_errors=True)
+    known_hosts_path(source_id).unlink(missing_ok=True)
 
 
 def mirror_fetch(source_id: int, remote: GitRemote) -> str:

@@ -28,7 +28,16 @@ from catalog.indexing.diffing import StoredDocument
 from catalog.models import ReferenceSource
 from catalog.sealing import unseal
 from catalog.sources.extraction import ExtractionError, extract, file_format
-from catalog.sources.git import GitRemote, TreeFile, blobs_read, mirror_fetch, remote_commit, tree_files, web_link
+from catalog.sources.git import (
+    GitRemote,
+    TreeFile,
+    blobs_read,
+    known_hosts_path,
+    mirror_fetch,
+    remote_commit,
+    tree_files,
+    web_link,
+)
 from catalog.sources.inputs import Collected, DocumentInput, document_input
 
 SECRET_PURPOSE = "lectern.catalog.git-secret"
@@ -39,7 +48,7 @@ def source_remote(source: ReferenceSource) -> GitRemote:
     """The remote a git source reads, its secret opened."""
     secret = unseal(source.secret_sealed, purpose=SECRET_PURPOSE, what=f"the secret of source {source.slug!r}") \
         if source.secret_sealed else ""
-    return GitRemote(source.location, source.ref.strip(), secret)
+    return GitRemote(source.location, source.ref.strip(), secret, str(known_hosts_path(source.pk)))
 
 
 def globs(text: str) -> list[str]:

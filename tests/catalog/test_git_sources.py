@@ -369,3 +369,40 @@ def test_the_scan_goes_on_past_a_failing_source_and_retries_it_once_it_answers(s
 
     ReferenceSource.objects.filter(pk=source.pk).update(location=real)  # the remote answers again, same commit
     assert [run.source_id for run in sources_scan() if run.source_id == source.pk] == [source.pk]
+
+
+def test_deleting_a_git_source_removes_its_mirror(served):
+    from catalog.indexing.removal import source_delete
+
+    source, _ = served
+    source_index(source=source)
+    assert mirror_path(source.pk).exists()
+
+    source_delete(source=source, by=None)
+
+    assert not mirror_path(source.pk).exists()
+
+
+def test_an_ssh_remote_connects_to_the_checked_address_with_its_key_in_a_private_file(git_settings, tmp_path):
+    """What git is given for an ssh remote, built without connecting: the address the
+    host was checked at, the host key kept for the source by its name, the deploy key in a
+    0600 file that is gone once the command is done."""
+    import os
+    import stat
+
+    from catalog.sources.git import _environment
+
+    git_settings.LECTERN_OUTBOUND_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+    remote = GitRemote("git@10.1.2.3:ops/handbook.git", "main", key, str(tmp_path / "hosts" / "source-7"))
+
+    with _environment(remote) as (env, url):
+        command = env["GIT_SSH_COMMAND"]
+        key_file = command.split("-i ", 1)[1].split()[0]
+        assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+        assert open(key_file).read().strip() == key
+    assert url == "git@10.1.2.3:ops/handbook.git" and env["GIT_ALLOW_PROTOCOL"] == "ssh"
+    for option in ("HostName=10.1.2.3", "HostKeyAlias=10.1.2.3", "ConnectTimeout=20", "BatchMode=yes",
+                   f"UserKnownHostsFile={tmp_path / 'hosts' / 'source-7'}", "IdentitiesOnly=yes"):
+        assert option in command
+    assert key not in command and not os.path.exists(key_file)
