@@ -54,6 +54,8 @@ NORMALISATIONS = tuple(fusion.NORMALISERS)
 # How many hits each component contributes to fusion (at least top_k): hybrid and
 # bm25_tiebreak rank each list this deep before fusing them.
 FUSION_DEPTH = 100
+# The modes that fuse two lists, each read FUSION_DEPTH deep.
+FUSED_MODES = ("hybrid", "bm25_tiebreak")
 
 
 @dataclass
@@ -150,13 +152,28 @@ def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int
     return rankings[options.mode]
 
 
-def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
-                 agent: Agent | None = None, embedded: tuple[str, int] | None = None) -> SearchResult:
-    """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
-    see the module docstring for the steps. Reads only: each withheld source that
-    matched says whether a request is due (`request_due`). `embedded`: the query's
-    vector and the characters it read, when the caller made it already."""
-    started = time.perf_counter()
+@dataclass
+class Ranking:
+    """Everything chunk_search ranks before it cuts to top_k: the component lists and
+    their fusion. Explain (retrieval.explain.selectors) reads a document's place in
+    it, so what it says is what search did."""
+
+    options: SearchOptions  # as run: mode bm25 when degraded
+    degraded: str | None
+    depth: int  # how deep each component list was read
+    terms: list[bm25.QueryTerm]
+    vector: str | None
+    vector_chars: int | None
+    lists: dict[str, list[Row]]
+    fused: list[tuple[int, float]]  # every key fused, best first: the hits are its first top_k
+    passes: int
+    withheld: dict[int, InjectionDecision]
+
+
+def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
+                  agent: Agent | None = None, embedded: tuple[str, int] | None = None) -> Ranking:
+    """Steps 1 to 3 of chunk_search (the module docstring): the withheld sources, the
+    component lists and their fusion, uncut."""
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
     mode, degraded = options.mode, None
     vector, vector_chars = embedded if embedded is not None else (None, None)
@@ -169,15 +186,14 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
             mode, degraded = "bm25", f"lexical-only: {exc}"
             options = SearchOptions(**{**options.__dict__, "mode": "bm25"})
     # Fusion needs each component's list beyond top_k; a single component does not.
-    fused_modes = ("hybrid", "bm25_tiebreak")
-    depth = max(options.top_k, FUSION_DEPTH) if mode in fused_modes else options.top_k
+    depth = max(options.top_k, FUSION_DEPTH) if mode in FUSED_MODES else options.top_k
     depth *= 3 if options.dedup else 1  # chunks per distinct document, roughly
     lists: dict[str, list[Row]] = {}
     passes = 0
     terms = bm25_terms(catalog, query)  # once: a pasted passage takes milliseconds to analyse
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
         rows, passes = bm25_top(catalog, terms, depth, withheld)
-        if mode in fused_modes:  # a zero score (idf 0: a term in half the chunks) is no evidence
+        if mode in FUSED_MODES:  # a zero score (idf 0: a term in half the chunks) is no evidence
             rows = [row for row in rows if row.score > 0]
         lists["bm25"] = _ranked(rows, options.dedup)
     # vector is None only where an unavailable model turned the mode to bm25
@@ -189,16 +205,29 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
         sims = vector_scores_for(catalog=catalog, vector=vector, chunk_pks=pks)
         lists["vector"] = sorted((Row(row.chunk, row.document, sims[row.chunk]) for row in lists["bm25"]
                                   if row.chunk in sims), key=lambda row: -row.score)
-    fused = _fuse(lists, options)[: options.top_k]
-    hits = _hydrate(catalog, terms, vector, fused, lists, options.dedup)
+    return Ranking(options, degraded, depth, terms, vector, vector_chars, lists, _fuse(lists, options), passes,
+                   withheld)
+
+
+def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
+                 agent: Agent | None = None, embedded: tuple[str, int] | None = None) -> SearchResult:
+    """Search `catalog` for `agent` (None: a signed-in person, or a curator's command);
+    see the module docstring for the steps. Reads only: each withheld source that
+    matched says whether a request is due (`request_due`). `embedded`: the query's
+    vector and the characters it read, when the caller made it already."""
+    started = time.perf_counter()
+    ranking = chunk_ranking(catalog=catalog, query=query, options=options, agent=agent, embedded=embedded)
+    run, vector, withheld = ranking.options, ranking.vector, ranking.withheld
+    hits = _hydrate(catalog, ranking.terms, vector, ranking.fused[: run.top_k], ranking.lists, run.dedup)
     report: list[WithheldHits] = []
     if withheld:
-        similar = _similarity_floor(hits, options.top_k) if mode in ("vector", "hybrid") and vector else None
-        matched = withheld_hits(catalog, disclosed(withheld), terms if "bm25" in lists else [],
+        similar = _similarity_floor(hits, run.top_k) if run.mode in ("vector", "hybrid") and vector else None
+        matched = withheld_hits(catalog, disclosed(withheld), ranking.terms if "bm25" in ranking.lists else [],
                                 vectors=[vector] if vector else [], similar=similar)
         report = withheld_named(withheld, matched)
     took = (time.perf_counter() - started) * 1000
-    return SearchResult(hits, options.mode if degraded is None else mode, took, degraded, passes, report,
+    vector_chars = ranking.vector_chars
+    return SearchResult(hits, run.mode, took, ranking.degraded, ranking.passes, report,
                         vector_chars, vector_chars is not None and vector_chars < len(query), withheld)
 
 
