@@ -5,6 +5,7 @@ from django.urls import path
 from retrieval.conversations import apis as conversations
 from retrieval.enrichment import apis as enrichment
 from retrieval.evaluation import apis as evaluation
+from retrieval.explain import apis as explain
 from retrieval.memory import apis as memory
 from retrieval.search import apis as search
 from retrieval.status import apis as status
@@ -13,6 +14,7 @@ from retrieval.traces import apis as traces
 urlpatterns = [
     path("search", search.SearchApi.as_view(), name="api-search"),
     path("search/conversation", conversations.ConversationSearchApi.as_view(), name="api-search-conversation"),
+    path("explain", explain.ExplainApi.as_view(), name="api-explain"),
     path("catalogs", search.CatalogListApi.as_view(), name="api-catalogs"),
     path("status", status.StatusApi.as_view(), name="api-status"),
     path("status/reset", status.StatusResetApi.as_view(), name="api-status-reset"),

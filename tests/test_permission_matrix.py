@@ -230,6 +230,8 @@ CALLS: list[Call] = [
     Call("api-status-reset", "POST", (401, 403, 403, 200, 403, 200, 200, 403, 200), writes=True),  # audited
     Call("api-catalogs", "GET", SIGNED_IN_200),  # no role: an empty list
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
+    Call("api-explain", "POST", CATALOG_READERS,
+         body={"catalog": "kb", "query": "plain notes", "mode": "bm25", "source": "notes", "document": "notes.md"}),
     Call("api-search-conversation", "POST", CATALOG_READERS,
          body={"catalog": "kb", "messages": [{"role": "user", "content": "Plain notes, please."}]}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),

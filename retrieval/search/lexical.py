@@ -210,3 +210,25 @@ def bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[i
         cursor.execute(f"SELECT c.chunk_id, coalesce({scored}, 0) FROM unnest(%(chunks)s::bigint[]) AS c(chunk_id)",
                        params)
         return {chunk: score / SCALE for chunk, score in cursor.fetchall()}
+
+
+def bm25_parts(catalog: Catalog, terms: list[bm25.QueryTerm],
+               chunk_pks: list[int]) -> dict[int, dict[int, float]]:
+    """Each chunk's BM25 score split by query term: {chunk: {term id: its part}}, over
+    the terms each holds (a chunk holding none is absent). The parts are bm25_score_sql's
+    own, before their sum: they add up to the chunk's score exactly (whole units of
+    2**-32), the score bm25_top ranked it by. One statement."""
+    if not terms or not chunk_pks:
+        return {}
+    params = _score_params(catalog)
+    params["chunks"] = chunk_pks
+    forward = _forward_sql("f.catalog_id = %(catalog)s AND f.chunk_id = ANY(%(chunks)s::bigint[])")
+    with read_connection().cursor() as cursor:
+        cursor.execute(f"""
+            SELECT p.chunk_id, q.term_id, {_part("q.w")}
+            FROM ({forward}) p JOIN {_terms_sql(terms, params, "q")} ON q.term_id = p.term_id
+        """, params)
+        parts: dict[int, dict[int, float]] = {}
+        for chunk, term_id, part in cursor.fetchall():
+            parts.setdefault(chunk, {})[term_id] = part / SCALE
+    return parts

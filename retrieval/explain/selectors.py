@@ -1,0 +1,219 @@
+"""Why a document was or was not among a search's hits, stage by stage.
+
+document_explain() answers:
+  1. catalog: the source in the catalog, the document in the source, and its chunks
+     (none: not indexed; a source in error says its last error's first line);
+  2. governance: the approval gate's decision for the source (approvals.selectors.gate);
+     a withheld source ends the answer there, before anything of its documents is read:
+     governed content is never described to a caller who may not read it, not even
+     whether a path exists in it;
+  3. the ranking search runs (retrieval.search.selectors.chunk_ranking, uncut), and the
+     document's place in each list: BM25 (its best chunk's score, split by query term
+     with lexical.bm25_parts), vector (its best chunk's cosine similarity) and the
+     fusion, against top_k and the depth each list was read to.
+
+The ranks are positions in the very lists search fuses and cuts, so a document called
+shown at rank r is search's r-th hit with the same options; nothing is re-ranked here.
+Reads only: no approval request is raised, no trace stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from approvals.selectors.gate import withheld_sources
+from catalog import analysis
+from catalog.models import Agent, Catalog, Chunk, Document, ReferenceSource, Term
+from retrieval.search.lexical import bm25_parts
+from retrieval.search.rows import Row
+from retrieval.search.selectors import FUSED_MODES, Ranking, SearchOptions, chunk_ranking
+from retrieval.search.vector import vector_scores_for
+
+
+@dataclass(frozen=True)
+class CatalogStage:
+    source_found: bool
+    source_status: str | None = None
+    last_error: str | None = None  # its first line, where the source is in error
+    document_found: bool | None = None  # None: not looked for (no source, or withheld)
+    chunks: int | None = None
+
+
+@dataclass(frozen=True)
+class GovernanceStage:
+    withheld: bool
+    state: str
+    reason: str = ""
+    request_id: int | None = None
+
+
+@dataclass(frozen=True)
+class TermPart:
+    """One analysed query term and what it adds to the document's best BM25 chunk."""
+
+    term: str
+    in_catalog: bool  # some chunk of the catalog holds it (else it can match nothing)
+    in_chunk: bool
+    score: float  # its part of the chunk's score; 0 where the chunk lacks it
+
+
+@dataclass(frozen=True)
+class ComponentStage:
+    """The document's best chunk in one component (bm25 or vector)."""
+
+    ran: bool  # the mode ranked this list
+    chunk_id: str | None  # the best chunk's key
+    score: float | None  # BM25 score or cosine similarity; None: no embedding
+    rank: int | None  # its place in the list; None: not in it (beyond `depth`)
+    depth: int
+    terms: list[TermPart] = field(default_factory=list)  # bm25 only
+
+
+@dataclass(frozen=True)
+class FusionStage:
+    mode: str
+    fusion: str | None  # rrf or convex for hybrid; None where nothing is fused
+    rank: int | None  # None: in no list fused
+    score: float | None
+    top_k: int
+    depth: int
+    dedup: bool
+    candidates: int  # keys ranked before the cut
+
+
+@dataclass
+class Explanation:
+    outcome: str  # shown | below_top_k | not_retrieved | withheld | no_source | no_document | not_indexed
+    verdict: str
+    catalog: CatalogStage
+    mode: str = ""
+    degraded: str | None = None
+    rank: int | None = None
+    governance: GovernanceStage | None = None
+    bm25: ComponentStage | None = None
+    vector: ComponentStage | None = None
+    fusion: FusionStage | None = None
+
+
+def document_explain(*, catalog: Catalog, query: str, source: str, path: str, options: SearchOptions,
+                     agent: Agent | None) -> Explanation:
+    """Where the document `path` of source `source` stood in chunk_search's ranking of
+    `query` for `agent` (None: a person), stage by stage (the module docstring)."""
+    found = ReferenceSource.objects.filter(catalog=catalog, slug=source).first()
+    if found is None:
+        return Explanation("no_source", f"no such source {source!r} in catalog {catalog.slug!r}",
+                           CatalogStage(source_found=False))
+    decision = withheld_sources(agent=agent, catalog_ids=[catalog.pk]).get(found.pk)
+    governance = GovernanceStage(withheld=decision is not None, state=decision.state if decision else "allowed",
+                                 reason=decision.reason if decision else "",
+                                 request_id=decision.request_id if decision else None)
+    if decision is not None:
+        return Explanation("withheld", f"withheld: {decision.reason}", CatalogStage(True, found.status),
+                           governance=governance)
+    error = found.last_error.strip().splitlines()[0] if found.last_error.strip() else None
+    document = Document.objects.filter(source=found, path=path).first()
+    if document is None:
+        return Explanation("no_document", f"no such document {path!r} in source {source!r}",
+                           CatalogStage(True, found.status, error, False), governance=governance)
+    chunks = dict(Chunk.objects.filter(catalog=catalog, document=document).values_list("id", "key"))
+    stage = CatalogStage(True, found.status, error, True, len(chunks))
+    if not chunks:
+        return Explanation("not_indexed", f"not indexed: source {source!r} is {found.status}"
+                           + (f" ({error})" if error else ""), stage, governance=governance)
+    ranking = chunk_ranking(catalog=catalog, query=query, options=options, agent=agent)
+    return _placed(catalog, ranking, query, document.pk, chunks, stage, governance)
+
+
+def _placed(catalog: Catalog, ranking: Ranking, query: str, document: int, chunks: dict[int, str],
+            stage: CatalogStage, governance: GovernanceStage) -> Explanation:
+    """The document's place in each list of `ranking` and in their fusion."""
+    run = ranking.options
+    lexical = _bm25_stage(catalog, ranking, query, document, chunks)
+    similarities = vector_scores_for(catalog=catalog, vector=ranking.vector,
+                                     chunk_pks=list(chunks)) if ranking.vector else {}
+    vector = _component(ranking, "vector", document, chunks, similarities)
+    fused = _fusion_stage(ranking, document)
+    explanation = Explanation("", "", stage, run.mode, ranking.degraded, fused.rank, governance, lexical, vector,
+                              fused)
+    explanation.outcome, explanation.verdict = _verdict(ranking, explanation)
+    return explanation
+
+
+def _position(rows: list[Row], document: int) -> tuple[int, Row] | None:
+    """The document's first row in a ranked list and its 1-based place: its best chunk
+    there (with dedup, its only one)."""
+    return next(((i, row) for i, row in enumerate(rows, start=1) if row.document == document), None)
+
+
+def _component(ranking: Ranking, name: str, document: int, chunks: dict[int, str],
+               scores: dict[int, float]) -> ComponentStage:
+    """The document in list `name`: its row there if it has one, else its best-scoring
+    chunk (ties to the lowest id, as the lists order them)."""
+    placed = _position(ranking.lists.get(name, []), document)
+    if placed is not None:
+        rank, row = placed
+        return ComponentStage(True, chunks[row.chunk], row.score, rank, ranking.depth)
+    best = min(scores, key=lambda chunk: (-scores[chunk], chunk)) if scores else None
+    return ComponentStage(name in ranking.lists, chunks[best] if best is not None else None,
+                          scores[best] if best is not None else None, None, ranking.depth)
+
+
+def _bm25_stage(catalog: Catalog, ranking: Ranking, query: str, document: int,
+                chunks: dict[int, str]) -> ComponentStage:
+    """The BM25 component, with the query's analysed terms each marked as in the best
+    chunk or not, and the part of its score each adds (lexical.bm25_parts)."""
+    parts = bm25_parts(catalog, ranking.terms, list(chunks))
+    scores = {chunk: sum(parts.get(chunk, {}).values()) for chunk in chunks}
+    component = _component(ranking, "bm25", document, chunks, scores)
+    best = next(chunk for chunk, key in chunks.items() if key == component.chunk_id)
+    texts = dict(Term.objects.filter(catalog=catalog, id__in=[t.term_id for t in ranking.terms])
+                 .values_list("text", "id"))
+    held = parts.get(best, {})
+    terms = [TermPart(text, text in texts, texts.get(text) in held, held.get(texts.get(text, -1), 0.0))
+             for text in dict.fromkeys(analysis.analyze(query))]
+    return ComponentStage(component.ran, component.chunk_id, component.score, component.rank, component.depth, terms)
+
+
+def _fusion_stage(ranking: Ranking, document: int) -> FusionStage:
+    """The document's first key in the fused ranking (a chunk of it, or with dedup the
+    document itself) and its place there."""
+    run = ranking.options
+    if run.dedup:
+        documents = {key: key for key, _ in ranking.fused}
+    else:
+        documents = {row.chunk: row.document for rows in ranking.lists.values() for row in rows}
+    placed = next(((i, score) for i, (key, score) in enumerate(ranking.fused, start=1)
+                   if documents.get(key) == document), None)
+    return FusionStage(run.mode, run.fusion if run.mode == "hybrid" else None,
+                       placed[0] if placed else None, placed[1] if placed else None,
+                       run.top_k, ranking.depth, run.dedup, len(ranking.fused))
+
+
+def _depth_text(ranking: Ranking) -> str:
+    if ranking.options.mode in FUSED_MODES:
+        return f"the fusion depth {ranking.depth}"
+    return f"the depth read for top_k {ranking.options.top_k}, {ranking.depth}"
+
+
+def _verdict(ranking: Ranking, explanation: Explanation) -> tuple[str, str]:
+    """The outcome and its one line: shown, ranked below top_k, or why no list held it."""
+    top_k, rank = ranking.options.top_k, explanation.rank
+    if rank is not None and rank <= top_k:
+        return "shown", f"shown at rank {rank}"
+    if rank is not None:
+        return "below_top_k", f"ranked {rank}: below top_k {top_k}"
+    reasons = []
+    lexical, vector = explanation.bm25, explanation.vector
+    if lexical is not None and lexical.ran:
+        if not any(term.in_chunk for term in lexical.terms):
+            reasons.append("no query term in it")
+        elif lexical.score is not None and lexical.score <= 0:
+            reasons.append("its BM25 score is 0 (its terms are in too many chunks to count)")
+        else:
+            reasons.append(f"BM25 ranks it beyond {_depth_text(ranking)}")
+    if vector is not None and vector.ran and ranking.options.mode != "bm25_tiebreak":
+        if vector.score is None:
+            reasons.append("it has no embedding")
+        else:
+            reasons.append(f"vector search ranks it beyond {_depth_text(ranking)}")
+    return "not_retrieved", " and ".join(reasons) or "not retrieved"
