@@ -64,8 +64,9 @@ def lib(make_catalog):
 
 
 def post(client: APIClient, url: str, token: str | None, body: dict):
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    return client.post(url, body, format="json", **headers)
+    if token:
+        return client.post(url, body, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(url, body, format="json")
 
 
 def explain(client: APIClient, token: str | None, **body) -> dict:
