@@ -118,7 +118,7 @@ def document_explain(*, catalog: Catalog, query: str, source: str, path: str, op
     chunks = dict(Chunk.objects.filter(catalog=catalog, document=document).values_list("id", "key"))
     stage = CatalogStage(True, found.status, error, True, len(chunks))
     if not chunks:
-        return Explanation("not_indexed", f"not indexed: source {source!r} is {found.status}"
+        return Explanation("not_indexed", f"not indexed: source {source!r} has status {found.status}"
                            + (f" ({error})" if error else ""), stage, governance=governance)
     ranking = chunk_ranking(catalog=catalog, query=query, options=options, agent=agent)
     return _placed(catalog, ranking, query, document.pk, chunks, stage, governance)

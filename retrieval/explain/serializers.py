@@ -117,7 +117,7 @@ def explanation_sentences(explanation: Explanation, source: str, path: str) -> l
     catalog = explanation.catalog
     if not catalog.source_found:
         return [f"Verdict: {explanation.verdict}."]
-    sentences = [f"Source {source} is {catalog.source_status}"
+    sentences = [f"Source {source}'s status is {catalog.source_status}"
                  + (f"; its last error: {catalog.last_error}." if catalog.last_error else ".")]
     governance = explanation.governance
     if governance is not None and governance.withheld:

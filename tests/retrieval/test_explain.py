@@ -233,3 +233,23 @@ def test_a_signed_in_curator_may_explain(indexed_catalog, client_for):
 
     assert response.status_code == 200, response.content
     assert response.json()["verdict"] == "shown at rank 1"
+
+
+def test_a_source_in_error_says_its_last_error_and_a_document_without_chunks_is_not_indexed(make_catalog,
+                                                                                            agent_token):
+    catalog = make_catalog("kb")
+    import_documents(catalog=catalog, slug="notes", documents=[document("notes.md", "Plain notes.\n"),
+                                                                document("blank.md", " \n")])
+    ReferenceSource.objects.filter(slug="notes").update(status=ReferenceSource.Status.ERROR,
+                                                        last_error="the fetch failed: timed out\nTraceback ...")
+    token, client = agent_token("bot", [catalog]), APIClient()
+    ask = {"catalog": "kb", "query": "plain notes", "source": "notes", "mode": "bm25"}
+
+    indexed = explain(client, token, **ask, document="notes.md")
+    blank = explain(client, token, **ask, document="blank.md")
+
+    assert indexed["catalog"]["last_error"] == "the fetch failed: timed out"
+    assert indexed["verdict"] == "shown at rank 1"  # what an earlier run indexed is still searched
+    assert "Source notes's status is error; its last error: the fetch failed: timed out." in indexed["sentences"]
+    assert blank["outcome"] == "not_indexed" and blank["catalog"]["chunks"] == 0
+    assert blank["verdict"] == "not indexed: source 'notes' has status error (the fetch failed: timed out)"
