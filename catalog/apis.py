@@ -61,13 +61,16 @@ class IndexRunSerializer(serializers.ModelSerializer[IndexRun]):
     source: serializers.SlugRelatedField[ReferenceSource] = serializers.SlugRelatedField(  # type: ignore[assignment]
         slug_field="slug", read_only=True)
     counts = IndexRunCountsSerializer()
+    skipped = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2),
+        help_text="The files it could not read, each [path, why]; the rest of the source indexed.")
     timings = serializers.DictField(child=serializers.FloatField(),
                                     help_text="Seconds per stage (collect, chunk, embed, write); empty until done.")
 
     class Meta:
         model = IndexRun
         fields = ["id", "catalog", "source", "trigger", "full", "status", "stage", "progress", "counts", "timings",
-                  "error", "created_at", "started_at", "finished_at"]
+                  "error", "skipped", "created_at", "started_at", "finished_at"]
         read_only_fields = fields  # a response only: the schema then lists every field as always present
 
 

@@ -409,6 +409,10 @@ class IndexRun(models.Model):
     counts = models.JSONField(default=dict, blank=True)
     timings = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    skipped = models.JSONField(
+        default=list, blank=True,
+        help_text="The files it could not read, each [path, why] (a scanned PDF, an encrypted or corrupt file, a "
+                  "zip bomb, a submodule, a page that failed); the rest of the source indexed.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -252,7 +252,8 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
     with source_lock(run.source_id):
         full = any(_fail_stale_runs(run.source_id, keep=run_id)) or run.full
         claimed = IndexRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
-            status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="", counts={}, full=full)
+            status=IndexRun.Status.RUNNING, started_at=timezone.now(), progress=0, error="", counts={}, full=full,
+            skipped=[])
         if not claimed:
             return IndexRun.objects.get(pk=run_id)
         try:
@@ -262,7 +263,8 @@ def index_run_execute(*, run_id: int, progress: Progress | None = None) -> Index
         else:
             IndexRun.objects.filter(pk=run_id).update(
                 status=IndexRun.Status.SUCCEEDED, progress=100, stage="done", finished_at=timezone.now(),
-                counts=report.counts, timings={k: round(v, 4) for k, v in report.timings.items()})
+                counts=report.counts, timings={k: round(v, 4) for k, v in report.timings.items()},
+                skipped=[[path, why] for path, why in report.skipped])
     return IndexRun.objects.get(pk=run_id)
 
 

@@ -92,6 +92,7 @@ LATER_COLUMNS = (
     ("catalog_referencesource", "secret_sealed", "text NOT NULL DEFAULT ''"),
     ("catalog_referencesource", "secret_hint", "varchar(16) NOT NULL DEFAULT ''"),
     ("catalog_referencesource", "sync", "jsonb NOT NULL DEFAULT '{}'"),
+    ("catalog_indexrun", "skipped", "jsonb NOT NULL DEFAULT '[]'"),
     ("catalog_referencesource", "max_depth", "smallint NOT NULL DEFAULT 3"),
     ("catalog_referencesource", "max_pages", "integer NOT NULL DEFAULT 200"),
 )

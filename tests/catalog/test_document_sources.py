@@ -117,3 +117,20 @@ def test_an_uploaded_docx_indexes_with_its_headings(make_catalog):
     chunk = Chunk.objects.get(source=source, content__contains="narwhal")
     assert chunk.locator == {"format": "docx", "heading": "Deploying"}  # one chunk: where it starts
     assert chunk.document.title == "Deploying"
+
+
+def test_the_run_keeps_each_file_it_could_not_read_and_its_page_and_api_show_why(team_source, client_for, cora):
+    from catalog.indexing.runs import index_run_create, index_run_execute
+    from catalog.models import IndexRun
+
+    run = index_run_execute(run_id=index_run_create(source=team_source, trigger=IndexRun.Trigger.COMMAND).pk)
+
+    assert run is not None and run.status == IndexRun.Status.SUCCEEDED
+    assert sorted(path for path, _ in run.skipped) == ["team/bomb.docx", "team/locked.pdf", "team/scan.pdf"]
+    curator = client_for(cora)
+    page = curator.get(f"/catalogs/team/runs/{run.pk}/").content.decode()
+    assert "Files it could not read (3)" in page and "<code>team/locked.pdf</code>: encrypted PDF" in page
+    source_page = curator.get("/catalogs/team/sources/files/").content.decode()
+    assert "3 files it could not read" in source_page  # its latest run, linking to the list
+    api = curator.get(f"/api/v1/index-runs/{run.pk}").json()
+    assert ["team/scan.pdf", dict(run.skipped)["team/scan.pdf"]] in api["skipped"]
