@@ -89,6 +89,9 @@ def test_a_curator_adds_a_repository_and_a_folder_of_documents_and_an_agent_cite
     expect(page.locator(".source-side pre.error-text")).to_contain_text(
         "skipped team/scan.pdf: no text in its 1 page(s): a scanned PDF without a text layer?")
     shot(page, "03-document-source")
+    page.click("a:has-text('which, and why')")
+    expect(page.locator("ul.skipped-files")).to_contain_text("team/scan.pdf: no text in its 1 page(s)")
+    shot(page, "03b-run-skipped-files")
 
     _, token = agent_with_token(name="reader", catalogs=[ops.catalog])
     git_hit = search(token, "quokka ingest worker")
