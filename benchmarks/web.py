@@ -1,5 +1,5 @@
 """How fast a web source's crawl goes: a generated site of N pages served from 127.0.0.1
-by a server in this process, crawled once from nothing (every page fetched, its links
+by a server in this process (tests.websites' server), crawled once from nothing (every page fetched, its links
 parsed and its main text extracted) and once more with the first crawl's validators
 (every page answers 304 and is kept unread, as a re-crawl of an unchanged site does).
 
@@ -13,13 +13,10 @@ tree of depth log8(N) that a crawl of that depth reaches whole.
 
 from __future__ import annotations
 
-import threading
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from django.test import override_settings
@@ -28,6 +25,7 @@ from benchmarks.common import BenchmarkError
 from catalog.indexing.diffing import StoredDocument
 from catalog.models import MAX_CRAWL_DEPTH, ReferenceSource
 from catalog.sources.website import web_collect
+from tests.websites import Reply, Seen, Site, web_server
 
 FANOUT = 8
 PARAGRAPH = ("A reference catalog keeps what agents may read, each chunk cited by where it came from; this "
@@ -43,50 +41,13 @@ def page_html(i: int, pages: int) -> bytes:
             f"<footer>Footer of page {i}</footer></body></html>").encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    pages: dict[str, bytes]
-    requests: list[str]
-
-    def do_GET(self) -> None:
-        self.requests.append(self.path)
-        body = self.pages.get(self.path)
-        if body is None:
-            self._send(404, b"", {})
-            return
-        etag = f'"{len(body)}-{zlib.crc32(body):x}"'
-        if self.headers.get("If-None-Match") == etag:
-            self._send(304, b"", {"ETag": etag})
-            return
-        self._send(200, body, {"ETag": etag, "Content-Type": "text/html; charset=utf-8"})
-
-    def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if status != 304:
-            self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @contextmanager
-def served_site(pages: int) -> Iterator[tuple[str, list[str]]]:
-    """A generated site of `pages` pages on 127.0.0.1; its start URL and the paths asked."""
-    bodies = {f"/p/{i}.html": page_html(i, pages) for i in range(pages)}
-    requests: list[str] = []
-    handler = type("Handler", (_Handler,), {"pages": bodies, "requests": requests})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/p/0.html", requests
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def served_site(pages: int) -> Iterator[tuple[str, Site]]:
+    """A generated site of `pages` pages on 127.0.0.1 (tests.websites' server, with its
+    validators and 304s); its start URL and the site, whose `requests` are those seen."""
+    site = Site({f"/p/{i}.html": Reply(page_html(i, pages)) for i in range(pages)})
+    with web_server(site):
+        yield site.url("/p/0.html"), site
 
 
 @dataclass
@@ -113,8 +74,9 @@ def crawl_timings(pages: int = 300) -> dict[str, Any]:
     """A first crawl and a re-crawl of a generated site of `pages` pages (see the module docstring)."""
     if pages < 1 or depth_for(pages) > MAX_CRAWL_DEPTH:
         raise BenchmarkError(f"--pages must be between 1 and {sum(FANOUT ** d for d in range(MAX_CRAWL_DEPTH + 1))}")
-    with served_site(pages) as (start, requests), \
+    with served_site(pages) as (start, site), \
             override_settings(LECTERN_OUTBOUND_ALLOWED_NETWORKS=["127.0.0.1/32"]):
+        requests = site.requests
         source = ReferenceSource(slug="bench-web", kind=ReferenceSource.Kind.WEB, location=start,
                                  max_depth=depth_for(pages), max_pages=pages)
         first = _timed(source, {}, requests)
@@ -126,7 +88,8 @@ def crawl_timings(pages: int = 300) -> dict[str, Any]:
     return {"pages": pages, "first": first[0], "again": again[0]}
 
 
-def _timed(source: ReferenceSource, stored: dict[str, StoredDocument], requests: list[str]) -> tuple[CrawlTiming, Any]:
+def _timed(source: ReferenceSource, stored: dict[str, StoredDocument], requests: list[Seen]) -> tuple[CrawlTiming,
+                                                                                                     Any]:
     requests.clear()
     started = time.perf_counter()
     collected = web_collect(source, stored)

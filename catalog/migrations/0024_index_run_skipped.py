@@ -1,4 +1,4 @@
-"""An index run keeps the files it could not read, with why (issue 23: a per-file error
+"""An index run keeps the files it could not read, with why (a per-file error
 on the run as on the source page). Earlier runs get an empty list; the database keeps
 '[]' as the default so that a worker still on the previous code records its runs during a
 rolling deploy."""
