@@ -363,6 +363,9 @@ CALLS: list[Call] = [
     Call("playground", "GET", CURATOR_PAGES, query="?kind=search&catalog=kb&agent=reader-bot&text=vault+keys"),
     Call("playground", "POST", CURATOR_PAGES, body={"kind": "prompt", "agent": "reader-bot",
                                                     "text": "Rotate the vault keys, see @vault"}),
+    Call("playground-why-not", "POST", CURATOR_PAGES, body={"kind": "search", "catalog": "kb", "agent": "reader-bot",
+                                                            "text": "plain notes", "document": "notes/notes.md"}),
+    Call("playground-why-not-documents", "GET", CURATOR_PAGES, query="?catalog=kb&document=notes"),
     Call("traces-list", "GET", CURATOR_PAGES, query="?withheld=yes"),
     Call("traces-page", "GET", CURATOR_PAGES, args=lambda world: [world.trace]),
     # --- signing in and out ---
@@ -472,6 +475,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
     assert {call.id for call in FORMS} == {"approvals-decide-POST", "approvals-revoke-POST", "approvals-bulk-POST",
                                            "status-reset-POST", "agents-new-POST", "agents-page-POST",
                                            "agents-rotate-POST", "agents-revoke-POST", "playground-POST",
+                                           "playground-why-not-POST",
                                            "login-POST", "logout-POST",
                                            "catalogs-create-POST", "catalogs-edit-POST",
                                            "catalogs-delete-POST", "catalogs-reindex-POST",

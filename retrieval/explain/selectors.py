@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db.models import CharField, Value
+from django.db.models.functions import Concat
+
 from approvals.selectors.gate import withheld_sources
 from catalog import analysis
 from catalog.models import Agent, Catalog, Chunk, Document, ReferenceSource, Term
@@ -217,3 +220,12 @@ def _verdict(ranking: Ranking, explanation: Explanation) -> tuple[str, str]:
         else:
             reasons.append(f"vector search ranks it beyond {_depth_text(ranking)}")
     return "not_retrieved", " and ".join(reasons) or "not retrieved"
+
+
+def documents_matching(*, catalog: Catalog, text: str, limit: int = 20) -> list[tuple[str, str]]:
+    """The catalog's documents whose `source/path` holds `text` (any case), as the
+    playground offers them to explain: (source/path, title), by source and path."""
+    named = Concat("source__slug", Value("/"), "path", output_field=CharField())
+    rows = (Document.objects.filter(catalog=catalog).annotate(named=named).filter(named__icontains=text.strip())
+            .order_by("source__slug", "path").values_list("named", "title")[:limit])
+    return list(rows)

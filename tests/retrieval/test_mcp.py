@@ -189,9 +189,9 @@ def offered(schema: dict) -> dict:
 def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
-    assert set(tools) == {"rag_search", "explain_search", "search_conversation", "list_references", "select_references", "enrich",
-                          "read_reference_file", "agent_instructions", "approval_requests", "enrich_conversation",
-                          "store_memory"}
+    assert set(tools) == {"rag_search", "explain_search", "search_conversation", "list_references",
+                          "select_references", "enrich", "read_reference_file", "agent_instructions",
+                          "approval_requests", "enrich_conversation", "store_memory"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
