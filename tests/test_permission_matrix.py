@@ -232,6 +232,8 @@ CALLS: list[Call] = [
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
     Call("api-explain", "POST", CATALOG_READERS,
          body={"catalog": "kb", "query": "plain notes", "mode": "bm25", "source": "notes", "document": "notes.md"}),
+    Call("api-explain-enrichment", "POST", SIGNED_IN_200,  # no role: no catalog, so "notes" is no reference
+         body={"prompt": "Plain notes, please.", "reference": "notes"}),
     Call("api-search-conversation", "POST", CATALOG_READERS,
          body={"catalog": "kb", "messages": [{"role": "user", "content": "Plain notes, please."}]}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),
@@ -483,7 +485,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST", "agents-memory-erase-POST"}
-    assert len(API_WRITES) == 20  # explain is a POST that writes nothing, as search is
+    assert len(API_WRITES) == 21  # the two explains are POSTs that write nothing, as search is
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -1,7 +1,7 @@
 """The MCP tools: rag_search, explain_search, search_conversation, list_references,
-select_references, read_reference_file, enrich, agent_instructions, approval_requests,
-enrich_conversation and store_memory, each a typed function whose docstring and signature the SDK publishes
-as its description and input schema.
+select_references, read_reference_file, enrich, explain_enrichment, agent_instructions,
+approval_requests, enrich_conversation and store_memory, each a typed function whose
+docstring and signature the SDK publishes as its description and input schema.
 
 A signature offers every field of the operation's input serializer (the REST view takes the
 same one from the feature's serializers module), with its limits,
@@ -54,7 +54,12 @@ from retrieval.enrichment.serializers import (
     reference_file_response,
     references_response,
 )
-from retrieval.explain.serializers import ExplainInputSerializer, explain_response
+from retrieval.explain.serializers import (
+    EnrichmentExplainInputSerializer,
+    ExplainInputSerializer,
+    enrichment_explain_response,
+    explain_response,
+)
 from retrieval.mcp.calls import Ctx, Operation, answer, error_result, json_result
 from retrieval.memory.serializers import StoreMemorySerializer, store_memory_response
 from retrieval.models import END_USER_MAX
@@ -527,6 +532,48 @@ async def enrich(
     return await answer(ctx, ENRICH)
 
 
+def _explain_enrichment(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    """The passes as sentences; a withheld reference named again with the request to follow."""
+    body = enrichment_explain_response(agent, params)
+    governance = body["governance"]
+    note = ""
+    if governance is not None and governance["withheld"]:
+        ref = ref_of(qualifies(agent), body["catalog"], body["source_id"])
+        note = withheld_text([(ref, governance["reason"], governance["request_id"])])
+    return json_result(body, text="\n".join(body["sentences"]), note=note)
+
+
+EXPLAIN_ENRICHMENT = Operation(EnrichmentExplainInputSerializer, _explain_enrichment)
+
+
+async def explain_enrichment(
+    ctx: Ctx,
+    prompt: Annotated[
+        str,
+        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
+              description="The text enrich would read (its `text`)."),
+        SkipValidation,
+    ],
+    reference: Annotated[
+        ReferenceId, Field(description="The reference: `id` or `catalog/id` (a leading @ is allowed)."),
+        SkipValidation,
+    ],
+    surface: Annotated[
+        Literal["prompt", "tool_result"],
+        Field(description="prompt (a user message) or tool_result (a tool's output), as for enrich."),
+        SkipValidation,
+    ] = "prompt",
+    catalogs: Catalogs = None,
+) -> CallToolResult:
+    """Why enrich did or did not hint a reference for a text, pass by pass: the @mention, the path read,
+    its tags, the semantic pass (its similarity against the threshold, max(semantic_threshold, best match -
+    semantic_margin)), links, and the max_hints cut. Runs enrich's own passes and records nothing.
+    Returns sentences ending with the verdict (structuredContent: as POST /api/v1/explain/enrichment). A
+    reference withheld from you (it needs an approval) is told only what enrich would tell you, with the
+    approval request to follow."""
+    return await answer(ctx, EXPLAIN_ENRICHMENT)
+
+
 # --- conversations and memory ----------------------------------------------------
 
 
@@ -686,6 +733,7 @@ TOOLS = {
         Tool(read_reference_file, READ, READ_ONLY),
         Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
         Tool(enrich, ENRICH, RECORDS),
+        Tool(explain_enrichment, EXPLAIN_ENRICHMENT, READ_ONLY),
         Tool(approval_requests, APPROVALS, READ_ONLY),
         Tool(enrich_conversation, ENRICH_CONVERSATION, RECORDS),
         Tool(store_memory, STORE_MEMORY, RECORDS),

@@ -190,7 +190,8 @@ def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
     assert set(tools) == {"rag_search", "explain_search", "search_conversation", "list_references",
-                          "select_references", "enrich", "read_reference_file", "agent_instructions",
+                          "select_references", "enrich", "explain_enrichment", "read_reference_file",
+                          "agent_instructions",
                           "approval_requests", "enrich_conversation", "store_memory"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
@@ -405,6 +406,22 @@ def test_a_bad_explain_search_argument_is_the_rest_error(mcp, rest, arguments, f
     assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
     assert result.structured_content == rest.post("/api/v1/explain", {"catalog": "ops", **arguments},
                                                   format="json").json()
+
+
+def test_explain_enrichment_answers_what_the_rest_api_does_and_records_nothing(mcp, rest, vault):
+    arguments = {"prompt": "Please expand @handbook and rotate the vault credentials.", "reference": "handbook"}
+
+    result = mcp.call("explain_enrichment", **arguments)
+    withheld = mcp.call("explain_enrichment", prompt="rotate the vault credentials", reference="vault")
+
+    data = ok(result)
+    assert data == rest.post("/api/v1/explain/enrichment", arguments, format="json").json()
+    assert data["outcome"] == "expanded" and data["verdict"] == "expanded (the mention pass)"
+    assert text_of(result) == "\n".join(data["sentences"]) and note_of(result) == ""
+    assert ok(withheld)["outcome"] == "withheld" and "ninety" not in json.dumps(ok(withheld))
+    assert note_of(withheld) == ("Withheld for want of an approval (approval_requests lists your requests and "
+                                 f"their states):\n- @vault: {NO_REQUEST}")
+    assert recorded() == (0, 0) and ApprovalRequest.objects.count() == 0
 
 
 CONVERSATION = [{"role": "user", "content": "Our calls to the billing service time out. How should transient "
