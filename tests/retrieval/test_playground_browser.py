@@ -159,12 +159,13 @@ def test_why_not_a_document_is_answered_stage_by_stage_under_the_hits_and_a_wron
     assert page.get_attribute("#id_why_not_document", "aria-invalid") == "true"
     assert page.input_value("#id_why_not_document") == "caching/nowhere.md"
     assert page.locator("#why-not .why-not-answer").count() == 0
+    page.evaluate("window.scrollTo(0, 0)")
     page_audit(page, "playground-09-why-not-refused")
 
     htmx_settled(page)
     page.fill("#id_why_not_document", "vault/vault.md")  # withheld from the agent: its governance alone
     page.click("#why-not-form button[type=submit]")
-    page.wait_for_selector("#why-not .outcome-withheld")
+    page.wait_for_selector("#why-not .why-outcome-withheld")
     assert "Rotate the vault" not in page.locator("#why-not").inner_text()
     assert page.locator("#why-not table").count() == 0
 

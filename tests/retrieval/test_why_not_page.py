@@ -62,7 +62,7 @@ def test_the_document_shown_first_says_so(curator):
     status, page = why_not(curator, "handbook/retries.md")
 
     assert status == 200
-    assert "Verdict: shown at rank 1." in page and "outcome-shown" in page
+    assert "Verdict: shown at rank 1." in page and "why-outcome-shown" in page
 
 
 @pytest.mark.parametrize(("document", "message"), [
@@ -90,7 +90,7 @@ def test_as_the_agent_a_withheld_source_is_answered_by_its_governance_alone(cura
     status, page = why_not(curator, "vault/vault.md", agent="ops-bot", text="rotate the vault credentials")
 
     assert status == 200
-    assert "outcome-withheld" in page and "It is withheld from you" in page
+    assert "why-outcome-withheld" in page and "It is withheld from you" in page
     assert "why-not-table" not in page and "ninety" not in page
     assert ApprovalRequest.objects.count() == 0
 
