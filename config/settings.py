@@ -177,6 +177,7 @@ SPECTACULAR_SETTINGS = {
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": ["auto", "selectable", "preselected"],
         "HintViaEnum": "retrieval.enrichment.serializers.VIAS",  # a hint's via and each of its reasons'
+        "EnrichSurfaceEnum": "retrieval.enrichment.pipeline.SURFACES",  # enrich's and explain_enrichment's
         "ApprovalStateEnum": "approvals.models.ApprovalRequest.State",
         "ApprovalRaisedViaEnum": "approvals.models.ApprovalRequest.Via",
         "RunStatusEnum": "catalog.models.IndexRun.Status",  # index runs' and evaluation runs' (the same four)

@@ -7,6 +7,7 @@ from django.urls import path
 from retrieval import views
 from retrieval.agents import pages as agents
 from retrieval.evaluation import pages as evaluation
+from retrieval.explain import pages as explain
 from retrieval.memory import pages as memory
 from retrieval.search import pages as search
 from retrieval.status import pages as status
@@ -29,6 +30,8 @@ urlpatterns = [
     path("status/", status.status_page, name="status-page"),
     path("status/reset", status.status_reset, name="status-reset"),
     path("playground/", search.playground, name="playground"),
+    path("playground/why-not", explain.why_not, name="playground-why-not"),
+    path("playground/why-not/documents", explain.why_not_documents, name="playground-why-not-documents"),
     path("traces/", traces.trace_list, name="traces-list"),
     path("traces/<uuid:trace_id>/", traces.trace_page, name="traces-page"),
     path("", views.home, name="home"),

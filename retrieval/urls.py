@@ -15,6 +15,7 @@ urlpatterns = [
     path("search", search.SearchApi.as_view(), name="api-search"),
     path("search/conversation", conversations.ConversationSearchApi.as_view(), name="api-search-conversation"),
     path("explain", explain.ExplainApi.as_view(), name="api-explain"),
+    path("explain/enrichment", explain.EnrichmentExplainApi.as_view(), name="api-explain-enrichment"),
     path("catalogs", search.CatalogListApi.as_view(), name="api-catalogs"),
     path("status", status.StatusApi.as_view(), name="api-status"),
     path("status/reset", status.StatusResetApi.as_view(), name="api-status-reset"),

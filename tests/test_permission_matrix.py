@@ -232,6 +232,8 @@ CALLS: list[Call] = [
     Call("api-search", "POST", CATALOG_READERS, body={"catalog": "kb", "query": "plain notes", "mode": "bm25"}),
     Call("api-explain", "POST", CATALOG_READERS,
          body={"catalog": "kb", "query": "plain notes", "mode": "bm25", "source": "notes", "document": "notes.md"}),
+    Call("api-explain-enrichment", "POST", SIGNED_IN_200,  # no role: no catalog, so "notes" is no reference
+         body={"prompt": "Plain notes, please.", "reference": "notes"}),
     Call("api-search-conversation", "POST", CATALOG_READERS,
          body={"catalog": "kb", "messages": [{"role": "user", "content": "Plain notes, please."}]}),
     Call("api-enrich", "POST", SIGNED_IN_200, body={"text": "Plain notes, please.", "surface": "prompt"}),
@@ -363,6 +365,9 @@ CALLS: list[Call] = [
     Call("playground", "GET", CURATOR_PAGES, query="?kind=search&catalog=kb&agent=reader-bot&text=vault+keys"),
     Call("playground", "POST", CURATOR_PAGES, body={"kind": "prompt", "agent": "reader-bot",
                                                     "text": "Rotate the vault keys, see @vault"}),
+    Call("playground-why-not", "POST", CURATOR_PAGES, body={"kind": "search", "catalog": "kb", "agent": "reader-bot",
+                                                            "text": "plain notes", "document": "notes/notes.md"}),
+    Call("playground-why-not-documents", "GET", CURATOR_PAGES, query="?catalog=kb&document=notes"),
     Call("traces-list", "GET", CURATOR_PAGES, query="?withheld=yes"),
     Call("traces-page", "GET", CURATOR_PAGES, args=lambda world: [world.trace]),
     # --- signing in and out ---
@@ -472,6 +477,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
     assert {call.id for call in FORMS} == {"approvals-decide-POST", "approvals-revoke-POST", "approvals-bulk-POST",
                                            "status-reset-POST", "agents-new-POST", "agents-page-POST",
                                            "agents-rotate-POST", "agents-revoke-POST", "playground-POST",
+                                           "playground-why-not-POST",
                                            "login-POST", "logout-POST",
                                            "catalogs-create-POST", "catalogs-edit-POST",
                                            "catalogs-delete-POST", "catalogs-reindex-POST",
@@ -479,7 +485,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST", "agents-memory-erase-POST"}
-    assert len(API_WRITES) == 20  # explain is a POST that writes nothing, as search is
+    assert len(API_WRITES) == 21  # the two explains are POSTs that write nothing, as search is
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

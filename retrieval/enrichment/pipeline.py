@@ -126,8 +126,14 @@ def _decide(caller: Caller, candidates: list[Candidate]) -> None:
 class _Passes:
     """One enrichment's working state: candidates by source, and the trace steps."""
 
-    def __init__(self, caller: Caller, indexes: list[CatalogIndex], excluded: set[tuple[int, str]]) -> None:
+    def __init__(self, caller: Caller, indexes: list[CatalogIndex], excluded: set[tuple[int, str]],
+                 watch: tuple[int, str] | None = None) -> None:
         self.caller, self.indexes, self.excluded = caller, indexes, excluded
+        # explain's: one reference whose similarity the semantic pass keeps, whether or
+        # not it qualifies, and the best match its threshold was measured from
+        self.watch = watch
+        self.watched: float | None = None
+        self.best: float | None = None
         self.candidates: dict[tuple[int, str], Candidate] = {}
         self.steps: list[dict[str, Any]] = []
         self.degraded: str | None = None
@@ -224,6 +230,9 @@ class _Passes:
             scores = index.similarities(vector)
             if not len(scores) or index.selectable is None:  # no embedded profiles
                 continue
+            if self.watch is not None and self.watch[0] == index.catalog_id and self.watch not in self.hidden \
+                    and (watched := index.rows.get(self.watch[1])) is not None:
+                self.watched = float(scores[watched])
             open_rows = index.selectable.copy()
             for catalog_id, slug in [*self.candidates, *self.excluded, *self.hidden]:
                 row = index.rows.get(slug) if catalog_id == index.catalog_id else None
@@ -239,6 +248,7 @@ class _Passes:
         # Absolute floor, and close to the best: similarity levels drift with the
         # text's length and style, the gap to the best much less.
         threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)
+        self.best = None if best == -np.inf else float(best)
         found: list[tuple[float, Candidate]] = []  # (score, candidate)
         below: list[tuple[float, Candidate]] = []
         for index, pool in pools:
@@ -338,8 +348,9 @@ def _excluded(indexes: list[CatalogIndex], selected: list[str], preselected: lis
 
 
 @dataclass
-class _Planned:
-    """What the read half of an enrichment found, for the write half to act on."""
+class Plan:
+    """What the read half of an enrichment found, for the write half to act on (and
+    for explain to read)."""
 
     run: _Passes
     text: str
@@ -382,8 +393,17 @@ def enrich_preview(*, caller: Caller, text: str, surface: str) -> EnrichResult:
     return _finish(planned, preview=True)[0]
 
 
+def enrich_plan(*, caller: Caller, text: str, surface: str, watch: SourceCard) -> Plan:
+    """Every detection pass over `text` as `enrich` runs them, and the gate's decisions,
+    reading only, with the semantic pass's similarity for `watch` kept beside its
+    threshold (`run.watched`, `run.best`): explain's reading of why a reference was or
+    was not hinted."""
+    return _plan(caller=caller, text=text, surface=surface, selected=None, paths=None,
+                 watch=(watch.catalog_id, watch.slug))
+
+
 def _plan(*, caller: Caller, text: str, surface: str, selected: list[str] | None,
-          paths: list[str] | None) -> _Planned:
+          paths: list[str] | None, watch: tuple[int, str] | None = None) -> Plan:
     """Every detection pass over `text`, and the gate's decision on everything surfaced;
     reads only."""
     started = time.perf_counter()
@@ -391,7 +411,8 @@ def _plan(*, caller: Caller, text: str, surface: str, selected: list[str] | None
     clean = formatting.strip_injection(text, signer=signer)
     indexes = caller_indexes(caller)
     preselected = preselected_cards(caller, indexes)
-    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, selected_source_pks(caller)))
+    run = _Passes(caller, indexes, _excluded(indexes, selected or [], preselected, selected_source_pks(caller)),
+                  watch)
     ambiguous = run.mentions(clean)
     tagged = run.tags(clean)
     pinned = run.path(clean, paths or [], preselected) if surface == Trace.Surface.TOOL_RESULT or paths else None
@@ -411,12 +432,12 @@ def _plan(*, caller: Caller, text: str, surface: str, selected: list[str] | None
     surfaced = expanded + ambiguous + ([pinned] if pinned else []) + [c for c in ranked if c.action != "cut"]
     gate_started = time.perf_counter()
     _decide(caller, surfaced)
-    return _Planned(run=run, text=text, clean=clean, surface=surface, signer=signer, started=started,
+    return Plan(run=run, text=text, clean=clean, surface=surface, signer=signer, started=started,
                     context=request_context(f"enrich ({surface})", clean), expanded=expanded, ambiguous=ambiguous,
                     pinned=pinned, ranked=ranked, surfaced=surfaced, gate_started=gate_started)
 
 
-def _finish(planned: _Planned, *, preview: bool) -> tuple[EnrichResult, list[SourceCard]]:
+def _finish(planned: Plan, *, preview: bool) -> tuple[EnrichResult, list[SourceCard]]:
     """The governance step, the text enriched and the trace (unsaved); and the cards of
     the expansions it injected (what the agent is granted reading)."""
     run, expanded, pinned, surfaced = planned.run, planned.expanded, planned.pinned, planned.surfaced

@@ -1,5 +1,6 @@
-"""The explain API (DRF): why a document was or was not among a search's hits. The
-shapes and the body are retrieval.explain.serializers'."""
+"""The explain API (DRF): why a document was or was not among a search's hits, and why a
+reference was or was not hinted by enrichment. The shapes and the bodies are
+retrieval.explain.serializers'."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from rest_framework.views import APIView
 
 from catalog.auth import request_user
 from catalog.rest.schema import errors
-from retrieval.explain.serializers import ExplainInputSerializer, ExplainOutputSerializer, explain_response
+from retrieval.explain.serializers import (
+    EnrichmentExplainInputSerializer,
+    EnrichmentExplainOutputSerializer,
+    ExplainInputSerializer,
+    ExplainOutputSerializer,
+    enrichment_explain_response,
+    explain_response,
+)
 
 
 class ExplainApi(APIView):
@@ -32,3 +40,23 @@ class ExplainApi(APIView):
         data = ExplainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(explain_response(request_user(request), data.validated_data))
+
+
+class EnrichmentExplainApi(APIView):
+    """explain_enrichment: why enrichment of a text did or did not hint a reference, pass by pass."""
+
+    @extend_schema(
+        request=EnrichmentExplainInputSerializer, operation_id="explain_enrichment",
+        responses={200: EnrichmentExplainOutputSerializer, **errors({
+            400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
+            404: "`not_found`: a catalog in `catalogs` does not exist for this caller (an unknown reference is "
+                 "an answer, not an error).",
+        })},
+        examples=[OpenApiExample("why not hinted", request_only=True,
+                                 value={"prompt": "Our calls to the billing service keep timing out",
+                                        "reference": "caching"})],
+    )
+    def post(self, request: Request) -> Response:
+        data = EnrichmentExplainInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(enrichment_explain_response(request_user(request), data.validated_data))

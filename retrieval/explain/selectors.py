@@ -1,4 +1,5 @@
-"""Why a document was or was not among a search's hits, stage by stage.
+"""Why a document was or was not among a search's hits, stage by stage; why a reference
+was or was not hinted by enrichment, pass by pass.
 
 document_explain() answers:
   1. catalog: the source in the catalog, the document in the source, and its chunks
@@ -14,6 +15,10 @@ document_explain() answers:
 
 The ranks are positions in the very lists search fuses and cuts, so a document called
 shown at rank r is search's r-th hit with the same options; nothing is re-ranked here.
+
+reference_explain() answers the same for enrichment: why a text did or did not get a
+reference hinted, pass by pass, read from the passes enrich runs (its docstring).
+
 Reads only: no approval request is raised, no trace stored.
 """
 
@@ -21,9 +26,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from approvals.selectors.gate import withheld_sources
+from django.db.models import CharField, Value
+from django.db.models.functions import Concat
+
+from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog import analysis
 from catalog.models import Agent, Catalog, Chunk, Document, ReferenceSource, Term
+from retrieval.enrichment.caller import Caller, caller_indexes
+from retrieval.enrichment.detection import SourceCard
+from retrieval.enrichment.pipeline import Candidate, Plan, enrich_plan
+from retrieval.enrichment.references import cards_named
+from retrieval.models import Trace
 from retrieval.search.lexical import bm25_parts
 from retrieval.search.rows import Row
 from retrieval.search.selectors import FUSED_MODES, Ranking, SearchOptions, chunk_ranking
@@ -217,3 +230,157 @@ def _verdict(ranking: Ranking, explanation: Explanation) -> tuple[str, str]:
         else:
             reasons.append(f"vector search ranks it beyond {_depth_text(ranking)}")
     return "not_retrieved", " and ".join(reasons) or "not retrieved"
+
+
+def documents_matching(*, catalog: Catalog, text: str, limit: int = 20) -> list[tuple[str, str]]:
+    """The catalog's documents whose `source/path` holds `text` (any case), as the
+    playground offers them to explain: (source/path, title), by source and path."""
+    named = Concat("source__slug", Value("/"), "path", output_field=CharField())
+    rows = (Document.objects.filter(catalog=catalog).annotate(named=named).filter(named__icontains=text.strip())
+            .order_by("source__slug", "path").values_list("named", "title")[:limit])
+    return list(rows)
+
+
+# --- enrichment: why a reference was or was not hinted --------------------------------------
+
+
+@dataclass(frozen=True)
+class PassStage:
+    """One detection pass and the reference: whether it found it, what it matched, and
+    where it fell short. The threshold fields are the semantic pass's."""
+
+    name: str  # mention | path | tag | semantic | link
+    ran: bool
+    matched: bool
+    found: list[str]  # what it matched there: `@id`, tags, the path read, the references linking to it
+    note: str  # why it did not find it, or what decided it
+    score: float | None = None  # cosine similarity of the text to the reference's profile
+    threshold: float | None = None  # max(floor, best - margin): what it had to reach
+    floor: float | None = None  # the profile's semantic_threshold
+    margin: float | None = None  # the profile's semantic_margin
+    best: float | None = None  # the best match the threshold was measured from
+
+
+@dataclass
+class EnrichmentExplanation:
+    # expanded | pinned | hinted | cut | not_hinted | already_selected | not_selectable | withheld |
+    # ambiguous | no_reference
+    outcome: str
+    verdict: str
+    reference: str
+    catalog: str | None = None
+    source_id: str | None = None
+    governance: GovernanceStage | None = None
+    passes: list[PassStage] = field(default_factory=list)
+    max_hints: int | None = None
+    degraded: str | None = None
+
+
+ACTIONS = {"expand": "expanded", "pin": "pinned", "hint": "hinted", "cut": "cut"}
+
+
+def reference_explain(*, caller: Caller, text: str, surface: str, reference: str) -> EnrichmentExplanation:
+    """Why enrichment of `text` did or did not hint `reference` for `caller`, pass by pass,
+    read from the passes enrich itself runs (pipeline.enrich_plan, reads only):
+      1. the reference among the caller's catalogs (none, or several: an answer);
+      2. the passes, and the gate: a withheld reference is told only what enrichment
+         tells the caller of it (its hint, if the text surfaced it), never a score the
+         hint does not show nor why a pass missed it;
+      3. each pass's reading: matched and what, or why not; the semantic pass's
+         similarity against its threshold, floor and margin; the cut at max_hints."""
+    cards = cards_named(caller_indexes(caller), reference)
+    if len(cards) != 1:
+        outcome = "ambiguous" if cards else "no_reference"
+        verdict = (f"{reference} names a reference in several catalogs: write catalog/id" if cards
+                   else f"no reference {reference!r} in your catalogs")
+        return EnrichmentExplanation(outcome, verdict, reference)
+    card = cards[0]
+    plan = enrich_plan(caller=caller, text=text, surface=surface, watch=card)
+    key, run = (card.catalog_id, card.slug), plan.run
+    candidate = run.candidates.get(key)
+    decision = candidate.decision if candidate is not None and candidate.decision is not None else \
+        withheld_sources(agent=caller.agent, catalog_ids=[card.catalog_id]).get(card.pk)
+    explanation = EnrichmentExplanation("", "", reference, card.catalog, card.slug,
+                                        _governance(decision), max_hints=caller.profile.max_hints,
+                                        degraded=run.degraded)
+    if decision is not None and not decision.allowed:
+        surfaced = candidate if candidate is not None and candidate.action != "cut" else None
+        explanation.passes = _hinted_passes(surfaced) if surfaced is not None else []
+        explanation.outcome = "withheld"
+        explanation.verdict = f"withheld: {decision.reason}" + ("" if surfaced else "; this text did not surface it")
+        return explanation
+    explanation.passes = _passes(plan, card, candidate, key in run.excluded)
+    explanation.outcome, explanation.verdict = _hint_verdict(plan, card, candidate, key in run.excluded)
+    return explanation
+
+
+def _governance(decision: InjectionDecision | None) -> GovernanceStage:
+    if decision is None or decision.allowed:
+        return GovernanceStage(False, decision.state if decision else "allowed")
+    return GovernanceStage(True, decision.state, decision.reason, decision.request_id)
+
+
+def _hinted_passes(candidate: Candidate) -> list[PassStage]:
+    """The passes a surfaced hint names, with what it shows of each (as_dict)."""
+    hint = candidate.as_dict()
+    return [PassStage(reason["via"], True, True, reason["matched"], "",
+                      score=hint["score"] if reason["via"] == "semantic" else None) for reason in hint["reasons"]]
+
+
+def _passes(plan: Plan, card: SourceCard, candidate: Candidate | None, excluded: bool) -> list[PassStage]:
+    reasons = candidate.reasons if candidate is not None else {}
+    tool_result = plan.surface == Trace.Surface.TOOL_RESULT
+    skipped = "skipped: the caller has it already" if excluded else \
+        "skipped: only selectable references are hinted" if card.mode != ReferenceSource.Mode.SELECTABLE else ""
+    tags = ", ".join(card.tags)
+    found = {via: list(reasons[via]) for via in reasons}
+    return [
+        PassStage("mention", True, "mention" in reasons, found.get("mention", []),
+                  "" if "mention" in reasons else f"not mentioned (@{plan.run.caller.ref(card)} expands it)"),
+        PassStage("path", tool_result, "path" in reasons, found.get("path", []),
+                  "" if "path" in reasons else "no path the tool read lies in it" if tool_result
+                  else "runs on tool results only"),
+        PassStage("tag", True, "tag" in reasons, found.get("tag", []),
+                  "" if "tag" in reasons else skipped or (f"none of its tags is in the text ({tags})" if tags
+                                                          else "it has no tags")),
+        _semantic(plan, reasons, skipped),
+        PassStage("link", True, "link" in reasons, found.get("link", []),
+                  "" if "link" in reasons else skipped or "no expanded or pinned reference links to it"),
+    ]
+
+
+def _semantic(plan: Plan, reasons: dict[str, list[str]], skipped: str) -> PassStage:
+    """The semantic pass's reading of the reference: its similarity against the
+    threshold the pass computed, max(semantic_threshold, best - semantic_margin)."""
+    step = next(step for step in plan.run.steps if step["pass"] == "semantic")
+    if "skipped" in step:
+        return PassStage("semantic", False, False, [], f"skipped: {step['skipped']}")
+    run, matched = plan.run, "semantic" in reasons
+    threshold, floor, margin = step["threshold"], step["floor"], step["margin"]
+    bounds = {"threshold": threshold, "floor": floor, "margin": margin, "best": run.best}
+    score = run.watched
+    if score is None:
+        return PassStage("semantic", True, False, [], "it has no embedded profile", **bounds)
+    if matched:
+        note = f"similarity {score:.4f} reaches the threshold {threshold:.4f}"
+    elif skipped and score >= threshold:
+        note = f"similarity {score:.4f} reaches the threshold {threshold:.4f}, but it was {skipped}"
+    elif run.best is not None and run.best - margin > floor:
+        note = (f"similarity {score:.4f} is below the threshold {threshold:.4f}: more than the margin {margin:.2f} "
+                f"below the best match, {run.best:.4f}")
+    else:
+        note = f"similarity {score:.4f} is below the threshold {threshold:.4f}: the floor (semantic_threshold)"
+    return PassStage("semantic", True, matched, [], note, score=score, **bounds)
+
+
+def _hint_verdict(plan: Plan, card: SourceCard, candidate: Candidate | None, excluded: bool) -> tuple[str, str]:
+    if candidate is not None:
+        action = ACTIONS.get(candidate.action, "not_hinted")
+        if action == "cut":
+            return "cut", f"found by the {candidate.via} pass, but {candidate.note}"
+        return action, f"{action} (the {candidate.via} pass)"
+    if excluded:
+        return "already_selected", "not hinted: the caller has it already (selected or preselected)"
+    if card.mode != ReferenceSource.Mode.SELECTABLE:
+        return "not_selectable", f"not hinted: its mode is {card.mode}; only selectable references are hinted"
+    return "not_hinted", "not hinted: no pass found it"

@@ -1,12 +1,14 @@
-"""Explain's shapes and its body: `explain_response` builds the structured answer for an
+"""Explain's shapes and its bodies: `explain_response` builds the structured answer for an
 agent and the same answer as sentences for a person, from one Explanation
-(retrieval.explain.selectors)."""
+(retrieval.explain.selectors); `enrichment_explain_response` the same for enrichment,
+from one EnrichmentExplanation."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Any
 
+from django.conf import settings
 from rest_framework import serializers
 
 from approvals.serializers import gate_state_field, request_id_field
@@ -14,8 +16,17 @@ from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
 from catalog.models import Agent
 from catalog.reads import replica_read
-from catalog.rest.fields import StrictCharField, StrictSlugField
-from retrieval.explain.selectors import ComponentStage, Explanation, document_explain
+from catalog.rest.fields import StrictCharField, StrictRegexField, StrictSlugField
+from retrieval.enrichment.caller import Caller
+from retrieval.enrichment.pipeline import SURFACES
+from retrieval.enrichment.serializers import REFERENCE_ID, catalogs_field
+from retrieval.explain.selectors import (
+    ComponentStage,
+    EnrichmentExplanation,
+    Explanation,
+    document_explain,
+    reference_explain,
+)
 from retrieval.search.selectors import MODES, SearchOptions
 from retrieval.search.serializers import SearchInputSerializer, default_top_k
 from retrieval.search.vector import SearchUnavailable
@@ -159,3 +170,84 @@ def _vector_sentence(stage: ComponentStage) -> str:
     return (f"Its most similar chunk {stage.chunk_id} has cosine similarity {stage.score:.4f}"
             + (f", rank {stage.rank} of the {stage.depth} read." if stage.rank else
                f", not among the {stage.depth} read."))
+
+
+# --- enrichment ---------------------------------------------------------------------------------
+
+HINT_OUTCOMES = ("expanded", "pinned", "hinted", "cut", "not_hinted", "already_selected", "not_selectable",
+                 "withheld", "ambiguous", "no_reference")
+PASSES = ("mention", "path", "tag", "semantic", "link")
+
+
+class EnrichmentExplainInputSerializer(serializers.Serializer[None]):
+    """The text enrich would read, and the reference asked about."""
+
+    prompt = StrictCharField(max_length=settings.LECTERN_MAX_ENRICH_CHARS, trim_whitespace=False,
+                             help_text="The text an agent would enrich (enrich's `text`).")
+    reference = StrictRegexField(REFERENCE_ID, max_length=200,
+                                 help_text="The reference: `id` or `catalog/id` (a leading @ is allowed).")
+    surface = serializers.ChoiceField(choices=SURFACES, default="prompt",
+                                      help_text="prompt (a user message) or tool_result, as for enrich.")
+    catalogs = catalogs_field()
+
+
+class PassStageSerializer(serializers.Serializer[dict[str, Any]]):
+    name = serializers.ChoiceField(choices=PASSES)
+    ran = serializers.BooleanField(help_text="False: the pass did not run (the path pass on a prompt; the "
+                                             "semantic pass without an embedding model).")
+    matched = serializers.BooleanField(help_text="This pass found the reference.")
+    found = serializers.ListField(child=serializers.CharField(), help_text="What it matched: `@id`, tags, the "
+                                                                          "path read, the references linking to it.")
+    note = serializers.CharField(allow_blank=True, help_text="Why it did not find it, or what decided it.")
+    score = serializers.FloatField(allow_null=True, help_text="semantic: the text's cosine similarity to the "
+                                                              "reference's profile.")
+    threshold = serializers.FloatField(allow_null=True, help_text="semantic: what it had to reach, "
+                                                                  "max(floor, best - margin).")
+    floor = serializers.FloatField(allow_null=True, help_text="semantic: the profile's semantic_threshold.")
+    margin = serializers.FloatField(allow_null=True, help_text="semantic: the profile's semantic_margin.")
+    best = serializers.FloatField(allow_null=True, help_text="semantic: the best match the threshold was "
+                                                             "measured from.")
+
+
+class EnrichmentExplainOutputSerializer(serializers.Serializer[dict[str, Any]]):
+    outcome = serializers.ChoiceField(choices=HINT_OUTCOMES)
+    verdict = serializers.CharField(help_text="One line: `hinted (the tag pass)`, `not hinted: no pass found it`, ...")
+    reference = serializers.CharField(help_text="As asked.")
+    catalog = serializers.CharField(allow_null=True)
+    source_id = serializers.CharField(allow_null=True)
+    governance = GovernanceStageSerializer(allow_null=True)
+    passes = PassStageSerializer(many=True, help_text="Every pass, most specific first; for a withheld "
+                                                      "reference only those its hint names.")
+    max_hints = serializers.IntegerField(min_value=1, allow_null=True)
+    degraded = serializers.CharField(allow_null=True)
+    sentences = serializers.ListField(child=serializers.CharField(), help_text="The same, for a person.")
+
+
+def enrichment_explain_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
+    """The enrichment explain endpoint's body for validated `params` (REST and the MCP tool)."""
+    explanation = reference_explain(caller=Caller.of(caller, params.get("catalogs")), text=params["prompt"],
+                                    surface=params["surface"], reference=params["reference"].lstrip("@"))
+    body = asdict(explanation)
+    body["sentences"] = enrichment_sentences(explanation)
+    return EnrichmentExplainOutputSerializer(body).data
+
+
+def enrichment_sentences(explanation: EnrichmentExplanation) -> list[str]:
+    """The passes as sentences, ending with the verdict."""
+    sentences = []
+    governance = explanation.governance
+    if governance is not None and governance.withheld:
+        sentences.append(f"It is withheld from you ({governance.state}): {governance.reason}.")
+    if explanation.degraded:
+        sentences.append(f"Enrichment ran without meaning: {explanation.degraded}.")
+    for stage in explanation.passes:
+        if stage.matched:
+            found = f": {', '.join(stage.found)}" if stage.found else ""
+            score = f" (similarity {stage.score:.4f})" if stage.score is not None else ""
+            sentences.append(f"The {stage.name} pass found it{found}{score}"
+                             + (f"; {stage.note}." if stage.note else "."))
+        elif stage.ran:
+            sentences.append(f"The {stage.name} pass did not find it: {stage.note}.")
+        else:
+            sentences.append(f"The {stage.name} pass did not run: {stage.note}.")
+    return [*sentences, f"Verdict: {explanation.verdict}."]

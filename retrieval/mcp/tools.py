@@ -1,7 +1,7 @@
-"""The MCP tools: rag_search, search_conversation, list_references, select_references,
-read_reference_file, enrich, agent_instructions, approval_requests, enrich_conversation
-and store_memory, each a typed function whose docstring and signature the SDK publishes
-as its description and input schema.
+"""The MCP tools: rag_search, explain_search, search_conversation, list_references,
+select_references, read_reference_file, enrich, explain_enrichment, agent_instructions,
+approval_requests, enrich_conversation and store_memory, each a typed function whose
+docstring and signature the SDK publishes as its description and input schema.
 
 A signature offers every field of the operation's input serializer (the REST view takes the
 same one from the feature's serializers module), with its limits,
@@ -53,6 +53,12 @@ from retrieval.enrichment.serializers import (
     instructions_response,
     reference_file_response,
     references_response,
+)
+from retrieval.explain.serializers import (
+    EnrichmentExplainInputSerializer,
+    ExplainInputSerializer,
+    enrichment_explain_response,
+    explain_response,
 )
 from retrieval.mcp.calls import Ctx, Operation, answer, error_result, json_result
 from retrieval.memory.serializers import StoreMemorySerializer, store_memory_response
@@ -176,41 +182,51 @@ def _hits_result(agent: Agent, catalog: str, body: dict[str, Any],
 
 SEARCH = Operation(SearchInputSerializer, _search, fill_defaults=_search_defaults)
 
+# rag_search's arguments, explain_search's too (it explains that search).
+Query = Annotated[
+    str,
+    Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
+          description="What to look for, in natural language; or a whole passage (a tool result, an "
+                      "argument) to find its counterpart."),
+    SkipValidation,
+]
+SearchCatalog = Annotated[
+    Slug | None, Field(description="The catalog to search; default: the agent's only catalog."), SkipValidation
+]
+TopK = Annotated[
+    int | None, Field(ge=1, le=1000, description="How many passages; default: the agent's default_top_k."),
+    SkipValidation,
+]
+Mode = Annotated[
+    Literal["bm25", "vector", "hybrid", "bm25_tiebreak"],
+    Field(description="bm25 (exact words), vector (meaning), hybrid (both, fused) or bm25_tiebreak (passages "
+                      "holding a query word, ranked by BM25, ties by meaning)."),
+    SkipValidation,
+]
+Fusion = Annotated[
+    Literal["rrf", "convex"],
+    Field(description="How hybrid fuses the two rankings: rrf (reciprocal rank, k=60) or convex (a weighted "
+                      "sum of normalised scores)."),
+    SkipValidation,
+]
+Normalization = Annotated[
+    Literal["minmax", "zscore"], Field(description="How convex fusion normalises each ranking's scores."),
+    SkipValidation,
+]
+WeightsArgument = Annotated[Weights | None, Field(description="Per-component fusion weights."), SkipValidation]
+Dedup = Annotated[bool, Field(description="At most one passage per document."), SkipValidation]
+
 
 async def rag_search(
     ctx: Ctx,
-    query: Annotated[
-        str,
-        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
-              description="What to look for, in natural language; or a whole passage (a tool result, an "
-                          "argument) to find its counterpart."),
-        SkipValidation,
-    ],
-    catalog: Annotated[
-        Slug | None, Field(description="The catalog to search; default: the agent's only catalog."), SkipValidation
-    ] = None,
-    top_k: Annotated[
-        int | None, Field(ge=1, le=1000, description="How many passages; default: the agent's default_top_k."),
-        SkipValidation,
-    ] = None,
-    mode: Annotated[
-        Literal["bm25", "vector", "hybrid", "bm25_tiebreak"],
-        Field(description="bm25 (exact words), vector (meaning), hybrid (both, fused) or bm25_tiebreak (passages "
-                          "holding a query word, ranked by BM25, ties by meaning)."),
-        SkipValidation,
-    ] = "hybrid",
-    fusion: Annotated[
-        Literal["rrf", "convex"],
-        Field(description="How hybrid fuses the two rankings: rrf (reciprocal rank, k=60) or convex (a weighted "
-                          "sum of normalised scores)."),
-        SkipValidation,
-    ] = "rrf",
-    normalization: Annotated[
-        Literal["minmax", "zscore"], Field(description="How convex fusion normalises each ranking's scores."),
-        SkipValidation,
-    ] = "minmax",
-    weights: Annotated[Weights | None, Field(description="Per-component fusion weights."), SkipValidation] = None,
-    dedup: Annotated[bool, Field(description="At most one passage per document."), SkipValidation] = False,
+    query: Query,
+    catalog: SearchCatalog = None,
+    top_k: TopK = None,
+    mode: Mode = "hybrid",
+    fusion: Fusion = "rrf",
+    normalization: Normalization = "minmax",
+    weights: WeightsArgument = None,
+    dedup: Dedup = False,
 ) -> CallToolResult:
     """Search a reference catalog for passages relevant to a natural-language query. Returns up to
     top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed by
@@ -218,6 +234,53 @@ async def rag_search(
     and the approval request each waits on; structuredContent has chunk ids, component scores and
     `withheld`."""
     return await answer(ctx, SEARCH)
+
+
+# --- explain_search -----------------------------------------------------------------------
+
+
+def _explain(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    """The stages as sentences; a withheld source named again with the request to follow."""
+    source = params["source"]
+    body = explain_response(agent, params)
+    governance = body["governance"]
+    note = ""
+    if governance is not None and governance["withheld"]:
+        ref = ref_of(qualifies(agent), params["catalog"], source)
+        note = withheld_text([(ref, governance["reason"], governance["request_id"])])
+    return json_result(body, text="\n".join(body["sentences"]), note=note)
+
+
+EXPLAIN = Operation(ExplainInputSerializer, _explain, fill_defaults=_search_defaults)
+
+
+async def explain_search(
+    ctx: Ctx,
+    query: Query,
+    source: Annotated[
+        str, Field(max_length=100, pattern=SLUG, description="The source's slug (a search hit's `source`)."),
+        SkipValidation,
+    ],
+    document: Annotated[
+        str, Field(max_length=1024, pattern=NOT_BLANK_PATTERN,
+                   description="The document's path within the source (a search hit's `document_id`)."),
+        SkipValidation,
+    ],
+    catalog: SearchCatalog = None,
+    top_k: TopK = None,
+    mode: Mode = "hybrid",
+    fusion: Fusion = "rrf",
+    normalization: Normalization = "minmax",
+    weights: WeightsArgument = None,
+    dedup: Dedup = False,
+) -> CallToolResult:
+    """Why a document was or was not among rag_search's results for the same query and options, stage
+    by stage: the source and document in the catalog, the approval gate, its best chunk's BM25 score
+    (which query terms it holds and what each adds) and rank, its vector similarity and rank, and its
+    fused rank against top_k. Returns sentences ending with the verdict (structuredContent: each stage,
+    as POST /api/v1/explain). A source withheld from you (it needs an approval) is answered by the gate
+    alone, with the approval request to follow; nothing of its content is told."""
+    return await answer(ctx, EXPLAIN)
 
 
 # --- search_conversation ------------------------------------------------------------------
@@ -469,6 +532,48 @@ async def enrich(
     return await answer(ctx, ENRICH)
 
 
+def _explain_enrichment(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    """The passes as sentences; a withheld reference named again with the request to follow."""
+    body = enrichment_explain_response(agent, params)
+    governance = body["governance"]
+    note = ""
+    if governance is not None and governance["withheld"]:
+        ref = ref_of(qualifies(agent), body["catalog"], body["source_id"])
+        note = withheld_text([(ref, governance["reason"], governance["request_id"])])
+    return json_result(body, text="\n".join(body["sentences"]), note=note)
+
+
+EXPLAIN_ENRICHMENT = Operation(EnrichmentExplainInputSerializer, _explain_enrichment)
+
+
+async def explain_enrichment(
+    ctx: Ctx,
+    prompt: Annotated[
+        str,
+        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
+              description="The text enrich would read (its `text`)."),
+        SkipValidation,
+    ],
+    reference: Annotated[
+        ReferenceId, Field(description="The reference: `id` or `catalog/id` (a leading @ is allowed)."),
+        SkipValidation,
+    ],
+    surface: Annotated[
+        Literal["prompt", "tool_result"],
+        Field(description="prompt (a user message) or tool_result (a tool's output), as for enrich."),
+        SkipValidation,
+    ] = "prompt",
+    catalogs: Catalogs = None,
+) -> CallToolResult:
+    """Why enrich did or did not hint a reference for a text, pass by pass: the @mention, the path read,
+    its tags, the semantic pass (its similarity against the threshold, max(semantic_threshold, best match -
+    semantic_margin)), links, and the max_hints cut. Runs enrich's own passes and records nothing.
+    Returns sentences ending with the verdict (structuredContent: as POST /api/v1/explain/enrichment). A
+    reference withheld from you (it needs an approval) is told only what enrich would tell you, with the
+    approval request to follow."""
+    return await answer(ctx, EXPLAIN_ENRICHMENT)
+
+
 # --- conversations and memory ----------------------------------------------------
 
 
@@ -621,12 +726,14 @@ TOOLS = {
     tool.fn.__name__: tool
     for tool in (
         Tool(rag_search, SEARCH, READ_ONLY),
+        Tool(explain_search, EXPLAIN, READ_ONLY),
         Tool(search_conversation, CONVERSATION, READ_ONLY),
         Tool(list_references, LIST, READ_ONLY),
         Tool(select_references, SELECT, RECORDS),
         Tool(read_reference_file, READ, READ_ONLY),
         Tool(agent_instructions, INSTRUCTIONS, READ_ONLY),
         Tool(enrich, ENRICH, RECORDS),
+        Tool(explain_enrichment, EXPLAIN_ENRICHMENT, READ_ONLY),
         Tool(approval_requests, APPROVALS, READ_ONLY),
         Tool(enrich_conversation, ENRICH_CONVERSATION, RECORDS),
         Tool(store_memory, STORE_MEMORY, RECORDS),

@@ -189,9 +189,10 @@ def offered(schema: dict) -> dict:
 def test_lists_the_tools_with_the_rest_limits(mcp):
     tools = mcp.list_tools()
 
-    assert set(tools) == {"rag_search", "search_conversation", "list_references", "select_references", "enrich",
-                          "read_reference_file", "agent_instructions", "approval_requests", "enrich_conversation",
-                          "store_memory"}
+    assert set(tools) == {"rag_search", "explain_search", "search_conversation", "list_references",
+                          "select_references", "enrich", "explain_enrichment", "read_reference_file",
+                          "agent_instructions",
+                          "approval_requests", "enrich_conversation", "store_memory"}
     search = tools["rag_search"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "catalog", "top_k", "mode", "fusion", "normalization", "weights",
@@ -361,6 +362,66 @@ def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, vault, rest,
                                     "(approval_requests lists your requests and their states):\n"
                                     f"- @vault: 1 (requires approval; request {entry['request_id']} awaits a "
                                     "reviewer)")
+
+
+def test_explain_search_answers_what_the_rest_api_does_its_sentences_as_text(mcp, rest):
+    body = {"catalog": "ops", "query": "retry with backoff, or cache the zeppelin", "source": "handbook",
+            "document": "caching.md", "mode": "hybrid", "top_k": 1}
+
+    result = mcp.call("explain_search", **{k: v for k, v in body.items() if k != "catalog"})  # its only catalog
+
+    data = ok(result)
+    assert data == rest.post("/api/v1/explain", body, format="json").json()
+    assert data["outcome"] == "below_top_k" and data["rank"] > 1
+    assert text_of(result) == "\n".join(data["sentences"])
+    assert text_of(result).endswith(f"Verdict: ranked {data['rank']}: below top_k 1.")
+    assert note_of(result) == ""
+
+
+def test_explain_search_tells_nothing_of_a_withheld_source_and_names_the_request_to_follow(mcp, vault, rest):
+    ask = {"query": "rotate the vault credentials", "source": "vault"}
+
+    result = mcp.call("explain_search", **ask, document="vault.md")
+    missing = mcp.call("explain_search", **ask, document="nothing-here.md")
+
+    data = ok(result)
+    assert data["outcome"] == "withheld" and data["bm25"] is None and data["catalog"]["document_found"] is None
+    assert data == rest.post("/api/v1/explain", {"catalog": "ops", **ask, "document": "vault.md"},
+                             format="json").json()
+    assert ok(missing) == data  # whether the path exists is not told either
+    assert note_of(result) == ("Withheld for want of an approval (approval_requests lists your requests and their "
+                               f"states):\n- @vault: {NO_REQUEST}")
+    assert "ninety" not in json.dumps(data) + text_of(result)
+    assert ApprovalRequest.objects.count() == 0  # explain reads only
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ({"query": "retry", "source": "handbook"}, "document"),
+    ({"query": "retry", "source": "hand book", "document": "retries.md"}, "source"),
+    ({"query": "retry", "source": "handbook", "document": "retries.md", "top_k": 0}, "top_k"),
+])
+def test_a_bad_explain_search_argument_is_the_rest_error(mcp, rest, arguments, field):
+    result = mcp.call("explain_search", **arguments)
+
+    assert set(error(result, "invalid_input")["details"]["fields"]) == {field}
+    assert result.structured_content == rest.post("/api/v1/explain", {"catalog": "ops", **arguments},
+                                                  format="json").json()
+
+
+def test_explain_enrichment_answers_what_the_rest_api_does_and_records_nothing(mcp, rest, vault):
+    arguments = {"prompt": "Please expand @handbook and rotate the vault credentials.", "reference": "handbook"}
+
+    result = mcp.call("explain_enrichment", **arguments)
+    withheld = mcp.call("explain_enrichment", prompt="rotate the vault credentials", reference="vault")
+
+    data = ok(result)
+    assert data == rest.post("/api/v1/explain/enrichment", arguments, format="json").json()
+    assert data["outcome"] == "expanded" and data["verdict"] == "expanded (the mention pass)"
+    assert text_of(result) == "\n".join(data["sentences"]) and note_of(result) == ""
+    assert ok(withheld)["outcome"] == "withheld" and "ninety" not in json.dumps(ok(withheld))
+    assert note_of(withheld) == ("Withheld for want of an approval (approval_requests lists your requests and "
+                                 f"their states):\n- @vault: {NO_REQUEST}")
+    assert recorded() == (0, 0) and ApprovalRequest.objects.count() == 0
 
 
 CONVERSATION = [{"role": "user", "content": "Our calls to the billing service time out. How should transient "

@@ -17,7 +17,7 @@ from retrieval.mcp.server import build_server
 from retrieval.mcp.tools import TOOLS
 
 # Arguments the serializer requires that a tool fills from the agent's profile.
-FILLED = {"rag_search": {"catalog"}, "search_conversation": {"catalog"}}
+FILLED = {"rag_search": {"catalog"}, "explain_search": {"catalog"}, "search_conversation": {"catalog"}}
 LIMITS = ("type", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems")
 
 

@@ -23,7 +23,7 @@ from catalog.tags import tags_ensure
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import enrich
 from retrieval.models import Trace
-from tests.browser import page_audit, tab_to, wait_until
+from tests.browser import htmx_settled, page_audit, tab_to, wait_until
 from tests.factories import agent_with_token, import_documents, person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -121,6 +121,53 @@ def test_a_search_as_a_person_and_as_the_agent_shows_scores_ranks_and_what_was_w
     assert "Rotate the vault" not in page.locator("#run").inner_text(), "nothing of a withheld reference"
     assert ApprovalRequest.objects.count() == 0 and Trace.objects.count() == 0, "a dry run"
     page_audit(page, "playground-03-search-as-the-agent")
+
+
+def test_why_not_a_document_is_answered_stage_by_stage_under_the_hits_and_a_wrong_path_is_refused(
+        page, live_server, studio):
+    sign_in(page, live_server.url, "/playground/")
+    page.wait_for_url(f"{live_server.url}/playground/")
+    page.fill("#id_top_k", "1")
+    run(page, agent="support-bot", catalog="ops", text="retry transient failures and cache the responses")
+    page.wait_for_selector("#run .play-hit")
+    assert page.locator(".play-hit").count() == 1
+    htmx_settled(page)  # htmx listens to the swapped-in field only once it settles
+
+    page.fill("#id_why_not_document", "cach")  # the field suggests the catalog's documents as one types
+    wait_until(page, "() => document.querySelectorAll('#why-not-documents option').length === 1")
+    assert page.get_attribute("#why-not-documents option", "value") == "caching/caching.md"
+    page.fill("#id_why_not_document", "caching/caching.md")
+    page.click("#why-not-form button[type=submit]")
+    page.wait_for_selector("#why-not .why-not-answer")
+
+    answer = page.locator("#why-not .why-not-answer")
+    assert "Verdict: ranked 2: below top_k 1." in answer.inner_text()
+    rows = answer.locator("table.why-not-table tbody th[scope=row]").all_inner_texts()
+    assert rows[0] == "BM25" and "Vector" in rows and rows[-1].startswith("Fused")
+    assert answer.locator("tr.term.matched").count() >= 1 and answer.locator("tr.term.missing").count() >= 1
+    assert "cut-off: top_k 1, below it" in answer.locator("tr.fused").inner_text()
+    assert "support-bot" in page.locator("#run .play-run-head").inner_text(), "the search above stays"
+    assert ApprovalRequest.objects.count() == 0 and Trace.objects.count() == 0, "a read"
+    page.evaluate("window.scrollTo(0, 0)")  # the answer took focus; photographed from the top, as the others
+    page_audit(page, "playground-08-why-not")
+
+    htmx_settled(page)
+    page.fill("#id_why_not_document", "caching/nowhere.md")
+    page.click("#why-not-form button[type=submit]")
+    error = page.wait_for_selector("#id_why_not_document_error")
+    assert "No document “nowhere.md” in source caching of catalog ops: pick one from the list." in error.inner_text()
+    assert page.get_attribute("#id_why_not_document", "aria-invalid") == "true"
+    assert page.input_value("#id_why_not_document") == "caching/nowhere.md"
+    assert page.locator("#why-not .why-not-answer").count() == 0
+    page.evaluate("window.scrollTo(0, 0)")
+    page_audit(page, "playground-09-why-not-refused")
+
+    htmx_settled(page)
+    page.fill("#id_why_not_document", "vault/vault.md")  # withheld from the agent: its governance alone
+    page.click("#why-not-form button[type=submit]")
+    page.wait_for_selector("#why-not .why-outcome-withheld")
+    assert "Rotate the vault" not in page.locator("#why-not").inner_text()
+    assert page.locator("#why-not table").count() == 0
 
 
 def test_a_refused_run_shows_why_beside_the_field_and_keeps_what_was_typed(page, live_server, studio):
