@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user
 from catalog.errors import InvalidError
 from catalog.models import Agent, Catalog
+from catalog.ranking import MODES
 from catalog.rest.fields import StrictCharField, StrictIntegerField, StrictSlugField
 from catalog.rest.schema import errors
 from retrieval.evaluation.beir import METRICS
@@ -32,7 +33,6 @@ from retrieval.evaluation.runs import DEFAULT_MODES, evaluation_request, modes_p
 from retrieval.evaluation.selectors import query_sets_listed, run_comparisons, run_for
 from retrieval.evaluation.serializers import EvaluationSerializer, pair_body
 from retrieval.models import EvaluationRun, EvaluationSet
-from retrieval.search.selectors import MODES
 
 CURATORS_ONLY = "`forbidden`: the caller is not a curator (a reader token, or a session outside the curator group)."
 

@@ -36,11 +36,11 @@ from django.utils import timezone
 from approvals.selectors.gate import withheld_sources
 from catalog.indexing.runs import pending_task_names
 from catalog.models import Catalog, Document, ReferenceSource
+from catalog.ranking import MODES
 from retrieval.evaluation.beir import QueryScore, summarise
 from retrieval.evaluation.beir import score_query as beir_score_query
 from retrieval.evaluation.ranking import TOP_K, ModeUnavailable, rank_query
 from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet
-from retrieval.search.selectors import MODES
 
 logger = logging.getLogger(__name__)
 

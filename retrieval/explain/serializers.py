@@ -13,10 +13,11 @@ from approvals.serializers import gate_state_field, request_id_field
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
 from catalog.models import Agent
+from catalog.ranking import MODES
 from catalog.reads import replica_read
 from catalog.rest.fields import StrictCharField, StrictSlugField
 from retrieval.explain.selectors import ComponentStage, Explanation, document_explain
-from retrieval.search.selectors import MODES, SearchOptions
+from retrieval.search.selectors import SearchOptions
 from retrieval.search.serializers import SearchInputSerializer, default_top_k
 from retrieval.search.vector import SearchUnavailable
 
