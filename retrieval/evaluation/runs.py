@@ -90,18 +90,19 @@ def _enqueue(run_id: int) -> None:
 
 
 @contextmanager
-def run_lock_if_free(run_id: int) -> Iterator[bool]:
+def run_lock_if_free(run_id: int, namespace: int = LOCK_NAMESPACE) -> Iterator[bool]:
     """Hold the run's advisory lock if nobody does (True), else do nothing (False). A
-    session lock: it dies with a killed worker's connection."""
+    session lock: it dies with a killed worker's connection. `namespace`: the kind of
+    run (tuning runs have their own)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, run_id])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [namespace, run_id])
         held = bool(cursor.fetchone()[0])
     try:
         yield held
     finally:
         if held:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, run_id])
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, run_id])
 
 
 # --- executing ------------------------------------------------------------------------------

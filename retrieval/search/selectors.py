@@ -208,6 +208,34 @@ class Ranking:
     withheld: dict[int, InjectionDecision]
 
 
+def ranking_depth(run: SettledOptions) -> int:
+    """How many chunks each component list is read: fusion needs each list beyond top_k
+    (the fusion depth), a single component does not; with dedup three times as many
+    (chunks per distinct document, roughly)."""
+    depth = max(run.top_k, run.fusion_depth) if run.mode in FUSED_MODES else run.top_k
+    return depth * 3 if run.dedup else depth
+
+
+def component_lists(read: dict[str, list[Row]], run: SettledOptions) -> dict[str, list[Row]]:
+    """The lists fusion takes, from each component's rows as read (best first, at least
+    ranking_depth(run) of them: a longer list is cut there): a zero BM25 score (idf 0,
+    a term in half the chunks) is no evidence where two lists fuse; with dedup only
+    each document's best chunk. The tuning runs read each list once, as deep as their
+    deepest setting, and shape it here for each setting they try."""
+    depth, lists = ranking_depth(run), {}
+    for name, rows in read.items():
+        rows = rows[:depth]
+        if name == "bm25" and run.mode in FUSED_MODES:
+            rows = [row for row in rows if row.score > 0]
+        lists[name] = _ranked(rows, run.dedup)
+    return lists
+
+
+def fused_ranking(lists: dict[str, list[Row]], run: SettledOptions) -> list[tuple[int, float]]:
+    """Every key of `lists` fused as `run` says, best first."""
+    return _fuse(lists, run)
+
+
 def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
                   agent: Agent | None = None, embedded: tuple[str, int] | None = None) -> Ranking:
     """Steps 1 to 3 of chunk_search (the module docstring): the withheld sources, the
@@ -225,22 +253,17 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
                 raise
             mode, degraded = "bm25", f"lexical-only: {exc}"
             run = replace(run, mode="bm25")
-    # Fusion needs each component's list beyond top_k; a single component does not.
-    depth = max(run.top_k, run.fusion_depth) if mode in FUSED_MODES else run.top_k
-    depth *= 3 if run.dedup else 1  # chunks per distinct document, roughly
-    lists: dict[str, list[Row]] = {}
+    depth = ranking_depth(run)
+    read: dict[str, list[Row]] = {}
     passes = 0
     # once: a pasted passage takes milliseconds to analyse
     terms = bm25_terms(catalog, query, k1=run.k1, b=run.b)
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        rows, passes = bm25_top(catalog, terms, depth, withheld)
-        if mode in FUSED_MODES:  # a zero score (idf 0: a term in half the chunks) is no evidence
-            rows = [row for row in rows if row.score > 0]
-        lists["bm25"] = _ranked(rows, run.dedup)
+        read["bm25"], passes = bm25_top(catalog, terms, depth, withheld)
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
-        lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld),
-                                  run.dedup)
+        read["vector"] = vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld)
+    lists = component_lists(read, run)
     if mode == "bm25_tiebreak" and vector is not None:
         pks = [row.chunk for row in lists["bm25"]]
         sims = vector_scores_for(catalog=catalog, vector=vector, chunk_pks=pks)
