@@ -90,6 +90,10 @@ class RankingForm(forms.Form):
     b = _number("b", "BM25 b", "How much a chunk longer than the average is discounted (0 to 1).")
     fusion_depth = _number("fusion_depth", "Fusion depth", "How many hits each list contributes before fusing.",
                            whole=True)
+    vector_feedback = _number("vector_feedback", "Vector feedback",
+                              "Chunks of a first vector search the query is moved toward before searching again "
+                              "(0: off).", whole=True)
+    feedback_weight = _number("feedback_weight", "Feedback weight", "How far the query moves toward them.")
     semantic_threshold = _number("semantic_threshold", "Semantic threshold",
                                  "Enrichment: the least similarity for a hint by meaning; empty: each agent's own.",
                                  required=False)

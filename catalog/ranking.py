@@ -24,10 +24,11 @@ NORMALISATIONS = ("minmax", "zscore")
 LIMITS: dict[str, tuple[float, float]] = {
     "rrf_k": (1, 1000), "bm25_weight": (0.0, 10.0), "vector_weight": (0.0, 10.0),
     "k1": (0.0, 5.0), "b": (0.0, 1.0), "fusion_depth": (10, 1000),
+    "vector_feedback": (0, 20), "feedback_weight": (0.0, 2.0),
     "semantic_threshold": (0.0, 1.0), "semantic_margin": (0.0, 1.0),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "fusion": FUSIONS, "normalization": NORMALISATIONS}
-WHOLE = ("rrf_k", "fusion_depth")
+WHOLE = ("rrf_k", "fusion_depth", "vector_feedback")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class RankingSettings:
     k1: float = 1.2  # how fast a term's repeats in a chunk saturate
     b: float = 0.75  # how much a chunk longer than the average is discounted
     fusion_depth: int = 100  # how deep each component list is read before fusing
+    # Pseudo-relevance feedback on the vector side: the query's vector moved toward the
+    # mean of its first search's best `vector_feedback` chunks (weight `feedback_weight`)
+    # and searched again; 0: off.
+    vector_feedback: int = 0
+    feedback_weight: float = 0.5
     # Enrichment's semantic pass: the least similarity, and how close to the best match
     # a hint must come; None leaves each agent's own (its profile).
     semantic_threshold: float | None = None

@@ -3,9 +3,9 @@
 ranking_tune() does, over a test set's judged queries:
   1. the grid: every setting tried (candidates(): BM25 k1 and b; for hybrid, RRF k and
      the vector weight, or convex with each normalisation and weight; the fusion depth;
-     bm25 and vector alone), the catalog's current settings among them
+     vector feedback or none; bm25 and vector alone), the current settings among them
   2. for each query, each component list read once through search's own functions
-     (chunk_ranking: BM25 once per k1 and b, the vector list once), as deep as the
+     (chunk_ranking: BM25 once per k1 and b, the vector list once per feedback), as deep as the
      deepest setting reads; each setting's ranking then comes from those lists, shaped
      and fused by search's own component_lists and fused_ranking: nDCG@10 per query
      and setting, without a search per setting
@@ -50,8 +50,9 @@ K1S = (0.6, 0.9, 1.2, 1.5, 2.0)
 BS = (0.3, 0.5, 0.75, 0.9)
 RRF_KS = (5, 10, 20, 40, 60, 100)
 RRF_VECTOR_WEIGHTS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the BM25 weight 1
-CONVEX_VECTOR_SHARES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # of weights summing to 1
+CONVEX_VECTOR_SHARES = (0.3, 0.5, 0.7)  # of weights summing to 1
 DEPTHS = (100, 200)
+FEEDBACK = ((0, 0.5), (3, 0.5))  # vector feedback: off, or the best 3 chunks at weight 0.5
 TUNED_MODES = ("bm25", "vector", "hybrid")
 SHOWN_QUERIES = 10  # won and lost, each
 
@@ -63,14 +64,16 @@ def candidates(current: RankingSettings) -> list[RankingSettings]:
     for k1, b in itertools.product(K1S, BS):
         bm25 = current.with_values({"k1": k1, "b": b})
         grid.append(bm25.with_values({"mode": "bm25"}))
-        for depth in DEPTHS:
-            hybrid = bm25.with_values({"mode": "hybrid", "fusion_depth": depth})
+        for depth, (chunks, weight) in itertools.product(DEPTHS, FEEDBACK):
+            hybrid = bm25.with_values({"mode": "hybrid", "fusion_depth": depth, "vector_feedback": chunks,
+                                       "feedback_weight": weight})
             grid += [hybrid.with_values({"fusion": "rrf", "rrf_k": k, "bm25_weight": 1.0, "vector_weight": weight})
                      for k, weight in itertools.product(RRF_KS, RRF_VECTOR_WEIGHTS)]
             grid += [hybrid.with_values({"fusion": "convex", "normalization": norm, "bm25_weight": round(1 - share, 2),
                                          "vector_weight": share})
                      for norm, share in itertools.product(("minmax", "zscore"), CONVEX_VECTOR_SHARES)]
-    grid.append(current.with_values({"mode": "vector"}))
+    grid += [current.with_values({"mode": "vector", "vector_feedback": chunks, "feedback_weight": weight})
+             for chunks, weight in FEEDBACK]
     return list(dict.fromkeys(grid))
 
 
@@ -187,28 +190,28 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
     paths = dict(Document.objects.filter(catalog=catalog).values_list("pk", "path"))
     runs = [SearchOptions.of(settings, top_k=TOP_K, dedup=True).settled(settings) for settings in grid]
     deepest = max(ranking_depth(run) for run in runs)
-    by_bm25: dict[tuple[float, float], list[int]] = {}
-    for i, run in enumerate(runs):
-        by_bm25.setdefault((run.k1, run.b), []).append(i)
+    bm25_settings = sorted({(run.k1, run.b) for run in runs})
+    vector_settings = sorted({(run.vector_feedback, run.feedback_weight) for run in runs if run.mode != "bm25"})
     table = [[0.0] * len(queries) for _ in grid]
     for column, (query_id, text) in enumerate(queries.items()):
         report("grid", column, len(queries))
-        vector = _read(catalog, text, "vector", deepest)
-        for (k1, b), rows in by_bm25.items():
-            bm25 = _read(catalog, text, "bm25", deepest, k1, b)
-            for i in rows:
-                run = runs[i]
-                read = {"bm25": bm25, "vector": vector} if run.mode == "hybrid" else \
-                    {run.mode: bm25 if run.mode == "bm25" else vector}
-                fused = fused_ranking(component_lists(read, run), run)[: run.top_k]
-                table[i][column] = score_query(query_id, [paths[key] for key, _ in fused], qrels[query_id]).ndcg_at_10
+        vectors = {(chunks, weight): _read(catalog, text, "vector", deepest, vector_feedback=chunks,
+                                           feedback_weight=weight) for chunks, weight in vector_settings}
+        lexical = {(k1, b): _read(catalog, text, "bm25", deepest, k1=k1, b=b) for k1, b in bm25_settings}
+        for i, run in enumerate(runs):
+            bm25 = lexical[(run.k1, run.b)]
+            vector = vectors.get((run.vector_feedback, run.feedback_weight), [])
+            read = {"bm25": bm25, "vector": vector} if run.mode == "hybrid" else \
+                {run.mode: bm25 if run.mode == "bm25" else vector}
+            fused = fused_ranking(component_lists(read, run), run)[: run.top_k]
+            table[i][column] = score_query(query_id, [paths[key] for key, _ in fused], qrels[query_id]).ndcg_at_10
     return table
 
 
-def _read(catalog: Catalog, text: str, mode: str, depth: int, k1: float | None = None,
-          b: float | None = None) -> list[Row]:
+def _read(catalog: Catalog, text: str, mode: str, depth: int, **settings: Any) -> list[Row]:
     """One component's chunks for `text`, `depth` deep and undeduplicated, read by
-    chunk_ranking itself (as a person's search reads them: no governed source)."""
+    chunk_ranking itself (as a person's search reads them: no governed source) with
+    `settings` (SearchOptions' own)."""
     ranking = chunk_ranking(catalog=catalog, query=text, options=SearchOptions(
-        mode=mode, top_k=depth, dedup=False, k1=k1, b=b))
+        mode=mode, top_k=depth, dedup=False, **settings))
     return ranking.lists.get(mode, [])

@@ -47,7 +47,13 @@ from catalog.sources.locators import cite
 from retrieval.search import bm25, fusion, lexical
 from retrieval.search.lexical import bm25_score_sql, bm25_terms, bm25_top
 from retrieval.search.rows import Params, Row
-from retrieval.search.vector import SearchUnavailable, embed_query, vector_scores_for, vector_search
+from retrieval.search.vector import (
+    SearchUnavailable,
+    embed_query,
+    feedback_vector,
+    vector_scores_for,
+    vector_search,
+)
 
 # How many hits each component contributes to fusion (at least top_k) by default:
 # hybrid and bm25_tiebreak rank each list this deep before fusing them (a catalog's
@@ -125,6 +131,8 @@ class SearchOptions:
     k1: float | None = None
     b: float | None = None
     fusion_depth: int | None = None
+    vector_feedback: int | None = None
+    feedback_weight: float | None = None
 
     def settled(self, ranking: RankingSettings) -> SettledOptions:
         """Every setting this search left open taken from `ranking`."""
@@ -133,14 +141,17 @@ class SearchOptions:
             normalization=self.normalization or ranking.normalization,
             weights=self.weights if self.weights is not None else ranking.weights, dedup=self.dedup,
             rrf_k=self.rrf_k or ranking.rrf_k, k1=ranking.k1 if self.k1 is None else self.k1,
-            b=ranking.b if self.b is None else self.b, fusion_depth=self.fusion_depth or ranking.fusion_depth)
+            b=ranking.b if self.b is None else self.b, fusion_depth=self.fusion_depth or ranking.fusion_depth,
+            vector_feedback=ranking.vector_feedback if self.vector_feedback is None else self.vector_feedback,
+            feedback_weight=ranking.feedback_weight if self.feedback_weight is None else self.feedback_weight)
 
     @classmethod
     def of(cls, ranking: RankingSettings, **given: Any) -> SearchOptions:
         """Options that run `ranking` whole (the tuning runs try settings unsaved)."""
         return cls(mode=ranking.mode, fusion=ranking.fusion, normalization=ranking.normalization,
                    weights=ranking.weights, rrf_k=ranking.rrf_k, k1=ranking.k1, b=ranking.b,
-                   fusion_depth=ranking.fusion_depth, **given)
+                   fusion_depth=ranking.fusion_depth, vector_feedback=ranking.vector_feedback,
+                   feedback_weight=ranking.feedback_weight, **given)
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,8 @@ class SettledOptions:
     k1: float
     b: float
     fusion_depth: int
+    vector_feedback: int
+    feedback_weight: float
 
 
 def _ranked(rows: list[Row], dedup: bool) -> list[Row]:
@@ -263,6 +276,10 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
         read["vector"] = vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld)
+        if run.vector_feedback:  # moved toward its best hits, searched again: what it ranks by
+            vector = feedback_vector(catalog=catalog, vector=vector, rows=read["vector"][: run.vector_feedback],
+                                     weight=run.feedback_weight)
+            read["vector"] = vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld)
     lists = component_lists(read, run)
     if mode == "bm25_tiebreak" and vector is not None:
         pks = [row.chunk for row in lists["bm25"]]

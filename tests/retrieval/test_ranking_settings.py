@@ -196,3 +196,34 @@ def test_a_viewer_may_not_edit_the_ranking(corpus, client_for):
     assert client_for(viewer).post("/catalogs/tuned/ranking", {"k1": "0.5"}).status_code in (403, 404)
     corpus.refresh_from_db()
     assert corpus.ranking == {}
+
+
+# --- vector feedback ------------------------------------------------------------------------------
+
+
+def test_vector_feedback_moves_the_query_toward_the_best_hits_the_caller_may_be_shown(corpus, cora):
+    from catalog.models import ReferenceSource
+    from catalog.sources.documents import DocumentInput
+    from retrieval.search.vector import feedback_vector, vector_scores_for
+
+    text = "Cache retry backoff. Cache retry backoff jitter."
+    governed = import_documents(catalog=corpus, slug="governed", documents=[
+        DocumentInput("near.md", "Near", text, len(text))])
+    ReferenceSource.objects.filter(pk=governed.pk).update(requires_approval=True)  # withheld from a person
+    held = set(Chunk.objects.filter(source=governed).values_list("pk", flat=True))
+    catalog_ranking_update(catalog=corpus, values={"vector_feedback": 3, "feedback_weight": 0.5}, by=cora)
+    corpus.refresh_from_db()
+
+    first = chunk_ranking(catalog=corpus, query="cache retry backoff",
+                          options=SearchOptions(mode="vector", top_k=10, vector_feedback=0))
+    moved = chunk_ranking(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="vector", top_k=10))
+    assert held and not held & {row.chunk for row in first.lists["vector"]}
+    assert moved.vector == feedback_vector(catalog=corpus, vector=first.vector or "",
+                                           rows=first.lists["vector"][:3], weight=0.5) != first.vector
+    similarity = vector_scores_for(catalog=corpus, vector=moved.vector or "",
+                                   chunk_pks=[row.chunk for row in moved.lists["vector"]])
+    assert [row.score for row in moved.lists["vector"]] == pytest.approx(
+        [similarity[row.chunk] for row in moved.lists["vector"]], abs=1e-6)
+    assert not held & {row.chunk for row in moved.lists["vector"]}
+    hits = chunk_search(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="vector")).hits
+    assert [hit.chunk_pk for hit in hits] == [row.chunk for row in moved.lists["vector"]][: len(hits)]
