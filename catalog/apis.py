@@ -1,10 +1,11 @@
-"""Curator API: sources (list, create, read, change), their content and files, and
-reindexing (request runs, watch them)."""
+"""Curator API: sources (list, create, read, change), their content and files,
+reindexing (request runs, watch them), and a catalog's ranking settings."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -17,10 +18,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user, visible_catalogs
+from catalog.catalogs import catalog_ranking_update
 from catalog.errors import ConflictError
 from catalog.indexing.runs import EditConflict, index_run_request, source_create_queued, source_edit_queued
 from catalog.models import MAX_CRAWL_DEPTH, MAX_CRAWL_PAGES, Agent, Catalog, IndexRun, ReferenceSource
-from catalog.rest.fields import QueryBooleanField, StrictCharField
+from catalog.ranking import FUSIONS, LIMITS, MODES, NORMALISATIONS
+from catalog.rest.fields import QueryBooleanField, StrictCharField, StrictFloatField, StrictIntegerField
 from catalog.rest.schema import errors
 from catalog.sources.editing import inline_set, upload_delete, upload_put
 from catalog.sources.errors import SourceError
@@ -483,3 +486,74 @@ class SourceApi(APIView):
             raise _django_errors_as_400(error) from None
         target.refresh_from_db()
         return Response(SourcesApi.OutputSerializer({"source": target, "run": run}).data)
+
+
+# --- ranking settings -----------------------------------------------------------------------
+
+
+def _ranking_number(name: str, help_text: str, *, whole: bool = False,
+                    nullable: bool = False) -> serializers.Field[Any, Any, Any, Any]:
+    low, high = LIMITS[name]
+    if whole:
+        return StrictIntegerField(min_value=int(low), max_value=int(high), required=False, help_text=help_text)
+    return StrictFloatField(min_value=low, max_value=high, required=False, allow_null=nullable, help_text=help_text)
+
+
+class RankingSerializer(serializers.Serializer[dict[str, Any]]):
+    """A catalog's ranking settings (defaults: today's constants)."""
+
+    mode = serializers.ChoiceField(choices=MODES, required=False, help_text="What a search naming no mode runs.")
+    fusion = serializers.ChoiceField(choices=FUSIONS, required=False, help_text="Hybrid's fusion.")
+    rrf_k = _ranking_number("rrf_k", "RRF's k: a hit ranked r adds weight / (k + r).", whole=True)
+    bm25_weight = _ranking_number("bm25_weight", "BM25's weight in either fusion (convex: over the sum).")
+    vector_weight = _ranking_number("vector_weight", "The vector list's weight in either fusion.")
+    normalization = serializers.ChoiceField(choices=NORMALISATIONS, required=False,
+                                            help_text="Convex fusion's score normalisation.")
+    k1 = _ranking_number("k1", "BM25 k1: how fast a term's repeats saturate.")
+    b = _ranking_number("b", "BM25 b: how much a longer chunk is discounted.")
+    fusion_depth = _ranking_number("fusion_depth", "How deep each list is read before fusing.", whole=True)
+    vector_feedback = _ranking_number("vector_feedback", "Chunks of a first vector search the query moves toward "
+                                                         "before searching again (0: off).", whole=True)
+    feedback_weight = _ranking_number("feedback_weight", "How far the query moves toward them.")
+    semantic_threshold = _ranking_number("semantic_threshold", "Enrichment's least similarity for a hint by "
+                                                               "meaning; null: each agent's own.", nullable=True)
+    semantic_margin = _ranking_number("semantic_margin", "How close to the best match a hint must score; null: "
+                                                         "each agent's own.", nullable=True)
+
+
+class RankingOutputSerializer(serializers.Serializer[dict[str, Any]]):
+    settings = RankingSerializer(help_text="Every setting, as search uses it now.")
+    changed = serializers.ListField(child=serializers.CharField(),
+                                    help_text="The settings that differ from the defaults.")
+
+
+def _ranking_body(catalog: Catalog) -> dict[str, Any]:
+    return RankingOutputSerializer({"settings": asdict(catalog.ranking_settings),
+                                    "changed": sorted(catalog.ranking)}).data
+
+
+class RankingApi(APIView):
+    """A catalog's ranking settings: read them (whoever may read the catalog), change
+    some (curators; audited; the next search ranks with them, no reindex)."""
+
+    @extend_schema(operation_id="get_ranking", responses={200: RankingOutputSerializer, **errors({
+        404: "`not_found`: no such catalog for this caller."})})
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(_ranking_body(get_catalog_for_caller(request_user(request), slug)))
+
+    @extend_schema(request=RankingSerializer, operation_id="update_ranking",
+                   responses={200: RankingOutputSerializer, **errors({
+                       400: "`invalid_input`: a setting is not valid; `details.fields` says which.",
+                       **CURATOR_ERRORS})})
+    def patch(self, request: Request, slug: str) -> Response:
+        caller = request_user(request)
+        catalog = get_catalog_for_caller(caller, slug)
+        if not is_curator(caller):
+            raise PermissionDenied("Changing ranking settings needs a curator token or a curator's session.")
+        data = RankingSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            catalog_ranking_update(catalog=catalog, values=dict(data.validated_data), by=caller)
+        except DjangoValidationError as error:
+            raise _django_errors_as_400(error) from None
+        return Response(_ranking_body(catalog))

@@ -4,12 +4,17 @@ Deleting lives with the write path (catalog.indexing.removal)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from catalog.models import Catalog
+from catalog.audit.log import Action, Actor, AuditEvent, audit_append
+from catalog.models import Agent, Catalog
+from catalog.ranking import ranking_problems
 
 # Chunking settings: a change re-chunks every document at its source's next run (each
 # document records how it was cut: catalog.indexing.chunks.chunking_stamp).
@@ -52,5 +57,33 @@ def catalog_update(*, catalog: Catalog, settings: CatalogSettings) -> list[str]:
         current.full_clean()
         if changed:
             current.save(update_fields=[*changed, "updated_at"])
+    catalog.refresh_from_db()
+    return changed
+
+
+def catalog_ranking_update(*, catalog: Catalog, values: Mapping[str, Any],
+                           by: AbstractBaseUser | AnonymousUser | Agent | None,
+                           tuning_run: int | None = None) -> dict[str, list[Any]]:
+    """Set some of `catalog`'s ranking settings (catalog.ranking); {setting: [before,
+    after]} for each that changed, audited in the same transaction with who changed it
+    (and the tuning run it came from). ValidationError names each setting at fault;
+    nothing changes then. Searches read the settings at their start: the next one ranks
+    with them, no reindex needed."""
+    if problems := ranking_problems(values):
+        raise ValidationError({name: [message] for name, message in problems.items()})
+    with transaction.atomic():
+        current = Catalog.objects.select_for_update(no_key=True).get(pk=catalog.pk)
+        before = current.ranking_settings
+        after = before.with_values(values)
+        if problems := ranking_problems(asdict(after)):
+            raise ValidationError({name: [message] for name, message in problems.items()})
+        changed = before.changes(after)
+        if changed:
+            current.ranking = after.stored()
+            current.save(update_fields=["ranking", "updated_at"])
+            payload: dict[str, Any] = {"catalog": current.slug, "changed": changed}
+            if tuning_run is not None:
+                payload["tuning_run"] = tuning_run
+            audit_append(AuditEvent(Action.RANKING_CHANGED, Actor.of(by), payload=payload))
     catalog.refresh_from_db()
     return changed

@@ -14,6 +14,7 @@ from django.http import QueryDict
 
 from catalog.catalogs import CatalogSettings
 from catalog.models import MAX_CRAWL_DEPTH, MAX_CRAWL_PAGES, Catalog, ReferenceSource
+from catalog.ranking import FUSIONS, LIMITS, MODES, NORMALISATIONS, RankingSettings
 from catalog.sources.documents import DocumentInput
 from catalog.sources.lifecycle import GitSettings, SourceSettings, WebSettings
 from catalog.sources.uploads import UploadRefused, text_size_problem, upload_text
@@ -62,6 +63,56 @@ class CatalogForm(forms.Form):
         data = self.cleaned_data
         return CatalogSettings(name=data["name"], description=data["description"], chunk_size=data["chunk_size"],
                                chunk_overlap=data["chunk_overlap"])
+
+
+def _number(name: str, label: str, help_text: str, *, whole: bool = False, required: bool = True) -> forms.Field:
+    low, high = LIMITS[name]
+    if whole:
+        return forms.IntegerField(min_value=int(low), max_value=int(high), label=label, help_text=help_text)
+    return forms.FloatField(min_value=low, max_value=high, label=label, help_text=help_text, required=required,
+                            widget=forms.NumberInput(attrs={"step": "any"}))
+
+
+class RankingForm(forms.Form):
+    """A catalog's ranking settings (catalog.ranking); catalog_ranking_update checks and
+    audits them."""
+
+    mode = forms.ChoiceField(choices=[(m, m) for m in MODES], label="Default mode",
+                             help_text="What a search that names no mode runs.")
+    fusion = forms.ChoiceField(choices=[(f, f) for f in FUSIONS], label="Hybrid fusion",
+                               help_text="rrf: reciprocal rank fusion; convex: a weighted sum of normalised scores.")
+    rrf_k = _number("rrf_k", "RRF k", "A hit ranked r adds weight / (k + r): the larger k, the less the top ranks "
+                                      "outweigh the rest.", whole=True)
+    bm25_weight = _number("bm25_weight", "BM25 weight", "Its weight in either fusion (convex: over the sum).")
+    vector_weight = _number("vector_weight", "Vector weight", "Its weight in either fusion (convex: over the sum).")
+    normalization = forms.ChoiceField(choices=[(n, n) for n in NORMALISATIONS], label="Convex normalisation")
+    k1 = _number("k1", "BM25 k1", "How fast a term's repeats in a chunk saturate (0: presence only).")
+    b = _number("b", "BM25 b", "How much a chunk longer than the average is discounted (0 to 1).")
+    fusion_depth = _number("fusion_depth", "Fusion depth", "How many hits each list contributes before fusing.",
+                           whole=True)
+    vector_feedback = _number("vector_feedback", "Vector feedback",
+                              "Chunks of a first vector search the query is moved toward before searching again "
+                              "(0: off).", whole=True)
+    feedback_weight = _number("feedback_weight", "Feedback weight", "How far the query moves toward them.")
+    semantic_threshold = _number("semantic_threshold", "Semantic threshold",
+                                 "Enrichment: the least similarity for a hint by meaning; empty: each agent's own.",
+                                 required=False)
+    semantic_margin = _number("semantic_margin", "Semantic margin",
+                              "Enrichment: how close to the best match a hint must score; empty: each agent's own.",
+                              required=False)
+
+    def __init__(self, data: Any = None, *, editing: Catalog, **kwargs: Any) -> None:
+        if data is None:
+            kwargs["initial"] = editing.ranking_settings.__dict__
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(data, **kwargs)
+        for name, field in self.fields.items():
+            default = getattr(RankingSettings(), name)
+            if default is not None:
+                field.help_text += f" Default: {default}."
+
+    def values(self) -> dict[str, Any]:
+        return dict(self.cleaned_data)
 
 
 class CatalogDeleteForm(forms.Form):

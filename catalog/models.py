@@ -11,6 +11,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from catalog.embedder import DEFAULT_MODEL_ID, DIMENSIONS
+from catalog.ranking import RankingSettings
 from catalog.sources.locators import cite
 from catalog.tag_keys import tag_key
 
@@ -30,6 +31,9 @@ class Catalog(models.Model):
     token_total = models.BigIntegerField(default=0)
     term_count = models.IntegerField(default=0)
     idf_sum = models.FloatField(default=0.0)
+    ranking = models.JSONField(
+        default=dict, blank=True,
+        help_text="Its ranking settings that differ from the defaults (catalog.ranking.RankingSettings).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -42,6 +46,10 @@ class Catalog(models.Model):
     def clean(self) -> None:
         if self.chunk_overlap >= self.chunk_size:
             raise ValidationError({"chunk_overlap": "Overlap must be smaller than the chunk size."})
+
+    @property
+    def ranking_settings(self) -> RankingSettings:
+        return RankingSettings.from_stored(self.ranking)
 
     @property
     def average_idf(self) -> float:

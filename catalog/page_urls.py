@@ -11,6 +11,7 @@ urlpatterns = [
     path("catalogs/<slug:catalog>/", views.catalog_page, name="catalogs-detail"),
     path("catalogs/<slug:catalog>/edit", views.catalog_edit, name="catalogs-edit"),
     path("catalogs/<slug:catalog>/delete", views.catalog_remove, name="catalogs-delete"),
+    path("catalogs/<slug:catalog>/ranking", views.catalog_ranking, name="catalogs-ranking"),
     path("catalogs/<slug:catalog>/reindex", views.catalog_reindex, name="catalogs-reindex"),
     path("catalogs/<slug:catalog>/activity", views.catalog_activity, name="catalogs-activity"),
     path("catalogs/<slug:catalog>/runs/", views.catalog_runs, name="catalogs-runs"),

@@ -32,11 +32,12 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget, trigg
 
 from catalog import selectors
 from catalog.auth import CURATOR_GROUP, REVIEWER_GROUP, get_catalog_for_caller, is_curator, role_required
-from catalog.catalogs import CHUNKING, catalog_create, catalog_update
+from catalog.catalogs import CHUNKING, catalog_create, catalog_ranking_update, catalog_update
 from catalog.filters import RunFilter, SourceFilter
 from catalog.forms import (
     CatalogDeleteForm,
     CatalogForm,
+    RankingForm,
     ReindexForm,
     SourceForm,
     TagsField,
@@ -192,6 +193,28 @@ def catalog_edit(request: HttpRequest, catalog: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "catalog/catalog_form.html", context)
     return _form_response(request, "catalog/catalog_form.html", "catalog/partials/catalog_form.html", context)
+
+
+@curators
+@require_http_methods(["GET", "POST"])
+def catalog_ranking(request: HttpRequest, catalog: str) -> HttpResponse:
+    """A catalog's ranking settings, edited; every change audited. The next search
+    ranks with them (no reindex)."""
+    found = _catalog_or_404(request, catalog)
+    form = RankingForm(request.POST if request.method == "POST" else None, editing=found)
+    if form.is_valid():
+        try:
+            changed = catalog_ranking_update(catalog=found, values=form.values(), by=request.user)
+        except ValidationError as error:
+            apply_errors(form, error)
+        else:
+            note = f"Ranking of {found.slug} saved: {', '.join(changed)} changed; the next search ranks with it." \
+                if changed else "Nothing changed."
+            return _done(request, reverse("catalogs-detail", args=[found.slug]) + "#ranking", note)
+    context = _base(request, form=form, editing=found)
+    if request.method == "GET":
+        return render(request, "catalog/ranking_form.html", context)
+    return _form_response(request, "catalog/ranking_form.html", "catalog/partials/ranking_form.html", context)
 
 
 @curators

@@ -172,7 +172,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Several choice sets share a field name ("mode"): each gets its own enum component.
     "ENUM_NAME_OVERRIDES": {
-        "SearchModeEnum": "retrieval.search.selectors.MODES",
+        "SearchModeEnum": "catalog.ranking.MODES",
         "ConversationSearchModeEnum": "retrieval.conversations.search.SEARCH_MODES",
         "EmbeddingsModeEnum": ["hybrid", "lexical-only"],
         "ReferenceModeEnum": ["auto", "selectable", "preselected"],

@@ -8,7 +8,7 @@ import uuid
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.core.validators import MaxValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
@@ -196,6 +196,46 @@ class EvaluationQuery(models.Model):
 # --- facts and memory, per agent and end user -------------------------------------
 
 END_USER_MAX = 200  # characters of an end user's id, as the agent names them
+
+
+class TuningRun(models.Model):
+    """A search over a catalog's ranking settings on a test set, judged held out
+    (retrieval.evaluation.tuning); applying its choice is refused unless the held-out
+    nDCG@10 gain is positive (retrieval.evaluation.tuning_runs)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    catalog = models.ForeignKey("catalog.Catalog", on_delete=models.CASCADE, related_name="tuning_runs")
+    query_set = models.ForeignKey(EvaluationSet, on_delete=models.RESTRICT, related_name="tuning_runs")
+    folds = models.PositiveSmallIntegerField(default=5, validators=[MinValueValidator(2), MaxValueValidator(10)])
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=16, blank=True, help_text="grid, then held out.")
+    progress = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])
+    current = models.JSONField(default=dict, blank=True, help_text="The catalog's settings when the run started.")
+    chosen = models.JSONField(default=dict, blank=True, help_text="The best settings on every query.")
+    report = models.JSONField(default=dict, blank=True, help_text="retrieval.evaluation.tuning.TuningReport.")
+    error = models.TextField(blank=True)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    applied_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"tuning {self.pk} of {self.catalog_id}"
+
+    @property
+    def gain(self) -> float | None:
+        metrics = self.report.get("metrics", {})
+        return metrics["ndcg_at_10"]["gain"] if "ndcg_at_10" in metrics else None
 
 
 class Fact(models.Model):

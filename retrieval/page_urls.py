@@ -7,6 +7,7 @@ from django.urls import path
 from retrieval import views
 from retrieval.agents import pages as agents
 from retrieval.evaluation import pages as evaluation
+from retrieval.evaluation import tuning_pages as tuning
 from retrieval.explain import pages as explain
 from retrieval.memory import pages as memory
 from retrieval.search import pages as search
@@ -27,6 +28,10 @@ urlpatterns = [
     path("evaluations/start", evaluation.evaluation_start, name="evaluations-start"),
     path("evaluations/<int:run_id>/", evaluation.evaluation_page, name="evaluations-run"),
     path("evaluations/<int:run_id>/compare", evaluation.evaluation_compare, name="evaluations-compare"),
+    path("tuning/", tuning.tuning_list, name="tuning-list"),
+    path("tuning/start", tuning.tuning_start, name="tuning-start"),
+    path("tuning/<int:run_id>/", tuning.tuning_page, name="tuning-run"),
+    path("tuning/<int:run_id>/apply", tuning.tuning_apply_view, name="tuning-apply"),
     path("status/", status.status_page, name="status-page"),
     path("status/reset", status.status_reset, name="status-reset"),
     path("playground/", search.playground, name="playground"),

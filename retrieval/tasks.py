@@ -1,5 +1,5 @@
 """django-q2 tasks: thin wrappers over retrieval.traces.services and
-retrieval.evaluation.runs."""
+retrieval.evaluation.runs and tuning_runs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from retrieval.evaluation.runs import evaluation_execute, evaluations_recover
+from retrieval.evaluation.tuning_runs import tuning_execute, tunings_recover
 from retrieval.traces.services import trace_retention_cutoff, traces_purge
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ def evaluate(run_id: int) -> str:
     return "missing" if run is None else run.status
 
 
+def tune(run_id: int) -> str:
+    run = tuning_execute(run_id=run_id)
+    return "missing" if run is None else run.status
+
+
 def recover_evaluations_on_worker_start(**kwargs: object) -> None:
     """django-q2's post_spawn: fail the evaluations a killed worker left running and
     enqueue again those queued without a task (as catalog.tasks does for index runs)."""
@@ -47,9 +53,10 @@ def recover_evaluations_on_worker_start(**kwargs: object) -> None:
     if Conf.SYNC:
         return
     try:
-        touched = evaluations_recover()
+        touched = evaluations_recover() + tunings_recover()
     except DatabaseError:  # the database is away: the next worker start looks again
         logger.exception("worker start: could not recover evaluation runs")
         return
     if touched:
-        logger.warning("worker start: %d evaluation runs failed as interrupted or enqueued again", len(touched))
+        logger.warning("worker start: %d evaluation and tuning runs failed as interrupted or enqueued again",
+                       len(touched))

@@ -5,6 +5,7 @@ from django.urls import path
 from retrieval.conversations import apis as conversations
 from retrieval.enrichment import apis as enrichment
 from retrieval.evaluation import apis as evaluation
+from retrieval.evaluation import tuning_apis as tuning
 from retrieval.explain import apis as explain
 from retrieval.memory import apis as memory
 from retrieval.search import apis as search
@@ -28,6 +29,9 @@ urlpatterns = [
     path("traces/<uuid:trace_id>", traces.TraceApi.as_view(), name="api-trace"),
     path("evaluations", evaluation.EvaluationsApi.as_view(), name="api-evaluations"),
     path("evaluations/<int:pk>", evaluation.EvaluationApi.as_view(), name="api-evaluation"),
+    path("tuning-runs", tuning.TuningRunsApi.as_view(), name="api-tuning-runs"),
+    path("tuning-runs/<int:pk>", tuning.TuningRunApi.as_view(), name="api-tuning-run"),
+    path("tuning-runs/<int:pk>/apply", tuning.TuningApplyApi.as_view(), name="api-tuning-apply"),
     path("facts", memory.FactsApi.as_view(), name="api-facts"),
     path("memory", memory.MemoryApi.as_view(), name="api-memory"),
     path("memory/export", memory.MemoryExportApi.as_view(), name="api-memory-export"),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pytest
@@ -49,7 +49,16 @@ from catalog.models import Agent, AuditEntry, Catalog, Document, IndexRun, Refer
 from catalog.sources.documents import DocumentInput
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import evaluation_execute, evaluation_request
-from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet, Fact, MemoryEntry, Selection, Trace
+from retrieval.models import (
+    EvaluationQuery,
+    EvaluationRun,
+    EvaluationSet,
+    Fact,
+    MemoryEntry,
+    Selection,
+    Trace,
+    TuningRun,
+)
 from tests.approvals.builders import raised
 from tests.factories import agent_with_token, import_documents, person
 from tests.policy import assert_policy
@@ -84,6 +93,7 @@ class World:
     run: int  # an index run of the catalog
     query_set: int  # an evaluation test set
     evaluation: int  # a succeeded evaluation run of the catalog on it
+    tuning: int  # a succeeded tuning run of the catalog on it, with a held-out gain: it may be applied
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +142,20 @@ def _build_world() -> World:
                         format="json").json()["trace_id"]
     run = IndexRun.objects.filter(catalog=catalog).values_list("pk", flat=True).first()
     assert run is not None
-    query_set = query_set_create(catalog=catalog, name="kb-questions", queries=queries_jsonl({"q1": "plain notes"}),
-                                 qrels=qrels_tsv([("q1", "notes.md", 1)]), by="cora")
+    query_set = query_set_create(catalog=catalog, name="kb-questions",
+                                 queries=queries_jsonl({"q1": "plain notes", "q2": "welcome"}),
+                                 qrels=qrels_tsv([("q1", "notes.md", 1), ("q2", "notes.md", 1)]), by="cora")
     evaluation = evaluation_request(catalog=catalog, query_set=query_set, modes=["bm25", "vector"], by="cora")
     evaluation_execute(run_id=evaluation.pk)
+    settings = asdict(catalog.ranking_settings)
+    tuning = TuningRun.objects.create(
+        catalog=catalog, query_set=query_set, status="succeeded", created_by="cora", current=settings,
+        chosen={**settings, "k1": 0.9}, report={"metrics": {"ndcg_at_10": {"current": 0.5, "tuned": 0.6, "gain": 0.1}}})
     return World(catalog=catalog, vault=vault, notes=notes, intro=intro, people=people,
                  agents={"agent": agent, "curator_agent": curator_agent},
                  tokens={"agent": token, "curator_agent": curator_token}, spare=spare, pending=pending,
                  approved=approved,
-                 trace=trace, run=run, query_set=query_set.pk, evaluation=evaluation.pk)
+                 trace=trace, run=run, query_set=query_set.pk, evaluation=evaluation.pk, tuning=tuning.pk)
 
 
 # Every table a write could touch (Agent.last_used_at moves on each use of a token: not a write).
@@ -148,7 +163,7 @@ MUTABLE: tuple[type[models.Model], ...] = (
     Catalog, ReferenceSource, UploadedFile, Document, IndexRun, ApprovalPolicy, ApprovalRequest, Decision,
     ApprovedContent, AuditEntry, WebhookEndpoint, WebhookEvent, WebhookDelivery, InboundWebhookMessage, Selection,
     Trace, User, Agent, Agent.catalogs.through, Agent.preselected.through, EvaluationSet, EvaluationRun,
-    EvaluationQuery, Fact, MemoryEntry,
+    EvaluationQuery, TuningRun, Fact, MemoryEntry,
 )
 NOT_WRITES: dict[type[models.Model], set[str]] = {Agent: {"last_used_at"}}
 
@@ -261,6 +276,14 @@ CALLS: list[Call] = [
     Call("api-evaluations", "POST", (401, 403, 403, 202, 403, 202, 202, 403, 202), writes=True,
          body=lambda world: {"catalog": "kb", "modes": ["bm25"], "query_set": world.query_set}),
     Call("api-evaluation", "GET", (401, 403, 403, 200, 403, 200, 200, 403, 200), args=lambda world: [world.evaluation]),
+    Call("api-tuning-runs", "POST", (401, 403, 403, 202, 403, 202, 202, 403, 202), writes=True,
+         body=lambda world: {"catalog": "kb", "query_set": world.query_set, "folds": 2}),
+    Call("api-tuning-run", "GET", (401, 403, 403, 200, 403, 200, 200, 403, 200), args=lambda world: [world.tuning]),
+    Call("api-tuning-apply", "POST", (401, 403, 403, 200, 403, 200, 200, 403, 200), args=lambda world: [world.tuning],
+         writes=True),  # audited
+    # --- a catalog's ranking settings: its readers read, curators change (audited) ---
+    Call("api-ranking", "GET", CATALOG_READERS, args=catalog_slug),
+    Call("api-ranking", "PATCH", CURATOR_READS, args=catalog_slug, body={"k1": 0.9}, writes=True),
     # --- curators: reindex and edit sources ---
     Call("api-reindex", "POST", CURATORS, args=catalog_slug, query="?source=notes", writes=True),
     Call("api-index-run", "GET", CATALOG_READERS, args=lambda world: [world.run]),
@@ -327,6 +350,11 @@ CALLS: list[Call] = [
     Call("evaluations-run", "GET", CURATOR_PAGES, args=lambda world: [world.evaluation]),
     Call("evaluations-compare", "GET", CURATOR_WRITES, args=lambda world: [world.evaluation],  # to the run's page
          query="?a=vector&b=bm25&metric=ndcg_at_10"),
+    Call("tuning-list", "GET", CURATOR_PAGES),
+    Call("tuning-start", "POST", CURATOR_WRITES, writes=True,
+         body=lambda world: {"query_set": world.query_set, "folds": 2}),
+    Call("tuning-run", "GET", CURATOR_PAGES, args=lambda world: [world.tuning]),
+    Call("tuning-apply", "POST", CURATOR_WRITES, args=lambda world: [world.tuning], writes=True),
     # --- the curator's dashboard: curators and reviewers read, curators write ---
     Call("catalogs-list", "GET", VIEWERS),
     Call("catalogs-create", "GET", CURATOR_PAGES),
@@ -339,6 +367,11 @@ CALLS: list[Call] = [
     Call("catalogs-edit", "GET", CURATOR_PAGES, args=catalog_slug),
     Call("catalogs-edit", "POST", CURATOR_WRITES, args=catalog_slug, writes=True,
          body={"name": "Knowledge", "description": "", "chunk_size": 1000, "chunk_overlap": 100}),
+    Call("catalogs-ranking", "GET", CURATOR_PAGES, args=catalog_slug),
+    Call("catalogs-ranking", "POST", CURATOR_WRITES, args=catalog_slug, writes=True,
+         body={"mode": "hybrid", "fusion": "rrf", "rrf_k": 30, "bm25_weight": 1, "vector_weight": 1,
+               "normalization": "minmax", "k1": 1.2, "b": 0.75, "fusion_depth": 100, "vector_feedback": 0,
+               "feedback_weight": 0.5}),
     Call("catalogs-delete", "GET", CURATOR_PAGES, args=catalog_slug),
     Call("catalogs-delete", "POST", CURATOR_WRITES, args=catalog_slug, body={"confirm": "kb"}, writes=True),
     Call("catalogs-reindex", "POST", CURATOR_WRITES, args=catalog_slug, body={}, writes=True),
@@ -484,8 +517,9 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-create-POST", "catalogs-source-edit-POST",
                                            "catalogs-source-delete-POST", "catalogs-source-reindex-POST",
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
-                                           "evaluations-start-POST", "agents-memory-erase-POST"}
-    assert len(API_WRITES) == 21  # the two explains are POSTs that write nothing, as search is
+                                           "evaluations-start-POST", "agents-memory-erase-POST",
+                                           "catalogs-ranking-POST", "tuning-start-POST", "tuning-apply-POST"}
+    assert len(API_WRITES) == 24  # the two explains are POSTs that write nothing, as search is
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from catalog.auth import RequestUser, get_catalog_for_caller, is_curator, request_user
 from catalog.errors import InvalidError
 from catalog.models import Agent, Catalog
+from catalog.ranking import MODES
 from catalog.rest.fields import StrictCharField, StrictIntegerField, StrictSlugField
 from catalog.rest.schema import errors
 from retrieval.evaluation.beir import METRICS
@@ -32,12 +33,11 @@ from retrieval.evaluation.runs import DEFAULT_MODES, evaluation_request, modes_p
 from retrieval.evaluation.selectors import query_sets_listed, run_comparisons, run_for
 from retrieval.evaluation.serializers import EvaluationSerializer, pair_body
 from retrieval.models import EvaluationRun, EvaluationSet
-from retrieval.search.selectors import MODES
 
 CURATORS_ONLY = "`forbidden`: the caller is not a curator (a reader token, or a session outside the curator group)."
 
 
-def _require_curator(caller: RequestUser) -> None:
+def require_curator(caller: RequestUser) -> None:
     if not is_curator(caller):
         raise PermissionDenied("Evaluations need a curator token or a curator's session.")
 
@@ -93,7 +93,7 @@ class EvaluationsApi(APIView):
             404: "`not_found`: no such catalog for this caller, or no such test set of that catalog."})})
     def post(self, request: Request) -> Response:
         caller = request_user(request)
-        _require_curator(caller)
+        require_curator(caller)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -137,7 +137,7 @@ class EvaluationApi(APIView):
             404: "`not_found`: no such run in a catalog this caller may see."})})
     def get(self, request: Request, pk: int) -> Response:
         caller = request_user(request)
-        _require_curator(caller)
+        require_curator(caller)
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         run = run_for(caller, pk)

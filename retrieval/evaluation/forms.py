@@ -12,13 +12,13 @@ from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 
 from catalog.models import Catalog
+from catalog.ranking import MODES
 from catalog.sources.uploads import max_upload_bytes
 from catalog.widgets import FastSelect
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.runs import DEFAULT_MODES, modes_problem
 from retrieval.evaluation.selectors import METRIC_LABELS, query_sets_listed
 from retrieval.models import EvaluationRun, EvaluationSet
-from retrieval.search.selectors import MODES
 
 MODE_HELP = {
     "bm25": "exact BM25 over the catalog's terms",

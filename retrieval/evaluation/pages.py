@@ -27,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.forms import apply_errors
+from catalog.ranking import MODES
 from catalog.web import from_htmx, person
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.chart import Chart, bar_chart
@@ -43,7 +44,6 @@ from retrieval.evaluation.selectors import (
     runs_listed,
 )
 from retrieval.models import EvaluationRun
-from retrieval.search.selectors import MODES
 
 curators = role_required(CURATOR_GROUP)
 

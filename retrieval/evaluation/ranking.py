@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from catalog.models import Catalog
+from catalog.ranking import RankingSettings
 from retrieval.search.selectors import SearchOptions, chunk_search
 from retrieval.search.vector import SearchUnavailable
 
@@ -22,11 +23,15 @@ class ModeUnavailable(Exception):
     be another mode's."""
 
 
-def rank_query(*, catalog: Catalog, mode: str, text: str, top_k: int = TOP_K) -> tuple[list[str], float]:
-    """(document ids best first, milliseconds the search took)."""
+def rank_query(*, catalog: Catalog, mode: str, text: str, top_k: int = TOP_K,
+               ranking: RankingSettings | None = None) -> tuple[list[str], float]:
+    """(document ids best first, milliseconds the search took). `ranking`: settings to
+    rank with instead of the catalog's (a tuning run's, unsaved), `mode` among them."""
     started = time.perf_counter()
+    options = SearchOptions(mode=mode, top_k=top_k, dedup=True) if ranking is None \
+        else SearchOptions.of(ranking.with_values({"mode": mode}), top_k=top_k, dedup=True)
     try:
-        result = chunk_search(catalog=catalog, query=text, options=SearchOptions(mode=mode, top_k=top_k, dedup=True))
+        result = chunk_search(catalog=catalog, query=text, options=options)
     except SearchUnavailable as exc:
         raise ModeUnavailable(f"{mode}: {exc}") from None
     took = (time.perf_counter() - started) * 1000

@@ -36,11 +36,11 @@ from django.utils import timezone
 from approvals.selectors.gate import withheld_sources
 from catalog.indexing.runs import pending_task_names
 from catalog.models import Catalog, Document, ReferenceSource
+from catalog.ranking import MODES
 from retrieval.evaluation.beir import QueryScore, summarise
 from retrieval.evaluation.beir import score_query as beir_score_query
 from retrieval.evaluation.ranking import TOP_K, ModeUnavailable, rank_query
 from retrieval.models import EvaluationQuery, EvaluationRun, EvaluationSet
-from retrieval.search.selectors import MODES
 
 logger = logging.getLogger(__name__)
 
@@ -90,18 +90,19 @@ def _enqueue(run_id: int) -> None:
 
 
 @contextmanager
-def run_lock_if_free(run_id: int) -> Iterator[bool]:
+def run_lock_if_free(run_id: int, namespace: int = LOCK_NAMESPACE) -> Iterator[bool]:
     """Hold the run's advisory lock if nobody does (True), else do nothing (False). A
-    session lock: it dies with a killed worker's connection."""
+    session lock: it dies with a killed worker's connection. `namespace`: the kind of
+    run (tuning runs have their own)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, run_id])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [namespace, run_id])
         held = bool(cursor.fetchone()[0])
     try:
         yield held
     finally:
         if held:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, run_id])
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, run_id])
 
 
 # --- executing ------------------------------------------------------------------------------

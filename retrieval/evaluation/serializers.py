@@ -9,10 +9,10 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog.ranking import MODES
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.comparison import Comparison
 from retrieval.models import EvaluationRun
-from retrieval.search.selectors import MODES
 
 
 class ModeMetricsSerializer(serializers.Serializer[dict[str, Any]]):

@@ -15,6 +15,7 @@ from approvals.serializers import gate_state_field, request_id_field
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
 from catalog.models import Agent
+from catalog.ranking import MODES
 from catalog.reads import replica_read
 from catalog.rest.fields import StrictCharField, StrictRegexField, StrictSlugField
 from retrieval.enrichment.caller import Caller
@@ -27,7 +28,7 @@ from retrieval.explain.selectors import (
     document_explain,
     reference_explain,
 )
-from retrieval.search.selectors import MODES, SearchOptions
+from retrieval.search.selectors import SearchOptions
 from retrieval.search.serializers import SearchInputSerializer, default_top_k
 from retrieval.search.vector import SearchUnavailable
 

@@ -24,12 +24,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from catalog.ranking import RankingSettings
+
 EPSILON = 0.25
-# Okapi BM25's parameters, as rank_bm25.BM25Okapi has them: k1, how fast a term's repeats
-# in a chunk saturate; b, how much a chunk longer than the average is discounted. Every
-# BM25 score and the figures of docs/benchmarks.md were measured with these values.
-K1 = 1.2
-B = 0.75
+# Okapi BM25's parameters by default, as rank_bm25.BM25Okapi has them: k1, how fast a
+# term's repeats in a chunk saturate; b, how much a chunk longer than the average is
+# discounted. A catalog may set its own (catalog.ranking); every figure of
+# docs/benchmarks.md was measured with these.
+K1 = RankingSettings.k1
+B = RankingSettings.b
 
 
 def raw_idf(n_docs: int, df: int) -> float:
@@ -47,10 +50,14 @@ class QueryTerm:
     weight: float  # idf times the number of times the term occurs in the query
     upper_bound: float  # the most this term can add to any document's score
     df: int = 0  # documents (chunks) holding the term: the length of its postings
+    # The BM25 parameters it is scored with: every term of a query has the same.
+    k1: float = K1
+    b: float = B
 
 
 def query_terms(
-    tokens: Iterable[str], stats: dict[str, tuple[int, int]], *, n_docs: int, average_idf: float, k1: float
+    tokens: Iterable[str], stats: dict[str, tuple[int, int]], *, n_docs: int, average_idf: float,
+    k1: float = K1, b: float = B,
 ) -> list[QueryTerm]:
     """Weighted terms for the tokens that occur in the corpus, highest bound first.
 
@@ -61,7 +68,7 @@ def query_terms(
     for text, repeats in counts.items():
         term_id, df = stats[text]
         weight = idf(n_docs, df, average_idf) * repeats
-        terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1), df))
+        terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1), df, k1, b))
     return sorted(terms, key=lambda t: (-t.upper_bound, t.term_id))
 
 

@@ -14,9 +14,9 @@ from django import forms
 from django.conf import settings
 
 from catalog.models import Agent, Catalog
+from catalog.ranking import MODES
 from catalog.widgets import FastSelect
 from retrieval.models import Trace
-from retrieval.search.selectors import MODES
 
 SEARCH = "search"
 KINDS = [(SEARCH, "Search query"), (Trace.Surface.PROMPT, "Prompt"), (Trace.Surface.TOOL_RESULT, "Tool result")]
@@ -53,8 +53,9 @@ class PlaygroundForm(forms.Form):
                                       "caller, unless you choose one.")
     text = forms.CharField(max_length=TEXT_MAX, strip=False, label="Text",
                            widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}))
-    mode = forms.ChoiceField(choices=[(m, f"{m}: {MODE_HELP[m]}") for m in MODES], initial="hybrid",
-                             required=False, widget=FastSelect, label="Search mode")
+    mode = forms.ChoiceField(choices=[("", "the catalog's (its ranking settings)"),
+                                      *((m, f"{m}: {MODE_HELP[m]}") for m in MODES)],
+                             initial="", required=False, widget=FastSelect, label="Search mode")
     top_k = forms.IntegerField(min_value=1, max_value=TOP_K_MAX, required=False, label="Hits",
                                help_text="Empty: the agent's own default (10 for a person).")
     dedup = forms.BooleanField(required=False, label="One hit per document")
@@ -87,8 +88,6 @@ class PlaygroundForm(forms.Form):
             readable = ", ".join(agent.catalogs.order_by("slug").values_list("slug", flat=True)) or "none"
             self.add_error("catalog", f"{agent.name} may not read this catalog (its catalogs: {readable}): "
                                       "its own call would answer 404. Choose one of its catalogs, or every one.")
-        if data.get("kind") == SEARCH and not data.get("mode"):
-            data["mode"] = "hybrid"
         return data
 
     def hits(self) -> int:
@@ -106,7 +105,8 @@ class PlaygroundForm(forms.Form):
         if data.get("catalog"):
             params["catalog"] = data["catalog"].slug
         if self.searching:
-            params["mode"] = data["mode"]
+            if data.get("mode"):
+                params["mode"] = data["mode"]
             if data.get("top_k"):
                 params["top_k"] = data["top_k"]
             if data.get("dedup"):

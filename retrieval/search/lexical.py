@@ -21,7 +21,8 @@ from retrieval.search import bm25
 from retrieval.search.rows import Params, Row
 
 
-def bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
+def bm25_terms(catalog: Catalog, query: str, *, k1: float = bm25.K1, b: float = bm25.B) -> list[bm25.QueryTerm]:
+    """The query's terms that occur in `catalog`, weighted, to be scored with k1 and b."""
     tokens = analysis.analyze(query)
     if not tokens or not catalog.chunk_count:
         return []
@@ -32,7 +33,7 @@ def bm25_terms(catalog: Catalog, query: str) -> list[bm25.QueryTerm]:
         )
         stats = {text: (term_id, df) for text, term_id, df in cursor.fetchall()}
     return bm25.query_terms(tokens, stats, n_docs=catalog.chunk_count, average_idf=catalog.average_idf,
-                            k1=bm25.K1)
+                            k1=k1, b=b)
 
 
 # SQL sums each term's part of a score in units of 2**-32, rounded to a whole number
@@ -50,19 +51,20 @@ def _part(weight: str, dl: str = "p.dl") -> str:
     return f"round({weight} * p.tf / (p.tf + %(c1)s::float8 + %(c2)s::float8 * {dl}))"
 
 
-def _score_constants(catalog: Catalog) -> tuple[float, float]:
-    """c1 = k1 (1 - b) and c2 = k1 b / avgdl: a part is w tf / (tf + c1 + c2 dl)."""
-    k1, b = bm25.K1, bm25.B
+def _score_constants(catalog: Catalog, terms: list[bm25.QueryTerm]) -> tuple[float, float]:
+    """c1 = k1 (1 - b) and c2 = k1 b / avgdl: a part is w tf / (tf + c1 + c2 dl), k1 and
+    b those the terms are scored with."""
+    k1, b = (terms[0].k1, terms[0].b) if terms else (bm25.K1, bm25.B)
     return k1 * (1 - b), k1 * b / catalog.average_length
 
 
-def _score_params(catalog: Catalog) -> Params:
-    c1, c2 = _score_constants(catalog)
+def _score_params(catalog: Catalog, terms: list[bm25.QueryTerm]) -> Params:
+    c1, c2 = _score_constants(catalog, terms)
     return {"c1": c1, "c2": c2, "catalog": catalog.pk}
 
 
 def _scaled_weight(term: bm25.QueryTerm) -> float:
-    return term.weight * (bm25.K1 + 1) * SCALE  # times a power of two: exact
+    return term.weight * (term.k1 + 1) * SCALE  # times a power of two: exact
 
 
 def _allowed_sql(params: Params, withheld: Collection[int]) -> str:
@@ -123,7 +125,7 @@ def bm25_score_sql(catalog: Catalog, terms: list[bm25.QueryTerm], params: Params
     (catalog_postings, by key (catalog_id, chunk_id)); what it needs goes into
     `params`. A subquery another statement may hold: hydration reads the hits' rows
     and their scores in one (retrieval.search.selectors.chunk_rows_scored)."""
-    params.update(_score_params(catalog))
+    params.update(_score_params(catalog, terms))
     return f"""(
         SELECT sum({_part("q.w")})
         FROM ({_forward_sql(f"f.catalog_id = %(catalog)s AND f.chunk_id = {chunk}")}) p
@@ -136,7 +138,7 @@ def bm25_walk(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, withhel
     tests and `python -m benchmarks bench` check it against)."""
     if not terms:
         return []
-    params = _score_params(catalog)
+    params = _score_params(catalog, terms)
     params["limit"] = limit
     scored = _walk_sql(terms, params, "w", allowed=_allowed_sql(params, withheld))
     with read_connection().cursor() as cursor:
@@ -169,7 +171,7 @@ def _bm25_blocks(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int, with
                        "WHERE catalog_id = %s AND term_id = ANY(%s::int[])", [catalog.pk, list(weights)])
         blocks = [bm25.BlockRow(*row) for row in cursor.fetchall()]
     postings = bm25.postings_decode(blocks, weights)
-    chunk_ids, sums = bm25.chunk_sums(postings.chunk_ids, bm25.parts(postings, *_score_constants(catalog)))
+    chunk_ids, sums = bm25.chunk_sums(postings.chunk_ids, bm25.parts(postings, *_score_constants(catalog, terms)))
     documents: dict[int, int] = {}
 
     def withheld_among(chunks: list[int]) -> set[int]:
@@ -220,7 +222,7 @@ def bm25_parts(catalog: Catalog, terms: list[bm25.QueryTerm],
     2**-32), the score bm25_top ranked it by. One statement."""
     if not terms or not chunk_pks:
         return {}
-    params = _score_params(catalog)
+    params = _score_params(catalog, terms)
     params["chunks"] = chunk_pks
     forward = _forward_sql("f.catalog_id = %(catalog)s AND f.chunk_id = ANY(%(chunks)s::bigint[])")
     with read_connection().cursor() as cursor:

@@ -58,7 +58,7 @@ def _run(request: HttpRequest, form: PlaygroundForm) -> SearchRun | EnrichRun | 
     data: dict[str, Any] = form.cleaned_data
     try:
         if form.searching:
-            options = SearchOptions(mode=data["mode"], top_k=form.hits(), dedup=data["dedup"])
+            options = SearchOptions(mode=data["mode"] or None, top_k=form.hits(), dedup=data["dedup"])
             return search_run(catalog=data["catalog"], query=data["text"], options=options, agent=data["agent"])
         assert isinstance(request.user, User)  # role_required lets only people through
         return enrich_run(person=request.user, agent=data["agent"], catalog=data["catalog"], text=data["text"],

@@ -41,19 +41,24 @@ from typing import Any, NamedTuple
 
 from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog.models import Agent, Catalog, ReferenceSource
+from catalog.ranking import RankingSettings
 from catalog.reads import read_connection
 from catalog.sources.locators import cite
 from retrieval.search import bm25, fusion, lexical
 from retrieval.search.lexical import bm25_score_sql, bm25_terms, bm25_top
 from retrieval.search.rows import Params, Row
-from retrieval.search.vector import SearchUnavailable, embed_query, vector_scores_for, vector_search
+from retrieval.search.vector import (
+    SearchUnavailable,
+    embed_query,
+    feedback_vector,
+    vector_scores_for,
+    vector_search,
+)
 
-MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
-FUSIONS = ("rrf", "convex")
-NORMALISATIONS = tuple(fusion.NORMALISERS)
-# How many hits each component contributes to fusion (at least top_k): hybrid and
-# bm25_tiebreak rank each list this deep before fusing them.
-FUSION_DEPTH = 100
+# How many hits each component contributes to fusion (at least top_k) by default:
+# hybrid and bm25_tiebreak rank each list this deep before fusing them (a catalog's
+# ranking settings may say otherwise).
+FUSION_DEPTH = RankingSettings.fusion_depth
 # The modes that fuse two lists, each read FUSION_DEPTH deep.
 FUSED_MODES = ("hybrid", "bm25_tiebreak")
 
@@ -114,12 +119,57 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class SearchOptions:
-    mode: str = "hybrid"
+    """What a search asks for; each setting left None is the catalog's (settled())."""
+
+    mode: str | None = None
     top_k: int = 10
-    fusion: str = "rrf"
-    normalization: str = "minmax"
-    weights: dict[str, float] | None = None  # per component; RRF default 1/1, convex 0.5/0.5
+    fusion: str | None = None
+    normalization: str | None = None
+    weights: dict[str, float] | None = None  # per component (convex: divided by their sum)
     dedup: bool = False
+    rrf_k: int | None = None
+    k1: float | None = None
+    b: float | None = None
+    fusion_depth: int | None = None
+    vector_feedback: int | None = None
+    feedback_weight: float | None = None
+
+    def settled(self, ranking: RankingSettings) -> SettledOptions:
+        """Every setting this search left open taken from `ranking`."""
+        return SettledOptions(
+            mode=self.mode or ranking.mode, top_k=self.top_k, fusion=self.fusion or ranking.fusion,
+            normalization=self.normalization or ranking.normalization,
+            weights=self.weights if self.weights is not None else ranking.weights, dedup=self.dedup,
+            rrf_k=self.rrf_k or ranking.rrf_k, k1=ranking.k1 if self.k1 is None else self.k1,
+            b=ranking.b if self.b is None else self.b, fusion_depth=self.fusion_depth or ranking.fusion_depth,
+            vector_feedback=ranking.vector_feedback if self.vector_feedback is None else self.vector_feedback,
+            feedback_weight=ranking.feedback_weight if self.feedback_weight is None else self.feedback_weight)
+
+    @classmethod
+    def of(cls, ranking: RankingSettings, **given: Any) -> SearchOptions:
+        """Options that run `ranking` whole (the tuning runs try settings unsaved)."""
+        return cls(mode=ranking.mode, fusion=ranking.fusion, normalization=ranking.normalization,
+                   weights=ranking.weights, rrf_k=ranking.rrf_k, k1=ranking.k1, b=ranking.b,
+                   fusion_depth=ranking.fusion_depth, vector_feedback=ranking.vector_feedback,
+                   feedback_weight=ranking.feedback_weight, **given)
+
+
+@dataclass(frozen=True)
+class SettledOptions:
+    """A search's options with nothing left open: what it ran."""
+
+    mode: str
+    top_k: int
+    fusion: str
+    normalization: str
+    weights: dict[str, float]
+    dedup: bool
+    rrf_k: int
+    k1: float
+    b: float
+    fusion_depth: int
+    vector_feedback: int
+    feedback_weight: float
 
 
 def _ranked(rows: list[Row], dedup: bool) -> list[Row]:
@@ -139,13 +189,14 @@ def _key(row: Row, dedup: bool) -> int:
     return row.document if dedup else row.chunk
 
 
-def _fuse(lists: dict[str, list[Row]], options: SearchOptions) -> list[tuple[int, float]]:
+def _fuse(lists: dict[str, list[Row]], options: SettledOptions) -> list[tuple[int, float]]:
     rankings = {name: [(_key(row, options.dedup), row.score) for row in rows] for name, rows in lists.items()}
     if options.mode == "hybrid" and options.fusion == "convex":
-        weights = options.weights or {"bm25": 0.5, "vector": 0.5}
+        total = sum(options.weights.values())
+        weights = {name: weight / total for name, weight in options.weights.items()}
         return fusion.convex(rankings, weights=weights, normalise=options.normalization)
     if options.mode == "hybrid":
-        return fusion.rrf(rankings, k=fusion.RRF_K, weights=options.weights)
+        return fusion.rrf(rankings, k=options.rrf_k, weights=options.weights)
     if options.mode == "bm25_tiebreak":
         vector = dict(rankings.get("vector", []))
         return fusion.tiebreak(rankings["bm25"], vector)
@@ -158,7 +209,7 @@ class Ranking:
     their fusion. Explain (retrieval.explain.selectors) reads a document's place in
     it, so what it says is what search did."""
 
-    options: SearchOptions  # as run: mode bm25 when degraded
+    options: SettledOptions  # as run: mode bm25 when degraded
     degraded: str | None
     depth: int  # how deep each component list was read
     terms: list[bm25.QueryTerm]
@@ -170,12 +221,42 @@ class Ranking:
     withheld: dict[int, InjectionDecision]
 
 
+def ranking_depth(run: SettledOptions) -> int:
+    """How many chunks each component list is read: fusion needs each list beyond top_k
+    (the fusion depth), a single component does not; with dedup three times as many
+    (chunks per distinct document, roughly)."""
+    depth = max(run.top_k, run.fusion_depth) if run.mode in FUSED_MODES else run.top_k
+    return depth * 3 if run.dedup else depth
+
+
+def component_lists(read: dict[str, list[Row]], run: SettledOptions) -> dict[str, list[Row]]:
+    """The lists fusion takes, from each component's rows as read (best first, at least
+    ranking_depth(run) of them: a longer list is cut there): a zero BM25 score (idf 0,
+    a term in half the chunks) is no evidence where two lists fuse; with dedup only
+    each document's best chunk. The tuning runs read each list once, as deep as their
+    deepest setting, and shape it here for each setting they try."""
+    depth, lists = ranking_depth(run), {}
+    for name, rows in read.items():
+        rows = rows[:depth]
+        if name == "bm25" and run.mode in FUSED_MODES:
+            rows = [row for row in rows if row.score > 0]
+        lists[name] = _ranked(rows, run.dedup)
+    return lists
+
+
+def fused_ranking(lists: dict[str, list[Row]], run: SettledOptions) -> list[tuple[int, float]]:
+    """Every key of `lists` fused as `run` says, best first."""
+    return _fuse(lists, run)
+
+
 def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
                   agent: Agent | None = None, embedded: tuple[str, int] | None = None) -> Ranking:
     """Steps 1 to 3 of chunk_search (the module docstring): the withheld sources, the
-    component lists and their fusion, uncut."""
+    component lists and their fusion, uncut; what `options` leaves open, the catalog's
+    ranking settings decide."""
     withheld = withheld_sources(agent=agent, catalog_ids=[catalog.pk])
-    mode, degraded = options.mode, None
+    run = options.settled(catalog.ranking_settings)
+    mode, degraded = run.mode, None
     vector, vector_chars = embedded if embedded is not None else (None, None)
     if mode != "bm25" and vector is None:
         try:
@@ -184,28 +265,28 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
             if mode == "vector":
                 raise
             mode, degraded = "bm25", f"lexical-only: {exc}"
-            options = SearchOptions(**{**options.__dict__, "mode": "bm25"})
-    # Fusion needs each component's list beyond top_k; a single component does not.
-    depth = max(options.top_k, FUSION_DEPTH) if mode in FUSED_MODES else options.top_k
-    depth *= 3 if options.dedup else 1  # chunks per distinct document, roughly
-    lists: dict[str, list[Row]] = {}
+            run = replace(run, mode="bm25")
+    depth = ranking_depth(run)
+    read: dict[str, list[Row]] = {}
     passes = 0
-    terms = bm25_terms(catalog, query)  # once: a pasted passage takes milliseconds to analyse
+    # once: a pasted passage takes milliseconds to analyse
+    terms = bm25_terms(catalog, query, k1=run.k1, b=run.b)
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        rows, passes = bm25_top(catalog, terms, depth, withheld)
-        if mode in FUSED_MODES:  # a zero score (idf 0: a term in half the chunks) is no evidence
-            rows = [row for row in rows if row.score > 0]
-        lists["bm25"] = _ranked(rows, options.dedup)
+        read["bm25"], passes = bm25_top(catalog, terms, depth, withheld)
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
-        lists["vector"] = _ranked(vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld),
-                                  options.dedup)
+        read["vector"] = vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld)
+        if run.vector_feedback:  # moved toward its best hits, searched again: what it ranks by
+            vector = feedback_vector(catalog=catalog, vector=vector, rows=read["vector"][: run.vector_feedback],
+                                     weight=run.feedback_weight)
+            read["vector"] = vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld)
+    lists = component_lists(read, run)
     if mode == "bm25_tiebreak" and vector is not None:
         pks = [row.chunk for row in lists["bm25"]]
         sims = vector_scores_for(catalog=catalog, vector=vector, chunk_pks=pks)
         lists["vector"] = sorted((Row(row.chunk, row.document, sims[row.chunk]) for row in lists["bm25"]
                                   if row.chunk in sims), key=lambda row: -row.score)
-    return Ranking(options, degraded, depth, terms, vector, vector_chars, lists, _fuse(lists, options), passes,
+    return Ranking(run, degraded, depth, terms, vector, vector_chars, lists, _fuse(lists, run), passes,
                    withheld)
 
 

@@ -16,6 +16,7 @@ from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
 from catalog.models import Agent
+from catalog.ranking import FUSIONS, MODES, NORMALISATIONS
 from catalog.reads import replica_read
 from catalog.rest.fields import (
     StrictBooleanField,
@@ -25,9 +26,6 @@ from catalog.rest.fields import (
     StrictSlugField,
 )
 from retrieval.search.selectors import (
-    FUSIONS,
-    MODES,
-    NORMALISATIONS,
     SearchOptions,
     SearchResult,
     WithheldHits,
@@ -139,9 +137,13 @@ class SearchInputSerializer(serializers.Serializer[None]):
         min_value=1, max_value=1000, required=False,
         help_text="Hits to return; default: the calling agent's `default_top_k` (`create_agent --top-k`), "
                   f"{SESSION_TOP_K} for a person's session.")
-    mode = serializers.ChoiceField(choices=MODES, default="hybrid")
-    fusion = serializers.ChoiceField(choices=FUSIONS, default="rrf")
-    normalization = serializers.ChoiceField(choices=NORMALISATIONS, default="minmax")
+    mode = serializers.ChoiceField(
+        choices=MODES, required=False,
+        help_text="Default: the catalog's ranking settings' mode (hybrid unless its curators chose another).")
+    fusion = serializers.ChoiceField(choices=FUSIONS, required=False,
+                                     help_text="Hybrid's fusion; default: the catalog's (rrf unless set).")
+    normalization = serializers.ChoiceField(choices=NORMALISATIONS, required=False,
+                                            help_text="Convex fusion's; default: the catalog's (minmax unless set).")
     weights = WeightsField(required=False)
     dedup = StrictBooleanField(default=False, help_text="One chunk per document.")
 

@@ -5,9 +5,11 @@ of is ranked exactly. Chunks of withheld sources are left out inside the SQL."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import Any
 
+import numpy as np
 import psycopg
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
@@ -139,3 +141,21 @@ def vector_scores_for(*, catalog: Catalog, vector: str, chunk_pks: list[int]) ->
             [vector, catalog.pk, chunk_pks],
         )
         return {chunk: float(s) for chunk, s in cursor.fetchall()}
+
+
+def feedback_vector(*, catalog: Catalog, vector: str, rows: list[Row], weight: float) -> str:
+    """Pseudo-relevance feedback (Rocchio): the query's vector moved toward the mean of
+    the vectors of `rows` (the best hits of a first vector search, so only chunks the
+    caller may be shown), `weight` times that mean added, normalised. A short query
+    reads more like the passages that answer it; the second search ranks with it."""
+    if not rows or weight <= 0:
+        return vector
+    with read_connection().cursor() as cursor:
+        cursor.execute("SELECT embedding::text FROM catalog_chunk WHERE catalog_id = %s AND id = ANY(%s) "
+                       "AND embedding IS NOT NULL", [catalog.pk, [row.chunk for row in rows]])
+        found = [np.array(json.loads(text), dtype=np.float64) for (text,) in cursor.fetchall()]
+    if not found:
+        return vector
+    query = np.array(json.loads(vector), dtype=np.float64)
+    moved = query / np.linalg.norm(query) + weight * np.mean([v / np.linalg.norm(v) for v in found], axis=0)
+    return vector_literal(moved / np.linalg.norm(moved))

@@ -95,6 +95,7 @@ LATER_COLUMNS = (
     ("catalog_indexrun", "skipped", "jsonb NOT NULL DEFAULT '[]'"),
     ("catalog_referencesource", "max_depth", "smallint NOT NULL DEFAULT 3"),
     ("catalog_referencesource", "max_pages", "integer NOT NULL DEFAULT 200"),
+    ("catalog_catalog", "ranking", "jsonb NOT NULL DEFAULT '{}'"),
 )
 
 

@@ -13,9 +13,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from catalog import analysis
-from catalog.models import ReferenceSource
+from catalog.models import Catalog, ReferenceSource
 from catalog.sources.documents import DocumentInput
-from retrieval.search import selectors
 from tests.approvals.builders import VAULT_TEXT, document
 from tests.factories import import_documents, person
 
@@ -95,9 +94,10 @@ def random_queries(rng: random.Random, count: int) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
-def test_what_explain_says_of_rank_and_cut_off_is_what_search_returned(lib, agent_token, monkeypatch, mode):
-    # A fusion depth below the catalog's chunk count, so that hybrid leaves documents out too.
-    monkeypatch.setattr(selectors, "FUSION_DEPTH", 4)
+def test_what_explain_says_of_rank_and_cut_off_is_what_search_returned(lib, agent_token, mode):
+    # A fusion depth below the catalog's chunk count, so that hybrid leaves documents out too
+    # (below the least a curator may set: the catalog's settings are read as stored).
+    Catalog.objects.filter(pk=lib.pk).update(ranking={"fusion_depth": 4})
     token, client, rng = agent_token("lib-agent", [lib]), APIClient(), random.Random(24)
     outcomes: set[str] = set()
     for query in random_queries(rng, 20):

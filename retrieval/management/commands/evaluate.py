@@ -5,9 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog
+from catalog.ranking import MODES
 from retrieval.evaluation.beir import EvaluationInputError, ModeReport, read_qrels, read_queries, score_run
 from retrieval.evaluation.ranking import ModeUnavailable, rank_query
-from retrieval.search.selectors import MODES
 
 
 class Command(BaseCommand):
