@@ -11,6 +11,7 @@ writes nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -22,7 +23,7 @@ from django.db import transaction
 from approvals.selectors.gate import InjectionDecision, injection_decisions, withheld_sources
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.embedder import embedder_status, get_embedder
-from catalog.models import ReferenceSource
+from catalog.models import Catalog, ReferenceSource
 from retrieval.enrichment import formatting
 from retrieval.enrichment.caller import Caller, caller_indexes, preselected_cards
 from retrieval.enrichment.detection import CatalogIndex, SourceCard, at_mentions, content_words, path_candidates
@@ -121,6 +122,17 @@ def _decide(caller: Caller, candidates: list[Candidate]) -> None:
 
 
 # --- enrich -----------------------------------------------------------------------------
+
+
+def semantic_limits(catalogs: Iterable[Catalog], floor: float, margin: float) -> dict[int, tuple[float, float]]:
+    """Each catalog's semantic (floor, margin): its ranking settings' where they set
+    them, else the agent's `floor` and `margin`."""
+    limits = {}
+    for catalog in catalogs:
+        own = catalog.ranking_settings
+        limits[catalog.pk] = (floor if own.semantic_threshold is None else own.semantic_threshold,
+                              margin if own.semantic_margin is None else own.semantic_margin)
+    return limits
 
 
 class _Passes:
@@ -246,29 +258,40 @@ class _Passes:
         best = max([float(pool.max()) for _, pool in pools if len(pool)]
                    + [c.score for c in self.candidates.values() if c.score is not None], default=-np.inf)
         # Absolute floor, and close to the best: similarity levels drift with the
-        # text's length and style, the gap to the best much less.
-        threshold = max(self.caller.profile.semantic_threshold, best - self.caller.profile.semantic_margin)
+        # text's length and style, the gap to the best much less. Each catalog's own
+        # floor and margin where its ranking settings set them, else the agent's.
+        profile = self.caller.profile
+        limits = semantic_limits(self.caller.catalogs, profile.semantic_threshold, profile.semantic_margin)
+        thresholds = {catalog: max(floor, best - margin) for catalog, (floor, margin) in limits.items()}
+        threshold = max(profile.semantic_threshold, best - profile.semantic_margin)
         self.best = None if best == -np.inf else float(best)
         found: list[tuple[float, Candidate]] = []  # (score, candidate)
         below: list[tuple[float, Candidate]] = []
         for index, pool in pools:
+            threshold_of = thresholds.get(index.catalog_id, threshold)
             order = np.argsort(-pool, kind="stable")
-            for row in order[: int((pool >= threshold).sum()) + 3]:
+            for row in order[: int((pool >= threshold_of).sum()) + 3]:
                 if pool[row] == -np.inf:
                     break
                 score = float(pool[row])
                 card = index.cards[index.profile_slugs[row]]
                 candidate = Candidate(card=card, ref=self.caller.ref(card), reasons={"semantic": []}, score=score)
-                (found if pool[row] >= threshold else below).append((score, candidate))
+                (found if pool[row] >= threshold_of else below).append((score, candidate))
         found.sort(key=lambda pair: (-pair[0], pair[1].card.catalog, pair[1].card.slug))
         below.sort(key=lambda pair: -pair[0])
-        claimed = [c for c in self.candidates.values() if c.score is not None and c.score >= threshold]
+        claimed = [c for c in self.candidates.values()
+                   if c.score is not None and c.score >= thresholds.get(c.card.catalog_id, threshold)]
         for candidate in claimed:  # found by an earlier pass, and close in meaning too
             candidate.found_by("semantic", [])
         for _, candidate in found:
             self.candidates[candidate.key] = candidate
+        own = {catalog.slug: {"threshold": round(thresholds[catalog.pk], 4), "floor": limits[catalog.pk][0],
+                              "margin": limits[catalog.pk][1]}
+               for catalog in self.caller.catalogs if limits[catalog.pk] != (profile.semantic_threshold,
+                                                                            profile.semantic_margin)}
         self.step("semantic", started, model=embedder.model_id, threshold=round(threshold, 4),
-                  floor=self.caller.profile.semantic_threshold, margin=self.caller.profile.semantic_margin,
+                  floor=profile.semantic_threshold, margin=profile.semantic_margin,
+                  **({"by_catalog": own} if own else {}),
                   embedded_tokens=head_tokens, embedded_text=read_as, embed_ms=embed_ms,
                   candidates={c.qualified_id: round(c.score or 0.0, 4)
                               for c in [*claimed, *(candidate for _, candidate in found)]},

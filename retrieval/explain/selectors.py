@@ -343,20 +343,22 @@ def _passes(plan: Plan, card: SourceCard, candidate: Candidate | None, excluded:
         PassStage("tag", True, "tag" in reasons, found.get("tag", []),
                   "" if "tag" in reasons else skipped or (f"none of its tags is in the text ({tags})" if tags
                                                           else "it has no tags")),
-        _semantic(plan, reasons, skipped),
+        _semantic(plan, card, reasons, skipped),
         PassStage("link", True, "link" in reasons, found.get("link", []),
                   "" if "link" in reasons else skipped or "no expanded or pinned reference links to it"),
     ]
 
 
-def _semantic(plan: Plan, reasons: dict[str, list[str]], skipped: str) -> PassStage:
+def _semantic(plan: Plan, card: SourceCard, reasons: dict[str, list[str]], skipped: str) -> PassStage:
     """The semantic pass's reading of the reference: its similarity against the
     threshold the pass computed, max(semantic_threshold, best - semantic_margin)."""
     step = next(step for step in plan.run.steps if step["pass"] == "semantic")
     if "skipped" in step:
         return PassStage("semantic", False, False, [], f"skipped: {step['skipped']}")
     run, matched = plan.run, "semantic" in reasons
-    threshold, floor, margin = step["threshold"], step["floor"], step["margin"]
+    # the reference's catalog's own floor and margin where its ranking settings set them
+    own = step.get("by_catalog", {}).get(card.catalog, step)
+    threshold, floor, margin = own["threshold"], own["floor"], own["margin"]
     bounds = {"threshold": threshold, "floor": floor, "margin": margin, "best": run.best}
     score = run.watched
     if score is None:

@@ -179,3 +179,22 @@ def test_a_signed_in_curator_is_explained_with_the_default_profile(lib, client_f
     assert response.status_code == 200, response.content
     semantic = passes(response.json())["semantic"]
     assert (semantic["floor"], semantic["margin"]) == (0.3, 0.1)  # Agent's defaults
+
+
+def test_a_catalogs_own_semantic_floor_and_margin_win_over_the_agents(lib, bot):
+    from catalog.catalogs import catalog_ranking_update
+
+    before = passes(explain(bot, prompt=RETRY_PROMPT, reference="retries"))["semantic"]
+    assert before["matched"] and (before["floor"], before["margin"]) == (0.0, 0.05)
+
+    catalog_ranking_update(catalog=lib, values={"semantic_threshold": 0.99, "semantic_margin": 0.5}, by=None)
+    body = explain(bot, prompt=RETRY_PROMPT, reference="retries")
+    semantic = passes(body)["semantic"]
+    assert not semantic["matched"] and (semantic["floor"], semantic["margin"]) == (0.99, 0.5)
+    assert semantic["threshold"] == 0.99 and semantic["score"] == pytest.approx(before["score"])
+    assert "the floor (semantic_threshold)" in semantic["note"]
+    enriched = bot.post("/api/v1/enrich", {"text": RETRY_PROMPT, "surface": "prompt"}, format="json").json()
+    assert enriched["hints"] == []
+    step = next(step for step in Trace.objects.get().steps if step["pass"] == "semantic")
+    assert step["by_catalog"] == {"lib": {"threshold": 0.99, "floor": 0.99, "margin": 0.5}}
+    assert (step["floor"], step["margin"]) == (0.0, 0.05)  # the agent's, for catalogs without their own
