@@ -16,7 +16,7 @@ endif
 MANAGE := $(PY) manage.py
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run serve production-database test test-fast test-topology screenshots setup db migrate demo lint nfcorpus evaluate bench stop-db clean chromium redis
+.PHONY: run serve production-database test test-fast test-topology screenshots setup db migrate demo lint nfcorpus evaluate tune bench stop-db clean chromium redis
 
 # Every dependency installs from a wheel (--only-binary): nothing is compiled here.
 NO_WHEEL = pip found no wheel for a pin above on $$($(PY) -c 'import sys, sysconfig; \
@@ -102,6 +102,11 @@ nfcorpus: setup
 evaluate: nfcorpus
 	$(MANAGE) evaluate --catalog nfcorpus --queries $(NFCORPUS)/queries.jsonl --qrels $(NFCORPUS)/qrels/test.tsv \
 	  --modes bm25,vector,hybrid,bm25_tiebreak --json var/nfcorpus-eval.json
+
+# A tuning run's grid and 5-fold held-out figures on NFCorpus (docs/benchmarks.md); reads only.
+tune: nfcorpus
+	$(MANAGE) tune --catalog nfcorpus --queries $(NFCORPUS)/queries.jsonl --qrels $(NFCORPUS)/qrels/test.tsv \
+	  --json var/nfcorpus-tune.json
 
 # The benchmarks live beside the product (benchmarks/, not installed): docs/benchmarks.md.
 BENCH := $(PY) -m benchmarks
