@@ -6,6 +6,7 @@ from django.urls import path
 
 from retrieval import views
 from retrieval.agents import pages as agents
+from retrieval.citations import pages as citations
 from retrieval.evaluation import pages as evaluation
 from retrieval.memory import pages as memory
 from retrieval.search import pages as search
@@ -31,5 +32,6 @@ urlpatterns = [
     path("playground/", search.playground, name="playground"),
     path("traces/", traces.trace_list, name="traces-list"),
     path("traces/<uuid:trace_id>/", traces.trace_page, name="traces-page"),
+    path("cite/", citations.cite_page, name="traces-cite"),
     path("", views.home, name="home"),
 ]
