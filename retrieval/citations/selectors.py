@@ -142,8 +142,8 @@ def cite_resolve(*, caller: RequestUser, cite: Cite) -> Resolution:
     catalog = cited_catalog(caller, cite)
     passages = list(ServedPassage.objects.filter(
         catalog=catalog, source=cite.source, path=cite.path, byte_start=cite.start, byte_end=cite.end,
-        text__fingerprint__startswith=cite.fingerprint).select_related("trace__agent").order_by("-trace__created_at", "-pk")
-        [:SERVINGS_SHOWN])
+        text__fingerprint__startswith=cite.fingerprint,
+    ).select_related("trace__agent").order_by("-trace__created_at", "-pk")[:SERVINGS_SHOWN])
     current = _current_text(catalog, cite)
     served = ServedText.objects.filter(fingerprint=passages[0].text_id).first() if passages else None
     if served is not None:

@@ -221,9 +221,10 @@ def search_trace(caller: RequestUser, catalog: Catalog, text: str, mode: str, to
     by reference (their texts are kept apart, by fingerprint), the sources it withheld,
     a hint each so the traces list finds it by reference."""
     served = list(dict.fromkeys(c.source for c in citations))
-    hints = [{"source_id": slug, "catalog": catalog.slug, "ref": f"{catalog.slug}/{slug}", "name": slug,
-              "matched": [], "via": "search", "score": None, "injected": "search", "withheld": False,
-              "reason": "", "request_id": None} for slug in served]
+    hints: list[dict[str, Any]] = [
+        {"source_id": slug, "catalog": catalog.slug, "ref": f"{catalog.slug}/{slug}", "name": slug, "matched": [],
+         "via": "search", "score": None, "injected": "search", "withheld": False, "reason": "", "request_id": None}
+        for slug in served]
     hints += [{"source_id": entry.source, "catalog": catalog.slug, "ref": f"{catalog.slug}/{entry.source}",
                "name": entry.source, "matched": [], "via": "search", "score": None, "injected": "none",
                "withheld": True, "reason": entry.reason, "request_id": entry.request_id, "count": entry.count}
@@ -232,7 +233,8 @@ def search_trace(caller: RequestUser, catalog: Catalog, text: str, mode: str, to
             "hits": [{"ref": f"{catalog.slug}/{c.source}", "approval_id": c.approval_id} for c in citations],
             "withheld": [hint for hint in hints if hint["withheld"]]}
     agent = caller if isinstance(caller, Agent) else None
-    return Trace(agent=agent, caller=agent.name if agent else caller.get_username(), surface=Trace.Surface.SEARCH,
+    name = caller.name if isinstance(caller, Agent) else caller.get_username()
+    return Trace(agent=agent, caller=name, surface=Trace.Surface.SEARCH,
                  text=text if settings.LECTERN_TRACE_STORE_TEXT else None, steps=[step], hints=hints,
                  took_ms=round(took_ms, 3))
 

@@ -183,7 +183,8 @@ def test_passages_injected_into_a_conversation_carry_them_and_are_kept_for_curat
 
     response = api(token).post("/api/v1/enrich/conversation", {
         "messages": [{"role": "user", "content": "How often are the vault keys rotated?"}],
-        "user_id": "steve", "memory": False, "options": {"rag_relevance_threshold": 0.0, "rag_max_results": 5}}, format="json")
+        "user_id": "steve", "memory": False, "options": {"rag_relevance_threshold": 0.0, "rag_max_results": 5},
+    }, format="json")
 
     assert response.status_code == 200, response.content
     body = response.json()
