@@ -316,3 +316,18 @@ def test_the_cite_page_shows_a_curator_the_text_served_and_who_got_it(kb, bot, c
     assert "Rotate the vault keys every ninety days." in page and "changed since" in page and "bot" in page
     assert bad.status_code == 400 and "not a cite" in bad.content.decode()
     assert client_for(rita).get("/cite/", {"c": cite}).status_code == 403
+
+
+def test_the_playground_shows_each_hit_its_cite_and_stores_nothing(kb, bot, client_for):
+    agent, _, request_id = bot
+    cora = person("cora", "curator")
+
+    response = client_for(cora).post("/playground/", {"kind": "search", "agent": agent.name, "catalog": "kb",
+                                                      "text": "vault rotation keys", "mode": "bm25"},
+                                     HTTP_HX_REQUEST="true")
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "[lectern:kb/vault/ops/rotation.md#b0-" in page and f"approved by request #{request_id}" in page
+    assert "[lectern:kb/notes/notes.md#b0-" in page
+    assert not Trace.objects.exists() and not ServedPassage.objects.exists()

@@ -12,6 +12,7 @@ Tool results are compared with what the REST endpoints answer the same agent.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -361,6 +362,23 @@ def test_rag_search_withholds_what_needs_approval_and_names_it(mcp, vault, rest,
                                     "(approval_requests lists your requests and their states):\n"
                                     f"- @vault: 1 (requires approval; request {entry['request_id']} awaits a "
                                     "reviewer)")
+
+
+def test_rag_search_hits_carry_their_cite_and_the_approval_that_let_them_through(mcp, agent, vault, rest):
+    request_id = raised(agent, vault)
+    request_decide(request_id=request_id, reviewer=person("rita", "reviewer"), verdict="approve")
+
+    data = ok(mcp.call("rag_search", query="rotate vault credentials after failures", mode="bm25", top_k=10))
+
+    hits = {hit["source"]: hit for hit in data["results"]}
+    cited = hits["vault"]
+    assert cited["approval_id"] == request_id
+    assert cited["fingerprint"] == hashlib.sha256(cited["content"].encode()).hexdigest()
+    assert cited["byte_end"] - cited["byte_start"] == len(cited["content"].encode())
+    assert cited["cite"] == (f"[lectern:ops/vault/vault.md#b{cited['byte_start']}-{cited['byte_end']}"
+                             f"@{cited['fingerprint'][:12]}]")
+    assert hits["handbook"]["approval_id"] is None and hits["handbook"]["cite"].startswith("[lectern:ops/handbook/")
+    assert Trace.objects.filter(agent=agent, surface="search").exists()  # what a curator resolves it by
 
 
 CONVERSATION = [{"role": "user", "content": "Our calls to the billing service time out. How should transient "
