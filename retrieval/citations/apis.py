@@ -20,7 +20,8 @@ class CiteApi(APIView):
     @extend_schema(
         operation_id="resolve_cite", parameters=[CiteQuerySerializer],
         responses={200: CiteOutputSerializer, **errors({
-            400: "`invalid_input`: `c` is missing or not a cite; the message says why, in one line.",
+            400: "`invalid_cite`: `c` is missing or not a cite (its range empty, its escapes not UTF-8, ...); "
+                 "the message says why, in one line.",
             403: "`forbidden`: the caller sees the catalog but does not curate it (a reader token, a reviewer).",
             404: "`not_found`: no such catalog or source for this caller (a curator agent reads a governed source "
                  "only while approved), or no text for the cite: no recorded call served it and the document no "

@@ -28,8 +28,10 @@ SHORT = 12  # hex digits of the fingerprint a cite carries
 MAX_CHARS = 2000  # a longer cite is refused before it is parsed
 
 _ESCAPED = re.compile(r"[%\[\]#\s\x00-\x1f\x7f]")
-_CITE = re.compile(r"\[?lectern:(?P<catalog>[-\w]+)/(?P<source>[-\w]+)/(?P<path>.+)"
+_CITE = re.compile(r"\[?lectern:(?P<catalog>[-\w]+)/(?P<source>[-\w]+)/(?P<path>[^\x00-\x1f\x7f]+)"
                    r"#b(?P<start>\d{1,18})-(?P<end>\d{1,18})@(?P<fingerprint>[0-9a-f]{12,64})\]?")
+# The same for a schema: what a cite looks like (its range and escapes are checked on parsing).
+PATTERN = r"^\s*" + re.sub(r"\?P<\w+>", "", _CITE.pattern) + r"\s*$"
 _PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 
 
@@ -84,4 +86,6 @@ def parse_cite(text: str) -> Cite:
         path = _PERCENT.sub(lambda m: bytes.fromhex(m.group().replace("%", "")).decode("utf-8"), match["path"])
     except UnicodeDecodeError:
         raise CiteError("the path's percent-escapes are not UTF-8") from None
+    if "\x00" in path:
+        raise CiteError("the path holds a NUL (%00), which no path does")
     return Cite(match["catalog"], match["source"], path, start, end, match["fingerprint"])

@@ -9,8 +9,7 @@ from rest_framework import serializers
 
 from catalog.auth import RequestUser
 from catalog.errors import InvalidError
-from catalog.rest.fields import StrictCharField
-from retrieval.citations.grammar import MAX_CHARS, Cite, CiteError, parse_cite
+from retrieval.citations.grammar import MAX_CHARS, PATTERN, Cite, CiteError, parse_cite
 from retrieval.citations.selectors import Resolution, cite_resolve
 
 CITE_HELP = ("The passage as one token to quote, `[lectern:catalog/source/path#bSTART-END@FINGERPRINT]`: its "
@@ -31,8 +30,9 @@ class CitedSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class CiteQuerySerializer(serializers.Serializer[None]):
-    c = StrictCharField(max_length=MAX_CHARS, trim_whitespace=True,
-                        help_text="The cite, as a hit carried it: `[lectern:catalog/source/path#bSTART-END@FP]`.")
+    c = serializers.RegexField(
+        PATTERN, max_length=MAX_CHARS,
+        help_text="The cite, as a hit carried it: `[lectern:catalog/source/path#bSTART-END@FP]`.")
 
 
 class ServingSerializer(serializers.Serializer[Any]):
@@ -69,7 +69,7 @@ def cite_of(raw: str) -> Cite:
     try:
         return parse_cite(raw)
     except CiteError as exc:
-        raise InvalidError(f"c: {exc}", details={"fields": {"c": [str(exc)]}}) from None
+        raise InvalidError(f"c: {exc}", code="invalid_cite", details={"fields": {"c": [str(exc)]}}) from None
 
 
 def resolution_body(resolution: Resolution) -> dict[str, Any]:

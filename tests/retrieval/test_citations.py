@@ -126,6 +126,8 @@ def test_byte_range_counts_utf8_bytes():
     ("[lectern:kb/vault/a.md#b10-20@0123456789ab", "not a cite"),
     ("[lectern:kb/vault/a.md#b20-10@0123456789ab]", "is empty"),
     ("[lectern:kb/vault/a%FF.md#b1-2@0123456789ab]", "not UTF-8"),
+    ("[lectern:kb/vault/a%00.md#b1-2@0123456789ab]", "NUL"),
+    ("[lectern:kb/vault/a\x00.md#b1-2@0123456789ab]", "not a cite"),
     ("[lectern:kb/vault/" + "a" * 3000 + "#b1-2@0123456789ab]", "at most"),
 ])
 def test_a_bad_cite_says_why_in_one_line(raw, says):
@@ -280,7 +282,7 @@ def test_a_bad_cite_is_a_json_400_with_a_one_line_message(kb):
     for raw in ("", "nonsense", "[lectern:kb/vault/a.md#b9-3@0123456789ab]"):
         response = resolve(api(user=cora), raw)
 
-        assert_refused(response, 400, "invalid_input")
+        assert_refused(response, 400, "invalid_cite")
         message = response.json()["error"]["message"]
         assert message.startswith("c: ") and "\n" not in message
 
