@@ -53,6 +53,7 @@ class Trace(models.Model):
         PROMPT = "prompt"
         TOOL_RESULT = "tool_result"
         CONVERSATION = "conversation"
+        SEARCH = "search"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("catalog.Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="traces")
@@ -77,6 +78,44 @@ class Trace(models.Model):
 
     def __str__(self) -> str:
         return f"trace {self.id}"
+
+
+class ServedText(models.Model):
+    """The exact text of a passage Lectern served, once per fingerprint (sha256 of the
+    text): what a cite resolves to after its source changed. Written with the trace that
+    served it; purged with the traces, once no passage names it and it was not served
+    since (retrieval.citations.services)."""
+
+    fingerprint = models.CharField(max_length=64, primary_key=True)
+    text = models.TextField()
+    served_at = models.DateTimeField(help_text="When it was last served, to the hour: what the purge keeps it by.")
+
+    def __str__(self) -> str:
+        return self.fingerprint[:12]
+
+
+class ServedPassage(models.Model):
+    """One passage a trace served: where it was cut from, as its cite names it, and the
+    approval that let it through (the request's id; null for an ungoverned source)."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="passages")
+    catalog = models.ForeignKey("catalog.Catalog", on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=100, help_text="The source's slug when it was served.")
+    path = models.CharField(max_length=1024)
+    byte_start = models.BigIntegerField()
+    byte_end = models.BigIntegerField()
+    # No database constraint: a text is written once and may be purged apart from its rows.
+    text = models.ForeignKey(ServedText, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+",
+                             db_column="fingerprint")
+    approval_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["trace", "id"]
+        indexes = [models.Index(fields=["catalog", "source", "path", "byte_start"], name="served_passage_cite"),
+                   models.Index(fields=["text"], name="served_passage_text")]
+
+    def __str__(self) -> str:
+        return f"{self.source}/{self.path}#b{self.byte_start}-{self.byte_end}"
 
 
 class Selection(models.Model):

@@ -6,6 +6,7 @@ from django.urls import path
 
 from retrieval import views
 from retrieval.agents import pages as agents
+from retrieval.citations import pages as citations
 from retrieval.evaluation import pages as evaluation
 from retrieval.evaluation import tuning_pages as tuning
 from retrieval.explain import pages as explain
@@ -39,5 +40,6 @@ urlpatterns = [
     path("playground/why-not/documents", explain.why_not_documents, name="playground-why-not-documents"),
     path("traces/", traces.trace_list, name="traces-list"),
     path("traces/<uuid:trace_id>/", traces.trace_page, name="traces-page"),
+    path("cite/", citations.cite_page, name="traces-cite"),
     path("", views.home, name="home"),
 ]

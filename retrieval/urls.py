@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from retrieval.citations import apis as citations
 from retrieval.conversations import apis as conversations
 from retrieval.enrichment import apis as enrichment
 from retrieval.evaluation import apis as evaluation
@@ -27,6 +28,7 @@ urlpatterns = [
     path("references/<slug:catalog>/<slug:source_id>/file", enrichment.ReferenceFileApi.as_view(),
          name="api-reference-file"),
     path("traces/<uuid:trace_id>", traces.TraceApi.as_view(), name="api-trace"),
+    path("cite", citations.CiteApi.as_view(), name="api-cite"),
     path("evaluations", evaluation.EvaluationsApi.as_view(), name="api-evaluations"),
     path("evaluations/<int:pk>", evaluation.EvaluationApi.as_view(), name="api-evaluation"),
     path("tuning-runs", tuning.TuningRunsApi.as_view(), name="api-tuning-runs"),

@@ -63,11 +63,13 @@ def contract_config(*, reader_token: str, curator_token: str, max_examples: int)
 
 @schemathesis.hook
 def filter_failure(context, failure, case, response) -> bool:
-    """Keep every failure except two 400s for schema-valid requests, which turn on more
+    """Keep every failure except three 400s for schema-valid requests, which turn on more
     than the request's shape: ids or tags that no reference has (`unknown_reference`:
-    the schema cannot know a catalog's contents), and a test set whose files are not
-    BEIR's format or whose name is taken (`invalid_test_set`: the lines of a text field).
+    the schema cannot know a catalog's contents), a test set whose files are not
+    BEIR's format or whose name is taken (`invalid_test_set`: the lines of a text field),
+    and a cite of the documented pattern whose range is empty, whose brackets do not
+    pair or whose escapes are not UTF-8 (`invalid_cite`: what a pattern cannot say).
     A NUL is not among them: the schema says where it is refused (everywhere)."""
     if not isinstance(failure, RejectedPositiveData) or response.status_code != 400:
         return True
-    return response.json()["error"]["code"] not in ("unknown_reference", "invalid_test_set")
+    return response.json()["error"]["code"] not in ("unknown_reference", "invalid_test_set", "invalid_cite")

@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.contrib import admin
@@ -47,6 +48,7 @@ from approvals.models import ApprovalPolicy, ApprovalRequest, ApprovedContent, D
 from approvals.services.decisions import request_decide
 from catalog.models import Agent, AuditEntry, Catalog, Document, IndexRun, ReferenceSource, UploadedFile
 from catalog.sources.documents import DocumentInput
+from retrieval.citations.grammar import cite_string, fingerprint
 from retrieval.evaluation.query_sets import query_set_create
 from retrieval.evaluation.runs import evaluation_execute, evaluation_request
 from retrieval.models import (
@@ -56,6 +58,8 @@ from retrieval.models import (
     Fact,
     MemoryEntry,
     Selection,
+    ServedPassage,
+    ServedText,
     Trace,
     TuningRun,
 )
@@ -72,6 +76,10 @@ LOGIN = "login"  # 302 to the sign-in page, coming back after (?next=)
 ADMIN_LOGIN = "admin-login"  # 302 to the admin's sign-in page, coming back after
 
 Expected = int | str
+# The whole of notes.md (the world's ungoverned source), cited: it resolves from the
+# document as it is, with no trace needed.
+NOTES_CITE = cite_string(catalog="kb", source="notes", path="notes.md", start=0, end=13,
+                         fingerprint=fingerprint("Plain notes.\n"))
 
 
 # --- the world every call meets ----------------------------------------------------------
@@ -163,7 +171,7 @@ MUTABLE: tuple[type[models.Model], ...] = (
     Catalog, ReferenceSource, UploadedFile, Document, IndexRun, ApprovalPolicy, ApprovalRequest, Decision,
     ApprovedContent, AuditEntry, WebhookEndpoint, WebhookEvent, WebhookDelivery, InboundWebhookMessage, Selection,
     Trace, User, Agent, Agent.catalogs.through, Agent.preselected.through, EvaluationSet, EvaluationRun,
-    EvaluationQuery, TuningRun, Fact, MemoryEntry,
+    EvaluationQuery, TuningRun, Fact, MemoryEntry, ServedPassage, ServedText,
 )
 NOT_WRITES: dict[type[models.Model], set[str]] = {Agent: {"last_used_at"}}
 
@@ -260,6 +268,8 @@ CALLS: list[Call] = [
     Call("api-reference-file", "GET", CATALOG_READERS, args=source_of("notes"), query="?path=notes.md"),
     Call("api-trace", "GET", (401, 404, 404, 200, 404, 200, 200, 200, 404),  # the agent's: its own and curators'
          args=lambda world: [world.trace]),
+    # curators of the cite's catalog; a curator agent only what the gate lets it read
+    Call("api-cite", "GET", CURATOR_READS, query=f"?c={quote(NOTES_CITE)}"),
     Call("api-agent-instructions", "GET", SIGNED_IN_200),
     Call("api-approvals", "GET", (401, 403, 403, 403, 403, 403, 403, 200, 200)),  # an agent's own requests
     # --- facts and memory: an agent's own, per end user (people see them on the agent's page) ---
@@ -403,6 +413,7 @@ CALLS: list[Call] = [
     Call("playground-why-not-documents", "GET", CURATOR_PAGES, query="?catalog=kb&document=notes"),
     Call("traces-list", "GET", CURATOR_PAGES, query="?withheld=yes"),
     Call("traces-page", "GET", CURATOR_PAGES, args=lambda world: [world.trace]),
+    Call("traces-cite", "GET", CURATOR_PAGES, query=f"?c={quote(NOTES_CITE)}"),
     # --- signing in and out ---
     Call("login", "GET", EVERYONE_200),
     Call("login", "POST", EVERYONE_200, body={"username": "rita", "password": "wrong"}),
@@ -519,7 +530,7 @@ def test_the_forms_and_the_api_writes_are_all_checked():
                                            "catalogs-source-files-POST", "catalogs-source-file-delete-POST",
                                            "evaluations-start-POST", "agents-memory-erase-POST",
                                            "catalogs-ranking-POST", "tuning-start-POST", "tuning-apply-POST"}
-    assert len(API_WRITES) == 24  # the two explains are POSTs that write nothing, as search is
+    assert len(API_WRITES) == 24  # the two explains are POSTs that write nothing (search writes its trace)
 
 
 @pytest.mark.parametrize("call", FORMS, ids=[call.id for call in FORMS])

@@ -30,6 +30,8 @@ from django.conf import settings
 
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.embedder import get_embedder
+from retrieval.citations.selectors import Citation, citations_of
+from retrieval.citations.services import served_trace_record
 from retrieval.conversations.chunking import SPECIAL_TOKENS
 from retrieval.conversations.context_text import context_text
 from retrieval.conversations.messages import USER, Message
@@ -39,9 +41,9 @@ from retrieval.memory.selectors import MemoryHit, end_user_digest, facts_line, f
 from retrieval.models import Fact, Trace
 from retrieval.search.selectors import SearchOptions, chunk_search, requests_due, with_requests
 from retrieval.search.vector import SearchUnavailable, embed_query
-from retrieval.traces.services import insert_trace
 
 TOKENIZERS = ("model", "characters")
+UNCITED = {"cite": "", "fingerprint": "", "byte_start": None, "byte_end": None, "approval_id": None}
 CHARS_PER_TOKEN = 4  # the "characters" tokenizer's estimate
 
 
@@ -56,11 +58,13 @@ class ContextItem:
     document_id: str = ""
     memory_id: int | None = None
     citation: str = ""  # a passage's place in its document (catalog.sources.locators.cite)
+    cited: Citation | None = None  # a passage's cite, fingerprint, bytes and approval
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "text": self.text, "score": round(self.score, 4), "ref": self.ref,
                 "catalog": self.catalog, "source_id": self.source, "document_id": self.document_id,
-                "memory_id": self.memory_id, "citation": self.citation}
+                "memory_id": self.memory_id, "citation": self.citation,
+                **(self.cited.fields() if self.cited else UNCITED)}
 
 
 @dataclass
@@ -145,7 +149,7 @@ def enrich_conversation(*, caller: Caller, messages: list[Message], user_id: str
                   text=text if settings.LECTERN_TRACE_STORE_TEXT else None, steps=steps,
                   hints=[_hint(item) for item in context if item.kind == "passage"] + recalled.withheld,
                   degraded=recalled.degraded or "", took_ms=_ms(started))
-    insert_trace(trace)
+    served_trace_record(trace=trace, citations=[item.cited for item in context if item.cited is not None])
     return ConversationResult(result, index if block else None,
                               [{"key": f.key, "value": f.value} for f in recalled.facts], context, recalled.withheld,
                               tokens, tokenizer if tokenizer != "model" or get_embedder() is not None else "characters",
@@ -192,10 +196,11 @@ def _memory_step(hit: MemoryHit, threshold: float) -> dict[str, Any]:
 
 def _traced(item: ContextItem) -> dict[str, Any]:
     """A context item as its trace keeps it: a memory whole (the agent's own), a passage
-    by its reference and score only, neither its text nor its document's path: a trace
-    is read later, when the approval that let the passage through may have ended."""
+    by its reference and score only, neither its text nor its document's path nor its
+    cite: a trace is read later, when the approval that let the passage through may have
+    ended (its text is kept apart, for curators: retrieval.citations)."""
     return item.as_dict() if item.kind == "memory" else {**item.as_dict(), "text": "", "document_id": "",
-                                                         "citation": ""}
+                                                         "citation": "", **UNCITED}
 
 
 def _passages(caller: Caller, text: str, limit: int,
@@ -212,13 +217,15 @@ def _passages(caller: Caller, text: str, limit: int,
             agent=caller.agent, decisions=requests_due(found.withheld, found.gate), via="search",
             context=request_context("conversation enrichment", ""))
         found.withheld = with_requests(found.withheld, raised)
-        for hit in found.hits:
+        citations = citations_of(catalog=catalog, hits=found.hits, agent=caller.agent)
+        for hit, cited in zip(found.hits, citations, strict=True):
             similarity = hit.scores.get("vector")
             if similarity is None:
                 continue
             ref = f"{catalog.slug}/{hit.source}" if caller.qualify else hit.source
             items.append(ContextItem("passage", hit.content, similarity, ref=ref, catalog=catalog.slug,
-                                     source=hit.source, document_id=hit.document_id, citation=hit.citation))
+                                     source=hit.source, document_id=hit.document_id, citation=hit.citation,
+                                     cited=cited))
         withheld += [{"source_id": entry.source, "catalog": catalog.slug,
                       "ref": f"{catalog.slug}/{entry.source}" if caller.qualify else entry.source, "name": entry.source,
                       "matched": [], "via": "semantic", "score": None, "injected": "none", "withheld": True,

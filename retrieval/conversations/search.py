@@ -87,6 +87,7 @@ class ConversationHit:
     content: str
     byte_offset: int
     locator: dict[str, Any] = field(default_factory=dict)
+    source_pk: int = 0
 
     @property
     def citation(self) -> str:
@@ -189,5 +190,5 @@ def _hits(catalog: Catalog, final: list[Candidate]) -> list[ConversationHit]:
             continue
         row = rows[c.chunk]
         hits.append(ConversationHit(c.chunk, c.document, c.similarity, c.query_chunk, row.key, row.path, row.title,
-                                    row.source, row.content, row.byte_offset, row.locator))
+                                    row.source, row.content, row.byte_offset, row.locator, row.source_pk))
     return hits

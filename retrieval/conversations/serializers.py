@@ -15,7 +15,7 @@ from approvals.serializers import request_id_field
 from approvals.services.requests import excerpt, request_context, withheld_requests_raise
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
-from catalog.models import Agent
+from catalog.models import Agent, Catalog
 from catalog.reads import replica_read
 from catalog.rest.fields import (
     StrictBooleanField,
@@ -24,6 +24,9 @@ from catalog.rest.fields import (
     StrictIntegerField,
     StrictSlugField,
 )
+from retrieval.citations.selectors import Citation, citations_of
+from retrieval.citations.serializers import CITE_HELP
+from retrieval.citations.services import served_trace_record
 from retrieval.conversations.injection import TOKENIZERS, enrich_conversation
 from retrieval.conversations.messages import ROLES, Message, messages_of
 from retrieval.conversations.search import (
@@ -43,6 +46,7 @@ from retrieval.search.serializers import (
     ChunkHitSerializer,
     WithheldHitsSerializer,
     default_top_k,
+    search_trace,
     withheld_report,
 )
 from retrieval.search.vector import SearchUnavailable
@@ -127,38 +131,44 @@ class ConversationSearchOutputSerializer(serializers.Serializer[dict[str, Any]])
 def conversation_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The conversation search endpoint's body for validated `params` (REST and the MCP
     tool). The search reads from the replica when it is fresh enough for this caller
-    (catalog.reads); the requests it calls for are raised after it, on the primary."""
+    (catalog.reads), with each hit's citation; the requests it calls for are raised after
+    it, on the primary, then the trace is stored with the passages it served."""
     agent = caller if isinstance(caller, Agent) else None
     messages = messages_of(params["messages"])
-    result = replica_read(agent=agent, read=lambda: _conversation_search(caller, agent, messages, params))
+    catalog, result, citations = replica_read(
+        agent=agent, read=lambda: _conversation_search(caller, agent, messages, params))
     asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
     raised = withheld_requests_raise(agent=agent, decisions=requests_due(result.withheld, result.gate),
                                      via="search", context=request_context("conversation search", asked))
     result.withheld = with_requests(result.withheld, raised)
-    return ConversationSearchOutputSerializer(_conversation_body(result)).data
+    served_trace_record(trace=search_trace(caller, catalog, asked, result.mode, result.took_ms, citations,
+                                           result.withheld), citations=citations)
+    return ConversationSearchOutputSerializer(_conversation_body(result, citations)).data
 
 
 def _conversation_search(caller: RequestUser, agent: Agent | None, messages: list[Message],
-                         params: dict[str, Any]) -> ConversationResult:
+                         params: dict[str, Any]) -> tuple[Catalog, ConversationResult, list[Citation]]:
     params = {"top_k": default_top_k(caller), **params}
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     params.pop("messages")
     person = "" if isinstance(caller, Agent) else caller.get_username()
     signer = injection_signer(agent=agent, person=person, end_user=params.pop("user_id", ""))
     try:
-        return conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
-                                   agent=agent, signer=signer)
+        result = conversation_search(catalog=catalog, messages=messages, options=ConversationOptions(**params),
+                                     agent=agent, signer=signer)
     except ConversationTooLong as exc:
         raise serializers.ValidationError({"messages": [str(exc)]}) from None
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    return catalog, result, citations_of(catalog=catalog, hits=result.hits, agent=agent)
 
 
-def _conversation_body(result: ConversationResult) -> dict[str, Any]:
+def _conversation_body(result: ConversationResult, citations: list[Citation]) -> dict[str, Any]:
     chunks = [{"index": i, "excerpt": excerpt(" ".join(text.split()), QUERY_CHUNK_EXCERPT_CHARS)}
               for i, text in enumerate(result.chunks)]
-    hits = [{**hit.__dict__, "citation": hit.citation, "rank": i, "query_chunk": chunks[hit.query_chunk]}
-            for i, hit in enumerate(result.hits, start=1)]
+    hits = [{**hit.__dict__, **citation.fields(), "citation": hit.citation, "rank": i,
+             "query_chunk": chunks[hit.query_chunk]}
+            for i, (hit, citation) in enumerate(zip(result.hits, citations, strict=True), start=1)]
     counts = {"chunks": len(result.chunks), "results": result.results, "deduplicated": result.deduplicated,
               "final": len(result.hits)}
     return {"results": hits, "counts": counts, "mode": result.mode, "took_ms": round(result.took_ms, 2),
@@ -192,6 +202,17 @@ class ContextItemSerializer(serializers.Serializer[dict[str, Any]]):
     citation = serializers.CharField(default="", help_text="A passage's place in its document, as one line to quote "
                                                "(`path:lines`, `file p. 3`, ... as a search hit's); empty for a "
                                                "memory, and in a trace.")
+    cite = serializers.CharField(default="", help_text=f"{CITE_HELP} Empty for a memory, and in a trace.")
+    fingerprint = serializers.CharField(default="", help_text="sha256 of the passage's text as served (the "
+                                                              "whole passage, before the context line cuts it); "
+                                                              "empty for a memory, and in a trace.")
+    byte_start = serializers.IntegerField(allow_null=True, default=None,
+                                          help_text="The passage's first byte in its document's UTF-8 text; null "
+                                                    "for a memory, and in a trace.")
+    byte_end = serializers.IntegerField(allow_null=True, default=None, help_text="The byte after its last.")
+    approval_id = serializers.IntegerField(
+        allow_null=True, default=None, help_text="The approval request that let the passage's source through; "
+                                                 "null where it needs none, for a memory, and in a trace.")
 
 
 class ConversationWithheldSerializer(serializers.Serializer[dict[str, Any]]):

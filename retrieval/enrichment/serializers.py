@@ -25,7 +25,7 @@ from retrieval.enrichment.instructions import agent_instructions
 from retrieval.enrichment.pipeline import SURFACES, enrich
 from retrieval.enrichment.references import list_references, read_reference_file
 
-VIAS = ["mention", "tag", "semantic", "path", "link"]
+VIAS = ["mention", "tag", "semantic", "path", "link", "search"]  # search: a search trace's hints
 
 
 INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
@@ -79,10 +79,10 @@ class HintSerializer(serializers.Serializer[dict[str, Any]]):
                                help_text="Every pass that found it, most specific first (the first is `via`).")
     score = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the text, when computed.")
     injected = serializers.ChoiceField(
-        choices=["expand", "pin", "hint", "cut", "none", "context"],
+        choices=["expand", "pin", "hint", "cut", "none", "context", "search"],
         help_text="expand: full instructions; pin: the file read; hint: a line in the hint block; "
                   "cut: beyond max_hints; none: withheld; context: a passage added to a conversation's "
-                  "[context: ...].")
+                  "[context: ...]; search: passages returned by a search (in a search's trace).")
     withheld = serializers.BooleanField()
     reason = serializers.CharField(help_text="Why withheld or cut; empty otherwise.")
     request_id = request_id_field(required=False)  # traces stored before it existed lack it

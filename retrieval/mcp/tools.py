@@ -231,8 +231,9 @@ async def rag_search(
     """Search a reference catalog for passages relevant to a natural-language query. Returns up to
     top_k passages, best first, each as `--- Result N (score: 0.XXX, source: path) ---` followed by
     its text, then lines naming the catalog's references withheld from you (they need an approval)
-    and the approval request each waits on; structuredContent has chunk ids, component scores and
-    `withheld`."""
+    and the approval request each waits on; structuredContent has chunk ids, component scores,
+    `withheld`, and each hit's `cite` (quote it to cite the passage: `[lectern:catalog/source/
+    path#bSTART-END@FINGERPRINT]`), `fingerprint`, `byte_start`/`byte_end` and `approval_id`."""
     return await answer(ctx, SEARCH)
 
 
@@ -354,7 +355,8 @@ async def search_conversation(
     top_k passages, best first, each as `--- Result N (similarity: 0.XXX, source: path, query chunk
     I) ---` followed by its text, then lines naming the catalog's references withheld from you (they
     need an approval) and the approval request each waits on; structuredContent has the counts
-    (chunks, results, deduplicated, final), each hit's query chunk and `withheld`."""
+    (chunks, results, deduplicated, final), each hit's query chunk, `cite`, `fingerprint`, bytes and
+    `approval_id`, and `withheld`."""
     return await answer(ctx, CONVERSATION)
 
 

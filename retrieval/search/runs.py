@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 
 from catalog.models import Agent, Catalog
+from retrieval.citations.selectors import Citation, citations_of
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.pipeline import EnrichResult, enrich_preview
 from retrieval.search.highlight import Part, marked_parts, query_terms
@@ -39,6 +40,7 @@ class ShownHit:
     rank: int
     hit: Hit
     parts: list[Part]  # the chunk's text, the query's terms marked
+    cited: Citation  # its cite and approval, as the agent's call would carry them
 
 
 @dataclass
@@ -56,11 +58,14 @@ class EnrichRun:
 
 def search_run(*, catalog: Catalog, query: str, options: SearchOptions, agent: Agent | None) -> SearchRun:
     """chunk_search as `agent` (None: a person): a read, so nothing is raised (the
-    withheld sources say where a request is due); each hit's text with the query's
-    terms marked."""
+    withheld sources say where a request is due) and no trace is stored (its cites
+    resolve while the documents hold their text); each hit's text with the query's
+    terms marked, and its citation."""
     result = chunk_search(catalog=catalog, query=query, options=options, agent=agent)
     terms = query_terms(query)
-    hits = [ShownHit(rank, hit, marked_parts(hit.content, terms)) for rank, hit in enumerate(result.hits, start=1)]
+    citations = citations_of(catalog=catalog, hits=result.hits, agent=agent)
+    hits = [ShownHit(rank, hit, marked_parts(hit.content, terms), cited)
+            for rank, (hit, cited) in enumerate(zip(result.hits, citations, strict=True), start=1)]
     return SearchRun(result=result, hits=hits, terms=sorted(terms))
 
 

@@ -77,6 +77,7 @@ class Hit:
     content: str = ""
     byte_offset: int = 0
     locator: dict[str, Any] = field(default_factory=dict)  # where it sits (catalog.sources.locators)
+    source_pk: int = 0
 
     @property
     def citation(self) -> str:
@@ -413,7 +414,7 @@ def _hydrate(catalog: Catalog, terms: list[bm25.QueryTerm], vector: str | None, 
             scores={"bm25": component["bm25"] or 0.0, "vector": component["vector"], "fused": fused_score},
             ranks={"bm25": ranks.get("bm25", {}).get(key), "vector": ranks.get("vector", {}).get(key)},
             key=row.key, document_id=row.path, title=row.title, source=row.source, content=row.content,
-            byte_offset=row.byte_offset, locator=row.locator,
+            byte_offset=row.byte_offset, locator=row.locator, source_pk=row.source_pk,
         ))
     return hits
 
@@ -430,6 +431,7 @@ class ChunkRow(NamedTuple):
     content: str
     byte_offset: int
     locator: dict[str, Any]
+    source_pk: int = 0  # its source's, which the gate and citations ask about
 
 
 def chunk_rows(catalog: Catalog, chunk_pks: list[int]) -> dict[int, ChunkRow]:
@@ -452,7 +454,8 @@ def chunk_rows_scored(catalog: Catalog, chunk_pks: list[int], terms: list[bm25.Q
     with read_connection().cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset, c.locator, {score}
+            SELECT c.id, c.document_id, c.key, d.path, d.title, s.slug, c.content, c.byte_offset, c.locator, s.id,
+                   {score}
             FROM catalog_chunk c JOIN catalog_document d ON d.id = c.document_id
             JOIN catalog_referencesource s ON s.id = c.source_id
             WHERE c.catalog_id = %(catalog)s AND c.id = ANY(%(chunks)s)
@@ -461,6 +464,6 @@ def chunk_rows_scored(catalog: Catalog, chunk_pks: list[int], terms: list[bm25.Q
         )
         found = cursor.fetchall()
     # Django's connections hand jsonb back as text (its JSONField parses it)
-    rows = {chunk: ChunkRow(chunk, document, key, path, title, slug, content, offset, json.loads(locator))
-            for chunk, document, key, path, title, slug, content, offset, locator, _ in found}
+    rows = {chunk: ChunkRow(chunk, document, key, path, title, slug, content, offset, json.loads(locator), source)
+            for chunk, document, key, path, title, slug, content, offset, locator, source, _ in found}
     return rows, {row[0]: row[-1] / lexical.SCALE for row in found if row[-1] is not None}

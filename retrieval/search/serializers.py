@@ -15,7 +15,7 @@ from approvals.serializers import gate_state_field, request_id_field
 from approvals.services.requests import request_context, withheld_requests_raise
 from catalog.auth import RequestUser, get_catalog_for_caller
 from catalog.errors import ConflictError
-from catalog.models import Agent
+from catalog.models import Agent, Catalog
 from catalog.ranking import FUSIONS, MODES, NORMALISATIONS
 from catalog.reads import replica_read
 from catalog.rest.fields import (
@@ -25,6 +25,10 @@ from catalog.rest.fields import (
     StrictIntegerField,
     StrictSlugField,
 )
+from retrieval.citations.selectors import Citation, citations_of
+from retrieval.citations.serializers import CitedSerializer
+from retrieval.citations.services import served_trace_record
+from retrieval.models import Trace
 from retrieval.search.selectors import (
     SearchOptions,
     SearchResult,
@@ -85,7 +89,7 @@ class LocatorSerializer(serializers.Serializer[dict[str, Any]]):
 
 # What every search hit shows of its chunk (each search adds its scores). A comment, not
 # a docstring: drf-spectacular would give every hit's schema that description.
-class ChunkHitSerializer(serializers.Serializer[dict[str, Any]]):
+class ChunkHitSerializer(CitedSerializer):
     rank = serializers.IntegerField(min_value=1)
     chunk_id = serializers.CharField(source="key", help_text="catalog:source:path:byte_offset")
     document_id = serializers.CharField(help_text="The document's path within its source.")
@@ -187,29 +191,59 @@ def default_top_k(caller: RequestUser) -> int:
 def search_response(caller: RequestUser, params: dict[str, Any]) -> dict[str, Any]:
     """The search endpoint's body for validated `params` (REST and the MCP tool). The
     search reads from the replica when it is fresh enough for this caller
-    (catalog.reads); the requests it calls for are raised after it, on the primary, as
-    every write is (their webhook events read the rows they write)."""
+    (catalog.reads), with each hit's citation; the requests it calls for are raised
+    after it, on the primary, as every write is (their webhook events read the rows they
+    write), then the trace is stored with the passages it served."""
     agent = caller if isinstance(caller, Agent) else None  # a person: the gate's rule for people
     query = params["query"]
-    result = replica_read(agent=agent, read=lambda: _search(caller, agent, params))
+    catalog, result, citations = replica_read(agent=agent, read=lambda: _search(caller, agent, params))
     raised = withheld_requests_raise(agent=agent, decisions=requests_due(result.withheld, result.gate), via="search",
                                      context=request_context("search", query))  # a request each, once
     result.withheld = with_requests(result.withheld, raised)
-    return _search_body(result)
+    served_trace_record(trace=search_trace(caller, catalog, query, result.mode, result.took_ms, citations,
+                                           result.withheld), citations=citations)
+    return _search_body(result, citations)
 
 
-def _search(caller: RequestUser, agent: Agent | None, params: dict[str, Any]) -> SearchResult:
+def _search(caller: RequestUser, agent: Agent | None,
+            params: dict[str, Any]) -> tuple[Catalog, SearchResult, list[Citation]]:
     params = {"top_k": default_top_k(caller), **params}
     catalog = get_catalog_for_caller(caller, params.pop("catalog"))
     query = params.pop("query")
     try:
-        return chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
+        result = chunk_search(catalog=catalog, query=query, options=SearchOptions(**params), agent=agent)
     except SearchUnavailable as exc:
         raise ConflictError(f"vector search is unavailable: {exc}", code="embeddings_unavailable") from None
+    return catalog, result, citations_of(catalog=catalog, hits=result.hits, agent=agent)
 
 
-def _search_body(result: SearchResult) -> dict[str, Any]:
-    hits = [{**hit.__dict__, "citation": hit.citation, "rank": i} for i, hit in enumerate(result.hits, start=1)]
+def search_trace(caller: RequestUser, catalog: Catalog, text: str, mode: str, took_ms: float,
+                 citations: list[Citation], withheld: list[WithheldHits]) -> Trace:
+    """The trace of a search (a conversation's too), unsaved: the passages it returned
+    by reference (their texts are kept apart, by fingerprint), the sources it withheld,
+    a hint each so the traces list finds it by reference."""
+    served = list(dict.fromkeys(c.source for c in citations))
+    hints: list[dict[str, Any]] = [
+        {"source_id": slug, "catalog": catalog.slug, "ref": f"{catalog.slug}/{slug}", "name": slug, "matched": [],
+         "via": "search", "score": None, "injected": "search", "withheld": False, "reason": "", "request_id": None}
+        for slug in served]
+    hints += [{"source_id": entry.source, "catalog": catalog.slug, "ref": f"{catalog.slug}/{entry.source}",
+               "name": entry.source, "matched": [], "via": "search", "score": None, "injected": "none",
+               "withheld": True, "reason": entry.reason, "request_id": entry.request_id, "count": entry.count}
+              for entry in withheld]
+    step = {"pass": "search", "ms": round(took_ms, 3), "catalog": catalog.slug, "mode": mode,
+            "hits": [{"ref": f"{catalog.slug}/{c.source}", "approval_id": c.approval_id} for c in citations],
+            "withheld": [hint for hint in hints if hint["withheld"]]}
+    agent = caller if isinstance(caller, Agent) else None
+    name = caller.name if isinstance(caller, Agent) else caller.get_username()
+    return Trace(agent=agent, caller=name, surface=Trace.Surface.SEARCH,
+                 text=text if settings.LECTERN_TRACE_STORE_TEXT else None, steps=[step], hints=hints,
+                 took_ms=round(took_ms, 3))
+
+
+def _search_body(result: SearchResult, citations: list[Citation]) -> dict[str, Any]:
+    hits = [{**hit.__dict__, **citation.fields(), "citation": hit.citation, "rank": i}
+            for i, (hit, citation) in enumerate(zip(result.hits, citations, strict=True), start=1)]
     return SearchOutputSerializer({"results": hits, "mode": result.mode, "took_ms": round(result.took_ms, 2),
                                        "degraded": result.degraded, "withheld": withheld_report(result.withheld),
                                        "query_truncated": result.query_truncated,

@@ -59,8 +59,9 @@ def trace_page(request: HttpRequest, trace_id: UUID) -> HttpResponse:
 def _rerun_link(trace: Trace) -> str | None:
     """The playground link running this text again as the same caller, today (None when
     the text was not kept, or is too long for a link)."""
-    if trace.text is None or not trace.text.strip() or trace.surface == Trace.Surface.CONVERSATION:
-        return None  # a conversation is not one text the playground runs
+    if trace.text is None or not trace.text.strip() or trace.surface in (Trace.Surface.CONVERSATION,
+                                                                          Trace.Surface.SEARCH):
+        return None  # a conversation is not one text the playground runs; a search names its catalog
     params = {"kind": trace.surface, "text": trace.text}
     if trace.agent is not None and trace.agent.is_active:
         params["agent"] = trace.agent.name

@@ -71,7 +71,7 @@ class TraceRow:
 
 def trace_rows(traces: list[Trace]) -> list[TraceRow]:
     return [TraceRow(trace, sent=[_ref(h) for h in trace.hints if not h.get("withheld")
-                                  and h.get("injected") in ("expand", "pin", "hint")],
+                                  and h.get("injected") in ("expand", "pin", "hint", "search")],
                      withheld=[_ref(h) for h in trace.hints if h.get("withheld")]) for trace in traces]
 
 

@@ -63,6 +63,11 @@ class PassageStepHitSerializer(ContextItemSerializer):
     kept = serializers.BooleanField(help_text="At least the relevance threshold.")
 
 
+class SearchStepHitSerializer(serializers.Serializer[dict[str, Any]]):
+    ref = serializers.CharField(help_text="`catalog/source`.")
+    approval_id = serializers.IntegerField(allow_null=True, help_text="The approval request that let it through.")
+
+
 # typed as PolymorphicProxySerializer takes them
 TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer[Any]]] = {
     "mention": _step("mention", "Each `@id` found.", candidates=HintSerializer(many=True)),
@@ -108,6 +113,12 @@ TRACE_STEPS: dict[str, serializers.Serializer[Any] | type[serializers.Serializer
                       catalogs=serializers.ListField(child=serializers.CharField()),
                       hits=PassageStepHitSerializer(many=True, help_text="Each passage found, and kept or not."),
                       withheld=HintSerializer(many=True)),
+    # a search's (search, search/conversation)
+    "search": _step("search", "The passages a search returned, by reference (their texts are kept apart, for "
+                              "curators resolving their cites: GET /api/v1/cite), and what it withheld.",
+                    catalog=serializers.CharField(), mode=serializers.CharField(),
+                    hits=SearchStepHitSerializer(many=True, help_text="Each passage returned, best first."),
+                    withheld=HintSerializer(many=True)),
     "conversation": _step("conversation", "What was added, where, and the tokens.",
                           injected_into=serializers.IntegerField(allow_null=True),
                           end_user=serializers.CharField(required=False, help_text="The end user's keyed hash."),

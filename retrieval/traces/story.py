@@ -30,6 +30,7 @@ ACTIONS = {
     "cut": ("cut", "found, but beyond the agent's limit of hints per text"),
     "none": ("not expanded", "mentioned by @id, but withheld"),
     "context": ("added as context", "a passage of it was added to the newest user message's [context: ...]"),
+    "search": ("returned by search", "passages of it were returned as search hits"),
 }
 STATES = {
     "not_required": "needs no approval",
@@ -53,6 +54,7 @@ TITLES = {
     "memory": "Facts and memory",
     "passages": "Passages",
     "conversation": "Conversation sent back",
+    "search": "Search",
 }
 
 
@@ -164,6 +166,8 @@ def found_by(via: str, matched: list[str], score: float | None = None) -> str:
         return f"linked from {listed}" if matched else "linked from an expanded reference"
     if via == "path":
         return f"the file {listed} lies in it"
+    if via == "search":
+        return "matched the search"
     return f"{via} {listed}".strip()
 
 
@@ -385,6 +389,19 @@ def _conversation(step: Step) -> tuple[str, list[str]]:
             f"message {at + 1}, the newest user message, signed so that the next call removes them. " + sizes), items
 
 
+def _search(step: Step) -> tuple[str, list[str]]:
+    hits, withheld = step.get("hits", []), step.get("withheld", [])
+    summary = (f"Searched {step.get('catalog', '?')} ({step.get('mode', '?')}): {_count(len(hits), 'passage')} "
+               f"returned, {_count(len(withheld), 'reference')} withheld by the approval gate. Each passage's text "
+               "is kept apart by its fingerprint, for curators resolving its cite.")
+    items = [f"Result {i} from @{hit.get('ref')}" + (f", approved by request #{hit['approval_id']}."
+                                                     if hit.get("approval_id") else ".")
+             for i, hit in enumerate(hits, start=1)]
+    items += [f"{w.get('ref')}: withheld — {w.get('reason', '')}."
+              + (f" Request #{w['request_id']}." if w.get("request_id") else "") for w in withheld]
+    return summary, items
+
+
 def _short(text: str, limit: int = 120) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -392,7 +409,7 @@ def _short(text: str, limit: int = 120) -> str:
 
 _EXPLAIN = {"mention": _mention, "tag": _tag, "path": _path, "semantic": _semantic, "rank": _rank,
             "governance": _governance, "format": _format, "strip": _strip, "memory": _memory,
-            "passages": _passages, "conversation": _conversation}
+            "passages": _passages, "conversation": _conversation, "search": _search}
 
 
 def _count(n: int, noun: str) -> str:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/search/conversation"
 HIT_KEYS = {"rank", "chunk_id", "document_id", "title", "source", "byte_offset", "content",
-            "locator", "citation", "similarity",
+            "locator", "citation", "cite", "fingerprint", "byte_start", "byte_end", "approval_id", "similarity",
             "query_chunk"}
 CHATTER = ["Thanks, that helps a lot!", "Sure, happy to help with that.", "Let me think about it for a moment.",
            "Great, talk soon."]

@@ -107,8 +107,9 @@ def test_a_search_reads_raising_nothing_and_says_a_request_is_due(demo):
 
 
 def test_the_agents_search_reads_the_gate_once_and_raises_what_is_due(demo):
-    """POST /api/v1/search: the gate's statement runs once; the request it raises comes
-    from that decision, not from a second read."""
+    """POST /api/v1/search: the gate's statement runs once over the catalog; the request
+    it raises comes from that decision, not from a second read. The one other gate read
+    asks only about the hits' own sources, for the approvals that let them through."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
@@ -128,6 +129,7 @@ def test_the_agents_search_reads_the_gate_once_and_raises_what_is_due(demo):
 
     assert response.status_code == 200, response.content
     gate_reads = [q["sql"] for q in queries.captured_queries if "FROM approvals_approvalpolicy p" in q["sql"]]
-    assert len(gate_reads) == 1
+    assert len(gate_reads) == 2
+    assert "s.catalog_id = ANY" in gate_reads[0] and "s.id = ANY" in gate_reads[1]  # the catalog, then the hits
     (entry,) = [e for e in response.json()["withheld"]["sources"] if e["source"] == "secrets-management"]
     assert entry["request_id"] == ApprovalRequest.objects.get(agent=agent).pk

@@ -12,6 +12,7 @@ Tool results are compared with what the REST endpoints answer the same agent.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -422,6 +423,23 @@ def test_explain_enrichment_answers_what_the_rest_api_does_and_records_nothing(m
     assert note_of(withheld) == ("Withheld for want of an approval (approval_requests lists your requests and "
                                  f"their states):\n- @vault: {NO_REQUEST}")
     assert recorded() == (0, 0) and ApprovalRequest.objects.count() == 0
+
+
+def test_rag_search_hits_carry_their_cite_and_the_approval_that_let_them_through(mcp, agent, vault, rest):
+    request_id = raised(agent, vault)
+    request_decide(request_id=request_id, reviewer=person("rita", "reviewer"), verdict="approve")
+
+    data = ok(mcp.call("rag_search", query="rotate vault credentials after failures", mode="bm25", top_k=10))
+
+    hits = {hit["source"]: hit for hit in data["results"]}
+    cited = hits["vault"]
+    assert cited["approval_id"] == request_id
+    assert cited["fingerprint"] == hashlib.sha256(cited["content"].encode()).hexdigest()
+    assert cited["byte_end"] - cited["byte_start"] == len(cited["content"].encode())
+    assert cited["cite"] == (f"[lectern:ops/vault/vault.md#b{cited['byte_start']}-{cited['byte_end']}"
+                             f"@{cited['fingerprint'][:12]}]")
+    assert hits["handbook"]["approval_id"] is None and hits["handbook"]["cite"].startswith("[lectern:ops/handbook/")
+    assert Trace.objects.filter(agent=agent, surface="search").exists()  # what a curator resolves it by
 
 
 CONVERSATION = [{"role": "user", "content": "Our calls to the billing service time out. How should transient "

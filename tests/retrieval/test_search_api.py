@@ -22,7 +22,7 @@ from tests.factories import agent_with_token, import_documents, person
 URL = "/api/v1/search"
 MODES = ("bm25", "vector", "hybrid", "bm25_tiebreak")
 HIT_KEYS = {"rank", "chunk_id", "document_id", "title", "source", "byte_offset", "content",
-            "locator", "citation", "score", "scores",
+            "locator", "citation", "cite", "fingerprint", "byte_start", "byte_end", "approval_id", "score", "scores",
             "ranks"}
 
 

@@ -10,8 +10,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('catalog', '0025_catalog_ranking'),
-        ('retrieval', '0010_keywords_help_text'),
+        ('catalog', '0013_agent_conversation_profile'),  # the latest retrieval already needs: no later one
+        ('retrieval', '0011_served_passages'),
     ]
 
     operations = [
