@@ -552,6 +552,9 @@ class RankingApi(APIView):
             raise PermissionDenied("Changing ranking settings needs a curator token or a curator's session.")
         data = RankingSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        unknown = sorted(set(request.data) - set(RankingSerializer().fields)) if isinstance(request.data, dict) else []
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown setting."] for name in unknown})
         try:
             catalog_ranking_update(catalog=catalog, values=dict(data.validated_data), by=caller)
         except DjangoValidationError as error:

@@ -211,8 +211,10 @@ def _passages(caller: Caller, text: str, limit: int,
     items: list[ContextItem] = []
     withheld: list[dict[str, Any]] = []
     for catalog in caller.catalogs:
-        found = chunk_search(catalog=catalog, query=text, options=SearchOptions(mode="vector", top_k=limit),
-                             agent=caller.agent, embedded=embedded)
+        # The query's own similarity, which rag_relevance_threshold bounds: never a
+        # vector moved by the catalog's feedback (it lifts every score toward its hits).
+        options = SearchOptions(mode="vector", top_k=limit, vector_feedback=0)
+        found = chunk_search(catalog=catalog, query=text, options=options, agent=caller.agent, embedded=embedded)
         raised = withheld_requests_raise(  # the end user's words stay out of the requests
             agent=caller.agent, decisions=requests_due(found.withheld, found.gate), via="search",
             context=request_context("conversation enrichment", ""))

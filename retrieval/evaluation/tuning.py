@@ -191,7 +191,8 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
     runs = [SearchOptions.of(settings, top_k=TOP_K, dedup=True).settled(settings) for settings in grid]
     deepest = max(ranking_depth(run) for run in runs)
     bm25_settings = sorted({(run.k1, run.b) for run in runs})
-    vector_settings = sorted({(run.vector_feedback, run.feedback_weight) for run in runs if run.mode != "bm25"})
+    vector_settings = sorted({(run.vector_feedback, run.feedback_weight) for run in runs
+                              if run.mode in ("vector", "hybrid")})
     table = [[0.0] * len(queries) for _ in grid]
     for column, (query_id, text) in enumerate(queries.items()):
         report("grid", column, len(queries))
@@ -199,6 +200,10 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
                                            feedback_weight=weight) for chunks, weight in vector_settings}
         lexical = {(k1, b): _read(catalog, text, "bm25", deepest, k1=k1, b=b) for k1, b in bm25_settings}
         for i, run in enumerate(runs):
+            if run.mode == "bm25_tiebreak":  # ties broken by its own hits' similarity: searched for real
+                ranked, _ = rank_query(catalog=catalog, mode=run.mode, text=text, ranking=grid[i])
+                table[i][column] = score_query(query_id, ranked, qrels[query_id]).ndcg_at_10
+                continue
             bm25 = lexical[(run.k1, run.b)]
             vector = vectors.get((run.vector_feedback, run.feedback_weight), [])
             read = {"bm25": bm25, "vector": vector} if run.mode == "hybrid" else \

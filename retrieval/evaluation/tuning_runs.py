@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAMESPACE = 0x4C54  # "LT": pg_advisory_lock(namespace, run id); evaluation runs use 0x4C45
 TASK_NAME = "tuning-run-{}"
+# The most judged queries a run tunes on: the grid costs about 1.7 s a query on two
+# cores, and a worker's task is stopped after an hour (Q_TIMEOUT).
+MAX_QUERIES = 1000
 ACTIVE = (TuningRun.Status.QUEUED, TuningRun.Status.RUNNING)
 
 
@@ -47,6 +50,9 @@ def tuning_request(*, catalog: Catalog, query_set: EvaluationSet, by: str, folds
         raise ValidationError({"query_set": [f"Test set {query_set.pk} was not uploaded for catalog {catalog.slug}."]})
     if not 2 <= folds <= 10:
         raise ValidationError({"folds": ["Choose 2 to 10 folds."]})
+    if query_set.query_count > MAX_QUERIES:
+        raise ValidationError({"query_set": [f"Test set {query_set.pk} has {query_set.query_count} judged queries: a "
+                                             f"tuning run takes at most {MAX_QUERIES} (upload a sample of them)."]})
     if query_set.query_count < folds:
         raise ValidationError({"query_set": [f"Test set {query_set.pk} has {query_set.query_count} judged queries: "
                                              f"{folds} folds need at least {folds}."]})
@@ -118,6 +124,8 @@ def apply_problem(run: TuningRun) -> str | None:
         return (f"Its held-out nDCG@10 gain is {gain:+.4f}: not positive, so the chosen settings did no better than "
                 "the current ones on queries they were not chosen on." if gain is not None
                 else "It has no held-out gain.")
+    if RankingSettings.from_stored(run.chosen) == RankingSettings.from_stored(run.current):
+        return "Its choice is the current settings: there is nothing to apply."
     if RankingSettings.from_stored(run.current) != run.catalog.ranking_settings:
         return ("The catalog's ranking settings changed since this run tuned from them: its gain was measured "
                 "against settings no longer in use. Run it again.")

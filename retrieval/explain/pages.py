@@ -55,10 +55,15 @@ def why_not(request: HttpRequest) -> HttpResponse:
     if from_htmx(request):
         return render(request, "retrieval/explain/partials/why_not.html", context, status=status)
     data = form.cleaned_data
-    if "catalog" in data and "text" in data and data.get("kind") and not form.has_error(None):
-        options = SearchOptions(mode=data["mode"], top_k=form.hits(), dedup=data["dedup"])
-        context["run"] = search_run(catalog=data["catalog"], query=data["text"], options=options,
-                                    agent=data["agent"])
+    if "catalog" in data and "text" in data and data.get("kind") and not form.has_error(None) \
+            and not form.has_error("mode"):
+        options = SearchOptions(mode=data["mode"] or None, top_k=form.hits(), dedup=data["dedup"])
+        try:
+            context["run"] = search_run(catalog=data["catalog"], query=data["text"], options=options,
+                                        agent=data["agent"])
+        except SearchUnavailable as exc:  # the answer says so already; the hits cannot be shown either
+            form.add_error("mode", f"Search by meaning is unavailable ({exc}): choose bm25.")
+            status = 400
         query = form.share_query()
         context["share"] = f"{reverse('playground')}?{query}" if query is not None else None
     context.update(share_max=SHARE_MAX, embeddings=embedder_status())
@@ -68,7 +73,7 @@ def why_not(request: HttpRequest) -> HttpResponse:
 def _explain(form: WhyNotForm) -> WhyNot | None:
     """explain as the form's caller, or None with the reason on the form."""
     data = form.cleaned_data
-    options = SearchOptions(mode=data["mode"], top_k=form.hits(), dedup=data["dedup"])
+    options = SearchOptions(mode=data["mode"] or None, top_k=form.hits(), dedup=data["dedup"])
     try:
         explanation = document_explain(catalog=data["catalog"], query=data["text"], source=data["source"],
                                        path=data["path"], options=options, agent=data["agent"])

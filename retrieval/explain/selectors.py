@@ -32,6 +32,7 @@ from django.db.models.functions import Concat
 from approvals.selectors.gate import InjectionDecision, withheld_sources
 from catalog import analysis
 from catalog.models import Agent, Catalog, Chunk, Document, ReferenceSource, Term
+from catalog.reads import read_connection
 from retrieval.enrichment.caller import Caller, caller_indexes
 from retrieval.enrichment.detection import SourceCard
 from retrieval.enrichment.pipeline import Candidate, Plan, enrich_plan
@@ -179,12 +180,28 @@ def _bm25_stage(catalog: Catalog, ranking: Ranking, query: str, document: int,
     scores = {chunk: sum(parts.get(chunk, {}).values()) for chunk in chunks}
     component = _component(ranking, "bm25", document, chunks, scores)
     best = next(chunk for chunk, key in chunks.items() if key == component.chunk_id)
-    texts = dict(Term.objects.filter(catalog=catalog, id__in=[t.term_id for t in ranking.terms])
+    texts = dict(Term.objects.filter(catalog=catalog, id__in=_shown_terms(catalog, ranking))
                  .values_list("text", "id"))
     held = parts.get(best, {})
     terms = [TermPart(text, text in texts, texts.get(text) in held, held.get(texts.get(text, -1), 0.0))
              for text in dict.fromkeys(analysis.analyze(query))]
     return ComponentStage(component.ran, component.chunk_id, component.score, component.rank, component.depth, terms)
+
+
+def _shown_terms(catalog: Catalog, ranking: Ranking) -> list[int]:
+    """The query's term ids that some chunk the caller may be shown holds: a term only
+    withheld content holds is told as absent from the catalog, as if that content were
+    not there (whether it is would tell a withheld text word by word)."""
+    ids = [t.term_id for t in ranking.terms]
+    if not ranking.withheld or not ids:
+        return ids
+    with read_connection().cursor() as cursor:
+        cursor.execute(
+            "SELECT t.id FROM unnest(%(ids)s::int[]) AS t(id) WHERE EXISTS ("
+            " SELECT FROM catalog_postings f JOIN catalog_chunk c ON c.catalog_id = f.catalog_id AND c.id = f.chunk_id"
+            " WHERE f.catalog_id = %(catalog)s AND f.terms @> ARRAY[t.id] AND c.source_id <> ALL(%(withheld)s))",
+            {"ids": ids, "catalog": catalog.pk, "withheld": sorted(ranking.withheld)})
+        return [term for (term,) in cursor.fetchall()]
 
 
 def _fusion_stage(ranking: Ranking, document: int) -> FusionStage:

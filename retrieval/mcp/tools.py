@@ -198,19 +198,21 @@ TopK = Annotated[
     SkipValidation,
 ]
 Mode = Annotated[
-    Literal["bm25", "vector", "hybrid", "bm25_tiebreak"],
+    Literal["bm25", "vector", "hybrid", "bm25_tiebreak"] | None,
     Field(description="bm25 (exact words), vector (meaning), hybrid (both, fused) or bm25_tiebreak (passages "
-                      "holding a query word, ranked by BM25, ties by meaning)."),
+                      "holding a query word, ranked by BM25, ties by meaning); default: the catalog's (hybrid "
+                      "unless its curators chose another)."),
     SkipValidation,
 ]
 Fusion = Annotated[
-    Literal["rrf", "convex"],
-    Field(description="How hybrid fuses the two rankings: rrf (reciprocal rank, k=60) or convex (a weighted "
-                      "sum of normalised scores)."),
+    Literal["rrf", "convex"] | None,
+    Field(description="How hybrid fuses the two rankings: rrf (reciprocal rank) or convex (a weighted sum of "
+                      "normalised scores); default: the catalog's."),
     SkipValidation,
 ]
 Normalization = Annotated[
-    Literal["minmax", "zscore"], Field(description="How convex fusion normalises each ranking's scores."),
+    Literal["minmax", "zscore"] | None,
+    Field(description="How convex fusion normalises each ranking's scores; default: the catalog's."),
     SkipValidation,
 ]
 WeightsArgument = Annotated[Weights | None, Field(description="Per-component fusion weights."), SkipValidation]
@@ -222,9 +224,9 @@ async def rag_search(
     query: Query,
     catalog: SearchCatalog = None,
     top_k: TopK = None,
-    mode: Mode = "hybrid",
-    fusion: Fusion = "rrf",
-    normalization: Normalization = "minmax",
+    mode: Mode = None,
+    fusion: Fusion = None,
+    normalization: Normalization = None,
     weights: WeightsArgument = None,
     dedup: Dedup = False,
 ) -> CallToolResult:
@@ -269,9 +271,9 @@ async def explain_search(
     ],
     catalog: SearchCatalog = None,
     top_k: TopK = None,
-    mode: Mode = "hybrid",
-    fusion: Fusion = "rrf",
-    normalization: Normalization = "minmax",
+    mode: Mode = None,
+    fusion: Fusion = None,
+    normalization: Normalization = None,
     weights: WeightsArgument = None,
     dedup: Dedup = False,
 ) -> CallToolResult:

@@ -276,7 +276,8 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
         read["bm25"], passes = bm25_top(catalog, terms, depth, withheld)
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
-        read["vector"] = vector_search(catalog=catalog, vector=vector, limit=depth, withheld=withheld)
+        read["vector"] = vector_search(catalog=catalog, vector=vector, limit=max(depth, run.vector_feedback),
+                                       withheld=withheld)
         if run.vector_feedback:  # moved toward its best hits, searched again: what it ranks by
             vector = feedback_vector(catalog=catalog, vector=vector, rows=read["vector"][: run.vector_feedback],
                                      weight=run.feedback_weight)

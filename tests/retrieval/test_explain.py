@@ -199,6 +199,22 @@ def test_a_withheld_source_is_explained_by_its_governance_alone(make_catalog, ag
     assert missing == body
 
 
+def test_a_term_only_withheld_content_holds_is_told_as_absent_from_the_catalog(make_catalog, agent_token):
+    catalog = make_catalog("kb")
+    vault = import_documents(catalog=catalog, slug="vault", documents=[document("rotation.md", VAULT_TEXT)])
+    ReferenceSource.objects.filter(pk=vault.pk).update(requires_approval=True)
+    import_documents(catalog=catalog, slug="notes", documents=[document("retry.md", "Retry with backoff.\n")])
+    token, client = agent_token("bot", [catalog]), APIClient()
+    ask = {"catalog": "kb", "source": "notes", "document": "retry.md", "mode": "bm25"}
+
+    held_only = explain(client, token, **ask, query="retry ninety")  # "ninety" is in the vault alone
+    nowhere = explain(client, token, **ask, query="retry zebrafish")
+
+    assert [(t["term"], t["in_catalog"]) for t in held_only["bm25"]["terms"]] == [("retri", True), ("nineti", False)]
+    assert [(t["term"], t["in_catalog"]) for t in nowhere["bm25"]["terms"]] == [("retri", True), ("zebrafish", False)]
+    assert held_only["sentences"][1:] == [s.replace("zebrafish", "nineti") for s in nowhere["sentences"][1:]]
+
+
 # --- bad input and scope ------------------------------------------------------------------------
 
 

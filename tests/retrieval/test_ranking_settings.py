@@ -227,3 +227,25 @@ def test_vector_feedback_moves_the_query_toward_the_best_hits_the_caller_may_be_
     assert not held & {row.chunk for row in moved.lists["vector"]}
     hits = chunk_search(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="vector")).hits
     assert [hit.chunk_pk for hit in hits] == [row.chunk for row in moved.lists["vector"]][: len(hits)]
+
+
+def test_with_feedback_a_hits_score_does_not_depend_on_how_many_hits_were_asked(corpus, cora):
+    catalog_ranking_update(catalog=corpus, values={"vector_feedback": 3}, by=cora)
+    corpus.refresh_from_db()
+    for query in QUERIES:
+        one = chunk_search(catalog=corpus, query=query, options=SearchOptions(mode="vector", top_k=1)).hits
+        ten = chunk_search(catalog=corpus, query=query, options=SearchOptions(mode="vector", top_k=10)).hits
+        assert [(h.chunk_pk, round(h.score, 6)) for h in one] == [(h.chunk_pk, round(h.score, 6)) for h in ten[:1]]
+
+
+def test_the_api_names_an_unknown_setting_and_changes_nothing(corpus, cora):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(cora)
+    response = client.patch("/api/v1/catalogs/tuned/ranking", {"k_1": 0.9, "b": 0.5}, format="json")
+    assert response.status_code == 400 and "k_1" in response.json()["error"]["details"]["fields"]
+    corpus.refresh_from_db()
+    assert corpus.ranking == {}
+    response = client.patch("/api/v1/catalogs/tuned/ranking", {"b": 0.5}, format="json")
+    assert response.status_code == 200 and response.json()["changed"] == ["b"]

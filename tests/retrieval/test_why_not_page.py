@@ -123,3 +123,17 @@ def test_an_agent_token_is_not_a_curator(indexed_catalog):
     response = client.post(WHY_NOT, {**SEARCH, "document": "handbook/retries.md"})
 
     assert response.status_code in (302, 403)
+
+
+def test_without_a_model_a_vector_why_not_is_a_message_not_a_500(curator, monkeypatch):
+    from retrieval.search import selectors
+    from retrieval.search.vector import SearchUnavailable
+
+    def unavailable(query):
+        raise SearchUnavailable("no embedding model (LECTERN_EMBEDDING_MODEL=none)")
+
+    monkeypatch.setattr(selectors, "embed_query", unavailable)
+    response = curator.post(WHY_NOT, {**SEARCH, "mode": "vector", "document": "handbook/caching.md"})
+
+    assert response.status_code == 400
+    assert "Search by meaning is unavailable" in response.content.decode()

@@ -396,3 +396,21 @@ def test_a_client_that_ends_messages_with_a_line_break_still_gets_the_block_remo
 
     assert sent_back_as_is(bot, question + block + after) == question  # the text it was appended to, exactly
     assert sent_back_as_is(bot, question + block + after + "PS") == question + block + after + "PS"
+
+
+def test_a_catalogs_vector_feedback_does_not_lift_what_the_relevance_threshold_bounds(bot, governed):
+    from catalog.catalogs import catalog_ranking_update
+
+    messages = [user("What should I cook for dinner tonight?")]  # nothing in the handbook is about it
+    before = call(bot, messages, options={"rag_relevance_threshold": 0.0, "rag_max_results": 5})
+    catalog_ranking_update(catalog=governed, values={"vector_feedback": 3, "feedback_weight": 1.0}, by=None)
+
+    after = call(bot, messages, options={"rag_relevance_threshold": 0.0, "rag_max_results": 5})
+    unrelated = call(bot, messages)
+
+    def passages(body):
+        return [(item["source_id"], item["document_id"], item["score"]) for item in body["context"]
+                if item["kind"] == "passage"]
+
+    assert passages(after) == passages(before) and passages(before)  # the query's own similarity
+    assert unrelated["context"] == []  # below the agent's threshold, as before

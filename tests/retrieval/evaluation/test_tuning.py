@@ -77,6 +77,11 @@ def test_every_query_is_scored_by_settings_chosen_without_it(judged):
         pick = tuning._best(grid, table, others)
         assert report.current.changes(pick) == folded["changes"]
         assert folded["queries"] == len(fold)
+        # and its figure is search's own for the fold's queries, ranked with that pick
+        chosen = report.current.with_values({name: values[1] for name, values in folded["changes"].items()})
+        scored = [score_query(q, rank_query(catalog=catalog, mode=chosen.mode, text=query_set.queries[q],
+                                            ranking=chosen)[0], query_set.qrels[q]).ndcg_at_10 for q in fold]
+        assert folded["tuned"] == pytest.approx(sum(scored) / len(scored), abs=1e-4)
     assert sorted(query_id for fold in tuning.folds_of(ids, 3) for query_id in fold) == ids
     assert report.chosen == tuning._best(grid, table, list(range(len(ids))))
     for metric in ("ndcg_at_10", "recall_at_100", "mrr_at_10"):
@@ -194,3 +199,30 @@ def test_a_curator_starts_a_run_from_the_list(judged, cora, client_for, django_c
     run = TuningRun.objects.get()
     assert response.status_code == 302 and (run.folds, run.catalog_id) == (4, catalog.pk)
     assert client.post("/tuning/start", {"query_set": query_set.pk, "folds": 40}).status_code == 400
+
+
+def test_a_catalog_ranking_by_bm25_tiebreak_is_tuned_too(judged, cora):
+    catalog, query_set = judged
+    catalog_ranking_update(catalog=catalog, values={"mode": "bm25_tiebreak"}, by=cora)
+    catalog.refresh_from_db()
+    report = tuning.ranking_tune(catalog=catalog, queries=query_set.queries, qrels=query_set.qrels, folds=2)
+    assert report.current.mode == "bm25_tiebreak" and report.metrics["ndcg_at_10"]["current"] >= 0
+
+
+def test_a_set_beyond_the_most_queries_a_run_takes_is_refused(judged, monkeypatch):
+    from django.core.exceptions import ValidationError
+
+    from retrieval.evaluation import tuning_runs
+
+    catalog, query_set = judged
+    monkeypatch.setattr(tuning_runs, "MAX_QUERIES", query_set.query_count - 1)
+    with pytest.raises(ValidationError, match="takes at most"):
+        tuning_request(catalog=catalog, query_set=query_set, by="cora")
+    assert not TuningRun.objects.exists()
+
+
+def test_a_run_that_chose_the_current_settings_has_nothing_to_apply(judged, cora):
+    catalog, query_set = judged
+    run = _finished(catalog, query_set, 0.01, catalog.ranking_settings)
+    with pytest.raises(ConflictError, match="nothing to apply"):
+        tuning_apply(run=run, by=cora)
