@@ -23,7 +23,7 @@ from retrieval.models import EvaluationRun, EvaluationSet
 MODE_HELP = {
     "bm25": "exact BM25 over the catalog's terms",
     "vector": "nearest chunks by meaning",
-    "hybrid": "BM25 and vector fused by rank",
+    "hybrid": "BM25 and vector fused as the catalog fuses them",
     "bm25_tiebreak": "BM25, vector breaks its ties",
 }
 assert set(MODE_HELP) == set(MODES)

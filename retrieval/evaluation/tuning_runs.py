@@ -57,6 +57,11 @@ def tuning_request(*, catalog: Catalog, query_set: EvaluationSet, by: str, folds
         raise ValidationError({"query_set": [f"Test set {query_set.pk} has {query_set.query_count} judged queries: "
                                              f"{folds} folds need at least {folds}."]})
     with transaction.atomic():
+        Catalog.objects.select_for_update(no_key=True).filter(pk=catalog.pk).first()  # one request at a time
+        active = TuningRun.objects.filter(catalog=catalog, status__in=ACTIVE).values_list("pk", flat=True).first()
+        if active is not None:
+            raise ValidationError({"query_set": [f"Tuning run {active} of {catalog.slug} is not done yet: wait for "
+                                                 "it (runs of one catalog go one at a time)."]})
         run = TuningRun.objects.create(catalog=catalog, query_set=query_set, folds=folds, created_by=by)
         transaction.on_commit(lambda: _enqueue(run.pk))
     return run

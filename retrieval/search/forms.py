@@ -28,7 +28,7 @@ TEXT_MAX = min(20_000, settings.LECTERN_MAX_ENRICH_CHARS)
 SHARE_MAX = 3000
 TOP_K_MAX = 100
 MODE_HELP = {"bm25": "words only (BM25)", "vector": "meaning only (embeddings)",
-             "hybrid": "both, fused by rank (RRF)", "bm25_tiebreak": "words, meaning breaking ties"}
+             "hybrid": "both, fused as the catalog fuses them", "bm25_tiebreak": "words, meaning breaking ties"}
 
 
 class AgentChoice(forms.ModelChoiceField[Agent]):

@@ -226,3 +226,17 @@ def test_a_run_that_chose_the_current_settings_has_nothing_to_apply(judged, cora
     run = _finished(catalog, query_set, 0.01, catalog.ranking_settings)
     with pytest.raises(ConflictError, match="nothing to apply"):
         tuning_apply(run=run, by=cora)
+
+
+def test_a_catalog_is_tuned_by_one_run_at_a_time(judged, django_capture_on_commit_callbacks):
+    from django.core.exceptions import ValidationError
+
+    catalog, query_set = judged
+    with django_capture_on_commit_callbacks():
+        first = tuning_request(catalog=catalog, query_set=query_set, by="cora", folds=2)
+    with pytest.raises(ValidationError, match=f"Tuning run {first.pk} of tuning is not done yet"):
+        tuning_request(catalog=catalog, query_set=query_set, by="cora", folds=2)
+    assert tasks.tune(first.pk) == "succeeded"
+    with django_capture_on_commit_callbacks():
+        tuning_request(catalog=catalog, query_set=query_set, by="cora", folds=2)
+    assert TuningRun.objects.count() == 2
