@@ -54,6 +54,7 @@ class Trace(models.Model):
         TOOL_RESULT = "tool_result"
         CONVERSATION = "conversation"
         SEARCH = "search"
+        FILE = "file"  # a reference file an agent read (its cite's text kept)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("catalog.Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="traces")

@@ -127,6 +127,7 @@ class ReferenceFile:
     sha256: str
     text: str  # the content, or base64 when `encoding` says so
     encoding: str  # utf-8 | base64
+    source_pk: int = 0  # set on an indexed document's text: what a cite names (else none)
 
     @classmethod
     def of_bytes(cls, path: str, data: bytes) -> ReferenceFile:
@@ -175,7 +176,7 @@ def _indexed_file(card: SourceCard, path: str, document: IndexedDocument | None)
     if document is None:
         raise NotFoundError(f"no file {path!r} in reference {card.slug!r}", code="not_found")
     title, sha256, text = document
-    return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8")
+    return ReferenceFile(path=path, title=title, sha256=sha256, text=text, encoding="utf-8", source_pk=card.pk)
 
 
 def _glob_file(card: SourceCard, path: str, document: IndexedDocument | None) -> ReferenceFile:

@@ -6,6 +6,7 @@ published schema is the code's. The hint shapes are a trace's too (retrieval.tra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -19,11 +20,14 @@ from catalog.rest.fields import (
     StrictRegexField,
     StrictSlugField,
 )
+from retrieval.citations.selectors import citations_of
+from retrieval.citations.services import served_trace_record
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.formatting import CONTENT_KINDS
 from retrieval.enrichment.instructions import agent_instructions
 from retrieval.enrichment.pipeline import SURFACES, enrich
 from retrieval.enrichment.references import list_references, read_reference_file
+from retrieval.models import Trace
 
 VIAS = ["mention", "tag", "semantic", "path", "link", "search"]  # search: a search trace's hints
 
@@ -232,13 +236,47 @@ class ReferenceFileOutputSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="utf-8: `text` is the file's text; base64: the file is not UTF-8 text (an image, an archive) "
                   "and `text` holds its bytes in base64.")
     text = serializers.CharField(allow_blank=True)
+    cite = serializers.CharField(allow_null=True, help_text="An indexed document's cite (its whole text, "
+                                                            "as for a search hit); null for any other file.")
+    fingerprint = serializers.CharField(allow_null=True, help_text="sha256 of `text`, for a cited file.")
+    byte_start = serializers.IntegerField(allow_null=True)
+    byte_end = serializers.IntegerField(allow_null=True)
+    approval_id = serializers.IntegerField(allow_null=True, help_text="The approval request that let it through.")
+
+
+@dataclass
+class _WholeDocument:
+    """An indexed document read whole, as citations_of cites a hit."""
+
+    source_pk: int
+    source: str
+    document_id: str
+    content: str
+    byte_offset: int = 0
+
+
+UNCITED_FILE = {"cite": None, "fingerprint": None, "byte_start": None, "byte_end": None, "approval_id": None}
 
 
 def reference_file_response(user: RequestUser, *, catalog: str, source_id: str, path: str) -> dict[str, Any]:
-    """The file endpoint's body (REST and the MCP tool)."""
+    """The file endpoint's body (REST and the MCP tool). An indexed document's text is
+    cited and, for an agent, kept with a trace of the read (surface `file`), so a curator
+    resolves its cite to what was served after the source changed."""
     caller = Caller.of(user, [catalog])
     found = read_reference_file(caller=caller, catalog=catalog, source_id=source_id, path=path)
-    return ReferenceFileOutputSerializer({"source_id": source_id, "catalog": catalog, **found.__dict__}).data
+    cited = dict(UNCITED_FILE)
+    if found.source_pk:
+        target = next(c for c in caller.catalogs if c.slug == catalog)
+        [citation] = citations_of(catalog=target, agent=caller.agent, hits=[
+            _WholeDocument(found.source_pk, source_id, found.path, found.text)])
+        cited = citation.fields()
+        if caller.agent is not None:
+            served_trace_record(trace=Trace(
+                agent=caller.agent, caller=caller.name, surface=Trace.Surface.FILE, text=None, steps=[{
+                    "pass": "file", "ms": 0.0, "catalog": catalog, "ref": f"{catalog}/{source_id}", "path": found.path,
+                    "approval_id": citation.approval_id}], hints=[], took_ms=0.0), citations=[citation])
+    body = {key: value for key, value in found.__dict__.items() if key != "source_pk"}
+    return ReferenceFileOutputSerializer({"source_id": source_id, "catalog": catalog, **body, **cited}).data
 
 
 # --- startup instructions ---------------------------------------------------------------------

@@ -333,3 +333,36 @@ def test_the_playground_shows_each_hit_its_cite_and_stores_nothing(kb, bot, clie
     assert "[lectern:kb/vault/ops/rotation.md#b0-" in page and f"approved by request #{request_id}" in page
     assert "[lectern:kb/notes/notes.md#b0-" in page
     assert not Trace.objects.exists() and not ServedPassage.objects.exists()
+
+
+# --- a reference file read whole ----------------------------------------------------------------
+
+
+def test_a_file_an_agent_reads_is_cited_whole_and_resolves_after_the_source_changed(kb, bot):
+    agent, token, request_id = bot
+    api(token).post("/api/v1/references/select", {"ids": ["vault"]}, format="json")
+
+    read = api(token).get("/api/v1/references/kb/vault/file", {"path": "ops/rotation.md"})
+
+    body = read.json()
+    assert read.status_code == 200 and body["text"] == VAULT
+    assert (body["byte_start"], body["byte_end"]) == (0, len(VAULT.encode()))
+    assert body["fingerprint"] == hashlib.sha256(VAULT.encode()).hexdigest()
+    assert body["approval_id"] == request_id
+    assert body["cite"] == f"[lectern:kb/vault/ops/rotation.md#b0-{len(VAULT.encode())}@{body['fingerprint'][:12]}]"
+    trace = Trace.objects.get(agent=agent, surface="file")
+    assert ServedPassage.objects.get(trace=trace).text_id == body["fingerprint"]
+
+    reindex_vault(kb)
+    cora = person("cora", "curator")
+    resolved = resolve(api(user=cora), body["cite"]).json()
+    assert resolved["text"] == VAULT and resolved["changed"] is True
+    assert [s["surface"] for s in resolved["served"]] == ["file"]
+    assert api(user=cora).get(f"/traces/{trace.pk}/").status_code == 200
+
+
+def test_a_person_reading_a_file_gets_its_cite_and_leaves_no_trace(kb):
+    cora = person("cora", "curator")
+    body = api(user=cora).get("/api/v1/references/kb/notes/file", {"path": "notes.md"}).json()
+    assert body["cite"].startswith("[lectern:kb/notes/notes.md#b0-") and body["approval_id"] is None
+    assert not Trace.objects.filter(surface="file").exists()
