@@ -28,7 +28,7 @@ class QueueFilterForm(forms.Form):
 
     state = forms.ChoiceField(choices=[("", "any state"), *ApprovalRequest.State.choices], required=False,
                               widget=FastSelect)
-    catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
+    catalog = forms.ModelChoiceField(queryset=Catalog.objects.live().order_by("slug"), to_field_name="slug",
                                      required=False, empty_label="any catalog", widget=FastSelect)
     source = SourceChoiceField(queryset=ReferenceSource.objects.none(), required=False, empty_label="any source",
                                widget=FastSelect)

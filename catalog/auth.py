@@ -137,9 +137,9 @@ def is_reviewer(caller: RequestUser) -> bool:
 def visible_catalogs(caller: RequestUser) -> QuerySet[Catalog]:
     """Catalogs an agent is scoped to; curators and reviewers see every catalog."""
     if isinstance(caller, Agent):
-        return Catalog.objects.filter(agents=caller)
+        return Catalog.objects.live().filter(agents=caller)
     if is_curator(caller) or is_reviewer(caller):
-        return Catalog.objects.all()
+        return Catalog.objects.live()  # a shadow is a tuning run's, never a listing's
     return Catalog.objects.none()
 
 

@@ -16,6 +16,12 @@ from catalog.sources.locators import cite
 from catalog.tag_keys import tag_key
 
 
+class CatalogQuerySet(models.QuerySet["Catalog"]):
+    def live(self) -> CatalogQuerySet:
+        """Every catalog but the shadows tuning runs build (Catalog.shadow_of)."""
+        return self.filter(shadow_of=None)
+
+
 class Catalog(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -34,8 +40,15 @@ class Catalog(models.Model):
     ranking = models.JSONField(
         default=dict, blank=True,
         help_text="Its ranking settings that differ from the defaults (catalog.ranking.RankingSettings).")
+    # A shadow: a hidden copy of another catalog's readable documents cut another way,
+    # built and evaluated by a tuning run before a chunking change goes live, then
+    # dropped. No listing, agent or search request ever sees one (catalog.auth).
+    shadow_of = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="shadows",
+                                  editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = CatalogQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]

@@ -131,7 +131,7 @@ def _base(request: HttpRequest, **context: Any) -> dict[str, Any]:
 @viewers
 @require_GET
 def catalog_list(request: HttpRequest) -> HttpResponse:
-    catalogs = selectors.catalogs_overview(Catalog.objects.all())
+    catalogs = selectors.catalogs_overview(Catalog.objects.live())
     return render(request, "catalog/catalogs.html", _base(
         request, page=_page(request, catalogs, CATALOGS_PAGE), query="", scan=selectors.scan_status()))
 

@@ -251,6 +251,14 @@ class TuningRun(models.Model):
 
     catalog = models.ForeignKey("catalog.Catalog", on_delete=models.CASCADE, related_name="tuning_runs")
     query_set = models.ForeignKey(EvaluationSet, on_delete=models.RESTRICT, related_name="tuning_runs")
+    class Kind(models.TextChoices):
+        SETTINGS = "settings"  # ranking settings, searched with k-fold cross-validation
+        CHUNKING = "chunking"  # a chunk size and overlap, built as a shadow catalog and evaluated
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SETTINGS)
+    proposal = models.JSONField(default=dict, blank=True, help_text="A chunking run's {chunk_size, chunk_overlap}.")
+    shadow = models.ForeignKey("catalog.Catalog", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                               help_text="A chunking run's shadow while it waits to be applied; dropped after.")
     folds = models.PositiveSmallIntegerField(default=5, validators=[MinValueValidator(2), MaxValueValidator(10)])
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     stage = models.CharField(max_length=16, blank=True, help_text="grid, then held out.")

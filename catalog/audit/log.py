@@ -61,6 +61,7 @@ class Action(StrEnum):
     WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint_deleted"
     WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
     DECISION_RECEIVED = "decision.received"  # by which channel (webhook message, decision file) decisions came
+    CHUNKING_CHANGED = "catalog.chunking_changed"  # a tuning run's shadow chunking applied to the live catalog
     RANKING_CHANGED = "catalog.ranking_changed"  # its ranking settings, by hand or a tuning run applied
     MEMORY_ERASED = "memory.erased"  # an end user's facts and memories, at their request (retrieval.conversations)
 

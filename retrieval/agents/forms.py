@@ -29,7 +29,7 @@ class AgentForm(forms.ModelForm[Agent]):
     (ranges, a name taken) run as a ModelForm's do, on the instance given: the page
     gives it a copy of the agent it shows, and catalog.agents writes."""
 
-    catalogs = CatalogChoices(queryset=Catalog.objects.order_by("slug"), widget=forms.CheckboxSelectMultiple,
+    catalogs = CatalogChoices(queryset=Catalog.objects.live().order_by("slug"), widget=forms.CheckboxSelectMultiple,
                               error_messages={"required": "Choose at least one catalog: an agent without one "
                                                           "can read nothing."})
     preselected = forms.ModelMultipleChoiceField(queryset=ReferenceSource.objects.select_related("catalog"),
@@ -148,7 +148,7 @@ class AgentFilterForm(forms.Form):
     q = forms.CharField(max_length=SEARCH_MAX_CHARS, required=False, strip=True, label="Name contains")
     state = forms.ChoiceField(choices=[("", "any state"), ("active", "active"), ("revoked", "revoked")],
                               required=False)
-    catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
+    catalog = forms.ModelChoiceField(queryset=Catalog.objects.live().order_by("slug"), to_field_name="slug",
                                      required=False, empty_label="any catalog")
 
     def agents(self, base: QuerySet[Agent]) -> QuerySet[Agent]:

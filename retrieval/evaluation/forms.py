@@ -63,7 +63,7 @@ class QuerySetChoice(forms.ModelChoiceField[EvaluationSet]):
 
 
 class EvaluationForm(forms.Form):
-    catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
+    catalog = forms.ModelChoiceField(queryset=Catalog.objects.live().order_by("slug"), to_field_name="slug",
                                      widget=FastSelect, empty_label="— choose a catalog —",
                                      help_text="Its search is ranked as a signed-in person's: sources that need "
                                                "approval are left out.")
@@ -110,7 +110,7 @@ class EvaluationForm(forms.Form):
 
 
 class HistoryFilterForm(forms.Form):
-    catalog = forms.ModelChoiceField(queryset=Catalog.objects.order_by("slug"), to_field_name="slug",
+    catalog = forms.ModelChoiceField(queryset=Catalog.objects.live().order_by("slug"), to_field_name="slug",
                                      required=False, empty_label="any catalog", widget=FastSelect)
     query_set = QuerySetChoice(queryset=query_sets_listed(), required=False, empty_label="any test set",
                                        widget=FastSelect, label="Test set")

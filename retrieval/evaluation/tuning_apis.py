@@ -33,7 +33,8 @@ class TuningRunSerializer(serializers.ModelSerializer[TuningRun]):
 
     class Meta:
         model = TuningRun
-        fields = ["id", "catalog", "query_set", "folds", "status", "stage", "progress", "current", "chosen",
+        fields = ["id", "catalog", "query_set", "kind", "proposal", "folds", "status", "stage", "progress", "current",
+                  "chosen",
                   "report", "gain", "applicable", "error", "created_by", "created_at", "started_at", "finished_at",
                   "applied_at", "applied_by"]
 
@@ -58,6 +59,11 @@ class TuningRunsApi(APIView):
         query_set = StrictIntegerField(min_value=1, help_text="A stored test set of this catalog.")
         folds = StrictIntegerField(min_value=2, max_value=10, required=False, default=FOLDS,
                                    help_text="Cross-validation folds over the set's queries.")
+        chunk_size = StrictIntegerField(min_value=100, max_value=20_000, required=False,
+                                        help_text="Try this chunking instead of ranking settings: built on a "
+                                                  "hidden shadow of the catalog and compared with it.")
+        chunk_overlap = StrictIntegerField(min_value=0, max_value=10_000, required=False,
+                                           help_text="With chunk_size; default: the catalog's.")
 
     @extend_schema(request=InputSerializer, operation_id="start_tuning", responses={
         202: TuningRunSerializer, **errors({
@@ -74,7 +80,11 @@ class TuningRunsApi(APIView):
         if query_set is None:
             raise Http404(f"No test set {values['query_set']} in catalog {catalog.slug}.")
         try:
-            run = tuning_request(catalog=catalog, query_set=query_set, folds=values["folds"], by=caller_name(caller))
+            chunking = None if "chunk_size" not in values and "chunk_overlap" not in values else {
+                "chunk_size": values.get("chunk_size", catalog.chunk_size),
+                "chunk_overlap": values.get("chunk_overlap", catalog.chunk_overlap)}
+            run = tuning_request(catalog=catalog, query_set=query_set, folds=values["folds"], by=caller_name(caller),
+                                 chunking=chunking)
         except DjangoValidationError as error:
             raise serializers.ValidationError(error.message_dict) from None
         return Response(TuningRunSerializer(_run_for(caller, run.pk)).data, status=status.HTTP_202_ACCEPTED)

@@ -41,6 +41,18 @@ class TuningForm(forms.Form):
                                help_text="Its catalog is the one tuned. Upload a set on the Evaluations page.")
     folds = forms.IntegerField(min_value=2, max_value=10, initial=FOLDS, label="Folds",
                                help_text="Each query is scored by settings chosen on the other folds' queries.")
+    chunk_size = forms.IntegerField(required=False, min_value=100, max_value=20_000, label="Chunk size (optional)",
+                                    help_text="Try a chunking instead: built on a hidden shadow of the catalog and "
+                                              "compared with it before anything goes live.")
+    chunk_overlap = forms.IntegerField(required=False, min_value=0, max_value=10_000, label="Chunk overlap")
+
+    def chunking(self) -> dict[str, int] | None:
+        size, overlap = self.cleaned_data.get("chunk_size"), self.cleaned_data.get("chunk_overlap")
+        if size is None and overlap is None:
+            return None
+        query_set = self.cleaned_data["query_set"]
+        return {"chunk_size": size if size is not None else query_set.catalog.chunk_size,
+                "chunk_overlap": overlap if overlap is not None else query_set.catalog.chunk_overlap}
 
 
 def _list(request: HttpRequest, form: TuningForm, status: int = 200) -> HttpResponse:
@@ -63,7 +75,7 @@ def tuning_start(request: HttpRequest) -> HttpResponse:
         query_set = form.cleaned_data["query_set"]
         try:
             run = tuning_request(catalog=query_set.catalog, query_set=query_set, folds=form.cleaned_data["folds"],
-                                 by=person(request).username)
+                                 by=person(request).username, chunking=form.chunking())
         except ValidationError as error:
             apply_errors(form, error)
         else:
@@ -75,6 +87,9 @@ def tuning_start(request: HttpRequest) -> HttpResponse:
 
 def _settings_rows(run: TuningRun) -> list[dict[str, Any]]:
     """Each setting: current, chosen, changed."""
+    if run.kind == TuningRun.Kind.CHUNKING:
+        return [{"name": name, "current": run.current.get(name), "chosen": run.chosen.get(name),
+                 "changed": run.current.get(name) != run.chosen.get(name)} for name in ("chunk_size", "chunk_overlap")]
     current, chosen = RankingSettings.from_stored(run.current), RankingSettings.from_stored(run.chosen)
     return [{"name": name, "current": value, "chosen": getattr(chosen, name), "changed": value != getattr(chosen, name)}
             for name, value in current.__dict__.items()]

@@ -88,6 +88,6 @@ def _explain(form: WhyNotForm) -> WhyNot | None:
 @require_GET
 def why_not_documents(request: HttpRequest) -> HttpResponse:
     """The catalog's documents holding what was typed, as options for the document field."""
-    catalog = Catalog.objects.filter(slug=request.GET.get("catalog", "")).first()
+    catalog = Catalog.objects.live().filter(slug=request.GET.get("catalog", "")).first()
     documents = documents_matching(catalog=catalog, text=request.GET.get("document", "")) if catalog else []
     return render(request, "retrieval/explain/partials/documents.html", {"documents": documents})

@@ -66,7 +66,7 @@ class PlaygroundForm(forms.Form):
         # Whole rows: the one chosen is the caller's profile and the catalog searched,
         # whose fields a narrower read would load one query each.
         cast(AgentChoice, self.fields["agent"]).queryset = Agent.objects.filter(is_active=True).order_by("name")
-        cast(CatalogChoice, self.fields["catalog"]).queryset = Catalog.objects.order_by("slug")
+        cast(CatalogChoice, self.fields["catalog"]).queryset = Catalog.objects.live().order_by("slug")
         self.fields["text"].widget.attrs["maxlength"] = str(TEXT_MAX)
 
     @property

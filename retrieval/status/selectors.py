@@ -289,7 +289,7 @@ def _catalogs(scope: QuerySet[Catalog] | None = None) -> list[dict[str, Any]]:
     statistics, kept exact by every write; documents are counted in one grouped
     statement."""
     not_ready = ~Q(sources__status__in=[ReferenceSource.Status.READY, ReferenceSource.Status.LEXICAL_ONLY])
-    catalogs = (Catalog.objects.all() if scope is None else Catalog.objects.filter(pk__in=scope)).annotate(
+    catalogs = (Catalog.objects.live() if scope is None else Catalog.objects.filter(pk__in=scope)).annotate(
         source_total=Count("sources"), sources_not_ready=Count("sources", filter=not_ready),
         sources_lexical_only=Count("sources", filter=Q(sources__status=ReferenceSource.Status.LEXICAL_ONLY)),
         last_indexed_at=Max("sources__indexed_at"),

@@ -96,6 +96,7 @@ LATER_COLUMNS = (
     ("catalog_referencesource", "max_depth", "smallint NOT NULL DEFAULT 3"),
     ("catalog_referencesource", "max_pages", "integer NOT NULL DEFAULT 200"),
     ("catalog_catalog", "ranking", "jsonb NOT NULL DEFAULT '{}'"),
+    ("catalog_catalog", "shadow_of_id", "bigint NULL"),
 )
 
 
