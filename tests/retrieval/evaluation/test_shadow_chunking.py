@@ -26,10 +26,11 @@ from tests.factories import agent_with_token, import_documents
 from tests.retrieval.evaluation.builders import qrels_tsv, queries_jsonl
 
 TOPICS = {
-    "retries.md": ("Retries", "Retry transient failures with exponential backoff and jitter. " * 6),
-    "caching.md": ("Caching", "Cache responses with a time to live and invalidate on writes. " * 6),
-    "logging.md": ("Logging", "Log structured JSON with a request id and never log secrets. " * 6),
+    "retries.md": ("Retries", "Retry transient failures with exponential backoff and jitter. " * 12),
+    "caching.md": ("Caching", "Cache responses with a time to live and invalidate on writes. " * 12),
+    "logging.md": ("Logging", "Log structured JSON with a request id and never log secrets. " * 12),
 }
+TOPICS_TEXTS = [text for _, text in TOPICS.values()]
 SECRET = "Rotate the vault keys every ninety days and keep the root token offline."
 
 
@@ -73,7 +74,8 @@ def test_a_shadow_holds_what_a_person_may_read_cut_its_own_way_and_nobody_sees_i
     assert set(Document.objects.filter(catalog=shadow).values_list("path", flat=True)) == set(TOPICS)
     assert not Chunk.objects.filter(catalog=shadow, content__contains="ninety").exists()  # the vault: not copied
     assert Chunk.objects.filter(catalog=shadow).count() > Chunk.objects.filter(catalog=live).count() - 1
-    assert all(len(text) <= 200 + 200 for text in Chunk.objects.filter(catalog=shadow).values_list("content", flat=True))
+    cut = Chunk.objects.filter(catalog=shadow).values_list("content", flat=True)
+    assert max(len(text) for text in cut) <= 400 < max(len(text) for text in TOPICS_TEXTS)
     agent, token = agent_with_token(name="bot", catalogs=[live])
     assert list(visible_catalogs(cora)) == [live] and list(visible_catalogs(agent)) == [live]
     client = APIClient()
