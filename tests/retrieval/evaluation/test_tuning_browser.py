@@ -120,3 +120,30 @@ def test_the_ranking_form_refuses_a_bad_value_beside_its_field_and_saves_a_good_
     page.wait_for_url(f"{live_server.url}/catalogs/ops/#ranking")
     expect(page.locator("#ranking")).to_contain_text("convex, minmax")
     assert Catalog.objects.get(slug="ops").ranking_settings == RankingSettings(b=0.5, fusion="convex")
+
+
+def test_a_better_chunking_on_a_shadow_is_applied_with_one_click(page, live_server, governed_ops):
+    from retrieval.evaluation.shadows import shadow_create
+
+    person("cora", "curator", password=PASSWORD)
+    run = TuningRun.objects.create(
+        catalog=governed_ops, query_set=ops_set(), kind="chunking", status="succeeded", created_by="cora",
+        proposal={"chunk_size": 500, "chunk_overlap": 50}, current={"chunk_size": 1000, "chunk_overlap": 100},
+        chosen={"chunk_size": 500, "chunk_overlap": 50}, finished_at=timezone.now(), report={
+            "documents": 4, "mode": "hybrid", "counts": {"won": 2, "lost": 0, "tied": 3},
+            "seconds": {"shadow": 3.2, "compare": 0.4},
+            "metrics": {"ndcg_at_10": {"current": 0.72, "tuned": 0.78, "gain": 0.06},
+                        "recall_at_100": {"current": 1.0, "tuned": 1.0, "gain": 0.0},
+                        "mrr_at_10": {"current": 0.8, "tuned": 0.86, "gain": 0.06}},
+            "won": [{"query_id": "q2", "text": "cache time to live", "current": 0.5, "tuned": 1.0}], "lost": []})
+    TuningRun.objects.filter(pk=run.pk).update(shadow=shadow_create(catalog=governed_ops, run=run))
+    sign_in(page, f"{live_server.url}/tuning/{run.pk}/")
+    body = page.locator("#tuning-run")
+    expect(body).to_contain_text("chunking 500/50 on a shadow of 4 documents")
+    expect(body).to_contain_text("The shadow waits")
+    shot(page, "06-chunking")
+
+    page.click("button:has-text('Apply to ops')")
+    page.wait_for_url(f"{live_server.url}/catalogs/ops/#ranking")
+    expect(page.locator(".stats")).to_contain_text("500 / 50")
+    assert not Catalog.objects.exclude(shadow_of=None).exists()
