@@ -4,12 +4,14 @@ Deleting lives with the write path (catalog.indexing.removal)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import IntegrityError, transaction
 
 from catalog.audit.log import Action, Actor, AuditEvent, audit_append
@@ -63,16 +65,21 @@ def catalog_update(*, catalog: Catalog, settings: CatalogSettings) -> list[str]:
 
 def catalog_ranking_update(*, catalog: Catalog, values: Mapping[str, Any],
                            by: AbstractBaseUser | AnonymousUser | Agent | None,
-                           tuning_run: int | None = None) -> dict[str, list[Any]]:
+                           tuning_run: int | None = None, seen: str | None = None) -> dict[str, list[Any]]:
     """Set some of `catalog`'s ranking settings (catalog.ranking); {setting: [before,
     after]} for each that changed, audited in the same transaction with who changed it
     (and the tuning run it came from). ValidationError names each setting at fault;
-    nothing changes then. Searches read the settings at their start: the next one ranks
-    with them, no reindex needed."""
+    nothing changes then. `seen`: the ranking_stamp of the settings the change was made
+    from (a form's); refused, naming no field, when they changed since. Searches read
+    the settings at their start: the next one ranks with them, no reindex needed."""
     if problems := ranking_problems(values):
         raise ValidationError({name: [message] for name, message in problems.items()})
     with transaction.atomic():
         current = Catalog.objects.select_for_update(no_key=True).get(pk=catalog.pk)
+        if seen is not None and seen != ranking_stamp(current):
+            raise ValidationError({NON_FIELD_ERRORS: [
+                "Another change to these settings was saved since this form was opened: reload it to see them, "
+                "then make yours again."]})
         before = current.ranking_settings
         after = before.with_values(values)
         if problems := ranking_problems(asdict(after)):
@@ -87,3 +94,9 @@ def catalog_ranking_update(*, catalog: Catalog, values: Mapping[str, Any],
             audit_append(AuditEvent(Action.RANKING_CHANGED, Actor.of(by), payload=payload))
     catalog.refresh_from_db()
     return changed
+
+
+def ranking_stamp(catalog: Catalog) -> str:
+    """What a form remembers of the settings it shows: saving it is refused once they
+    changed (one curator's stale form never reverts another's change unseen)."""
+    return hashlib.sha256(json.dumps(catalog.ranking, sort_keys=True).encode()).hexdigest()[:16]

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile as UploadedFormFile
 from django.http import QueryDict
 
-from catalog.catalogs import CatalogSettings
+from catalog.catalogs import CatalogSettings, ranking_stamp
 from catalog.models import MAX_CRAWL_DEPTH, MAX_CRAWL_PAGES, Catalog, ReferenceSource
 from catalog.ranking import FUSIONS, LIMITS, MODES, NORMALISATIONS, RankingSettings
 from catalog.sources.documents import DocumentInput
@@ -101,18 +101,20 @@ class RankingForm(forms.Form):
                               "Enrichment: how close to the best match a hint must score; empty: each agent's own.",
                               required=False)
 
+    seen = forms.CharField(required=False, widget=forms.HiddenInput)  # catalog.catalogs.ranking_stamp
+
     def __init__(self, data: Any = None, *, editing: Catalog, **kwargs: Any) -> None:
         if data is None:
-            kwargs["initial"] = editing.ranking_settings.__dict__
+            kwargs["initial"] = {**editing.ranking_settings.__dict__, "seen": ranking_stamp(editing)}
         kwargs.setdefault("label_suffix", "")
         super().__init__(data, **kwargs)
         for name, field in self.fields.items():
-            default = getattr(RankingSettings(), name)
+            default = getattr(RankingSettings(), name, None)  # (the hidden stamp has none)
             if default is not None:
                 field.help_text += f" Default: {default}."
 
     def values(self) -> dict[str, Any]:
-        return dict(self.cleaned_data)
+        return {name: value for name, value in self.cleaned_data.items() if name != "seen"}
 
 
 class CatalogDeleteForm(forms.Form):

@@ -204,7 +204,8 @@ def catalog_ranking(request: HttpRequest, catalog: str) -> HttpResponse:
     form = RankingForm(request.POST if request.method == "POST" else None, editing=found)
     if form.is_valid():
         try:
-            changed = catalog_ranking_update(catalog=found, values=form.values(), by=request.user)
+            changed = catalog_ranking_update(catalog=found, values=form.values(), by=request.user,
+                                             seen=form.cleaned_data["seen"] or None)
         except ValidationError as error:
             apply_errors(form, error)
         else:

@@ -249,3 +249,25 @@ def test_the_api_names_an_unknown_setting_and_changes_nothing(corpus, cora):
     assert corpus.ranking == {}
     response = client.patch("/api/v1/catalogs/tuned/ranking", {"b": 0.5}, format="json")
     assert response.status_code == 200 and response.json()["changed"] == ["b"]
+
+
+def test_a_stale_ranking_form_does_not_revert_another_curators_change(corpus, cora, client_for):
+    from catalog.catalogs import ranking_stamp
+
+    client = client_for(cora)
+    form = client.get("/catalogs/tuned/ranking").content.decode()
+    stamp = ranking_stamp(corpus)
+    assert f'value="{stamp}"' in form
+    catalog_ranking_update(catalog=corpus, values={"k1": 0.9}, by=cora)  # another curator, meanwhile
+    posted = {**RankingSettings().__dict__, "rrf_k": "30", "semantic_threshold": "", "semantic_margin": "",
+              "seen": stamp}  # the old form still says k1 1.2
+
+    response = client.post("/catalogs/tuned/ranking", posted, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 400 and "was saved since this form was opened" in response.content.decode()
+    corpus.refresh_from_db()
+    assert corpus.ranking == {"k1": 0.9}
+    response = client.post("/catalogs/tuned/ranking", {**posted, "k1": "0.9", "seen": ranking_stamp(corpus)})
+    assert response.status_code == 302
+    corpus.refresh_from_db()
+    assert corpus.ranking == {"k1": 0.9, "rrf_k": 30}
