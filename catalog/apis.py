@@ -515,6 +515,12 @@ class RankingSerializer(serializers.Serializer[dict[str, Any]]):
     vector_feedback = _ranking_number("vector_feedback", "Chunks of a first vector search the query moves toward "
                                                          "before searching again (0: off).", whole=True)
     feedback_weight = _ranking_number("feedback_weight", "How far the query moves toward them.")
+    bm25_feedback = _ranking_number("bm25_feedback", "Chunks of a first BM25 search whose most typical terms are "
+                                                     "added to the query before searching again (RM3; 0: off).",
+                                    whole=True)
+    bm25_feedback_terms = _ranking_number("bm25_feedback_terms", "How many terms BM25 feedback adds.", whole=True)
+    bm25_feedback_weight = _ranking_number("bm25_feedback_weight", "The added terms' share of the query's weight "
+                                                                   "(0 to 1).")
     semantic_threshold = _ranking_number("semantic_threshold", "Enrichment's least similarity for a hint by "
                                                                "meaning; null: each agent's own.", nullable=True)
     semantic_margin = _ranking_number("semantic_margin", "How close to the best match a hint must score; null: "

@@ -94,6 +94,13 @@ class RankingForm(forms.Form):
                               "Chunks of a first vector search the query is moved toward before searching again "
                               "(0: off).", whole=True)
     feedback_weight = _number("feedback_weight", "Feedback weight", "How far the query moves toward them.")
+    bm25_feedback = _number("bm25_feedback", "BM25 feedback",
+                            "Chunks of a first BM25 search whose most typical terms are added to the query before "
+                            "searching again (RM3; 0: off).", whole=True)
+    bm25_feedback_terms = _number("bm25_feedback_terms", "Terms added", "How many terms BM25 feedback adds.",
+                                  whole=True)
+    bm25_feedback_weight = _number("bm25_feedback_weight", "Their weight",
+                                   "The added terms' share of the query's weight (0 to 1).")
     semantic_threshold = _number("semantic_threshold", "Semantic threshold",
                                  "Enrichment: the least similarity for a hint by meaning; empty: each agent's own.",
                                  required=False)

@@ -25,10 +25,11 @@ LIMITS: dict[str, tuple[float, float]] = {
     "rrf_k": (1, 1000), "bm25_weight": (0.0, 10.0), "vector_weight": (0.0, 10.0),
     "k1": (0.0, 5.0), "b": (0.0, 1.0), "fusion_depth": (10, 1000),
     "vector_feedback": (0, 20), "feedback_weight": (0.0, 2.0),
+    "bm25_feedback": (0, 50), "bm25_feedback_terms": (1, 100), "bm25_feedback_weight": (0.0, 1.0),
     "semantic_threshold": (0.0, 1.0), "semantic_margin": (0.0, 1.0),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "fusion": FUSIONS, "normalization": NORMALISATIONS}
-WHOLE = ("rrf_k", "fusion_depth", "vector_feedback")
+WHOLE = ("rrf_k", "fusion_depth", "vector_feedback", "bm25_feedback", "bm25_feedback_terms")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,13 @@ class RankingSettings:
     # and searched again; 0: off.
     vector_feedback: int = 0
     feedback_weight: float = 0.5
+    # Pseudo-relevance feedback on the BM25 side (RM3): the `bm25_feedback_terms` terms
+    # most typical of a first BM25 search's best `bm25_feedback` chunks added to the
+    # query, with `bm25_feedback_weight` of its weight against the query's own, and
+    # searched again; 0: off. The defaults of the other two are Anserini's RM3's.
+    bm25_feedback: int = 0
+    bm25_feedback_terms: int = 10
+    bm25_feedback_weight: float = 0.5
     # Enrichment's semantic pass: the least similarity, and how close to the best match
     # a hint must come; None leaves each agent's own (its profile).
     semantic_threshold: float | None = None

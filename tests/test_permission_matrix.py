@@ -381,7 +381,7 @@ CALLS: list[Call] = [
     Call("catalogs-ranking", "POST", CURATOR_WRITES, args=catalog_slug, writes=True,
          body={"mode": "hybrid", "fusion": "rrf", "rrf_k": 30, "bm25_weight": 1, "vector_weight": 1,
                "normalization": "minmax", "k1": 1.2, "b": 0.75, "fusion_depth": 100, "vector_feedback": 0,
-               "feedback_weight": 0.5}),
+               "feedback_weight": 0.5, "bm25_feedback": 0, "bm25_feedback_terms": 10, "bm25_feedback_weight": 0.5}),
     Call("catalogs-delete", "GET", CURATOR_PAGES, args=catalog_slug),
     Call("catalogs-delete", "POST", CURATOR_WRITES, args=catalog_slug, body={"confirm": "kb"}, writes=True),
     Call("catalogs-reindex", "POST", CURATOR_WRITES, args=catalog_slug, body={}, writes=True),

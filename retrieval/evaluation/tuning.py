@@ -3,9 +3,10 @@
 ranking_tune() does, over a test set's judged queries:
   1. the grid: every setting tried (candidates(): BM25 k1 and b; for hybrid, RRF k and
      the vector weight, or convex with each normalisation and weight; the fusion depth;
-     vector feedback or none; bm25 and vector alone), the current settings among them
+     vector feedback or none; BM25 feedback or none; bm25 and vector alone), the current
+     settings among them
   2. for each query, each component list read once through search's own functions
-     (chunk_ranking: BM25 once per k1 and b, the vector list once per feedback), as deep as the
+     (chunk_ranking: BM25 once per k1, b and feedback, the vector list once per feedback), as deep as the
      deepest setting reads; each setting's ranking then comes from those lists, shaped
      and fused by search's own component_lists and fused_ranking: nDCG@10 per query
      and setting, without a search per setting
@@ -36,7 +37,9 @@ from retrieval.evaluation.beir import METRICS, QueryScore, score_query
 from retrieval.evaluation.ranking import TOP_K, rank_query
 from retrieval.search.rows import Row
 from retrieval.search.selectors import (
+    FUSED_MODES,
     SearchOptions,
+    SettledOptions,
     chunk_ranking,
     component_lists,
     fused_ranking,
@@ -53,6 +56,9 @@ RRF_VECTOR_WEIGHTS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the BM25 weight 1
 CONVEX_VECTOR_SHARES = (0.3, 0.5, 0.7)  # of weights summing to 1
 DEPTHS = (100, 200)
 FEEDBACK = ((0, 0.5), (3, 0.5))  # vector feedback: off, or the best 3 chunks at weight 0.5
+# BM25 feedback (RM3): off, or from the best 10 chunks; its terms and weight are the
+# current settings' (by default Anserini's RM3's: 10 terms, half the query's weight)
+BM25_FEEDBACK = (0, 10)
 TUNED_MODES = ("bm25", "vector", "hybrid")
 SHOWN_QUERIES = 10  # won and lost, each
 
@@ -61,8 +67,8 @@ def candidates(current: RankingSettings) -> list[RankingSettings]:
     """Every setting a run tries, the current first (a tie keeps it), each once. The
     enrichment settings are the current ones throughout: no test set judges them."""
     grid = [current]
-    for k1, b in itertools.product(K1S, BS):
-        bm25 = current.with_values({"k1": k1, "b": b})
+    for k1, b, feedback in itertools.product(K1S, BS, BM25_FEEDBACK):
+        bm25 = current.with_values({"k1": k1, "b": b, "bm25_feedback": feedback})
         grid.append(bm25.with_values({"mode": "bm25"}))
         for depth, (chunks, weight) in itertools.product(DEPTHS, FEEDBACK):
             hybrid = bm25.with_values({"mode": "hybrid", "fusion_depth": depth, "vector_feedback": chunks,
@@ -190,7 +196,7 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
     paths = dict(Document.objects.filter(catalog=catalog).values_list("pk", "path"))
     runs = [SearchOptions.of(settings, top_k=TOP_K, dedup=True).settled(settings) for settings in grid]
     deepest = max(ranking_depth(run) for run in runs)
-    bm25_settings = sorted({(run.k1, run.b) for run in runs})
+    bm25_settings = sorted({_bm25_read(run) for run in runs})
     vector_settings = sorted({(run.vector_feedback, run.feedback_weight) for run in runs
                               if run.mode in ("vector", "hybrid")})
     table = [[0.0] * len(queries) for _ in grid]
@@ -198,19 +204,31 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
         report("grid", column, len(queries))
         vectors = {(chunks, weight): _read(catalog, text, "vector", deepest, vector_feedback=chunks,
                                            feedback_weight=weight) for chunks, weight in vector_settings}
-        lexical = {(k1, b): _read(catalog, text, "bm25", deepest, k1=k1, b=b) for k1, b in bm25_settings}
+        lexical = {read: _read(catalog, text, "bm25", deepest, **dict(read)) for read in bm25_settings}
+        shaped: dict[tuple[Any, ...], dict[str, list[Row]]] = {}  # component lists, per read and shape
         for i, run in enumerate(runs):
             if run.mode == "bm25_tiebreak":  # ties broken by its own hits' similarity: searched for real
                 ranked, _ = rank_query(catalog=catalog, mode=run.mode, text=text, ranking=grid[i])
                 table[i][column] = score_query(query_id, ranked, qrels[query_id]).ndcg_at_10
                 continue
-            bm25 = lexical[(run.k1, run.b)]
-            vector = vectors.get((run.vector_feedback, run.feedback_weight), [])
-            read = {"bm25": bm25, "vector": vector} if run.mode == "hybrid" else \
-                {run.mode: bm25 if run.mode == "bm25" else vector}
-            fused = fused_ranking(component_lists(read, run), run)[: run.top_k]
+            lexical_read, vector_read = _bm25_read(run), (run.vector_feedback, run.feedback_weight)
+            reads = (lexical_read, vector_read) if run.mode == "hybrid" else \
+                (lexical_read, None) if run.mode == "bm25" else (None, vector_read)
+            shape = (reads, ranking_depth(run), run.mode in FUSED_MODES, run.dedup)
+            if shape not in shaped:
+                read = {} if reads[0] is None else {"bm25": lexical[reads[0]]}
+                if reads[1] is not None:
+                    read["vector"] = vectors[reads[1]]
+                shaped[shape] = component_lists(read, run)
+            fused = fused_ranking(shaped[shape], run)[: run.top_k]
             table[i][column] = score_query(query_id, [paths[key] for key, _ in fused], qrels[query_id]).ndcg_at_10
     return table
+
+
+def _bm25_read(run: SettledOptions) -> tuple[tuple[str, Any], ...]:
+    """The settings a BM25 list is read with, as _read's keywords."""
+    return (("k1", run.k1), ("b", run.b), ("bm25_feedback", run.bm25_feedback),
+            ("bm25_feedback_terms", run.bm25_feedback_terms), ("bm25_feedback_weight", run.bm25_feedback_weight))
 
 
 def _read(catalog: Catalog, text: str, mode: str, depth: int, **settings: Any) -> list[Row]:

@@ -69,6 +69,7 @@ class TermPart:
     in_catalog: bool  # some chunk of the catalog holds it (else it can match nothing)
     in_chunk: bool
     score: float  # its part of the chunk's score; 0 where the chunk lacks it
+    feedback: bool = False  # added by BM25 feedback: not a term of the query
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,14 @@ def _bm25_stage(catalog: Catalog, ranking: Ranking, query: str, document: int,
     texts = dict(Term.objects.filter(catalog=catalog, id__in=_shown_terms(catalog, ranking))
                  .values_list("text", "id"))
     held = parts.get(best, {})
+    own = dict.fromkeys(analysis.analyze(query))
     terms = [TermPart(text, text in texts, texts.get(text) in held, held.get(texts.get(text, -1), 0.0))
-             for text in dict.fromkeys(analysis.analyze(query))]
+             for text in own]
+    # feedback's terms came from hits the caller may be shown
+    added = {term.term_id for term in ranking.terms if not term.repeats}
+    terms += [TermPart(text, True, term in held, held.get(term, 0.0), feedback=True)
+              for term, text in Term.objects.filter(catalog=catalog, id__in=added).order_by("text")
+              .values_list("id", "text") if text not in own]
     return ComponentStage(component.ran, component.chunk_id, component.score, component.rank, component.depth, terms)
 
 

@@ -65,6 +65,8 @@ class TermPartSerializer(serializers.Serializer[dict[str, Any]]):
     in_catalog = serializers.BooleanField(help_text="False: no chunk of the catalog holds it.")
     in_chunk = serializers.BooleanField(help_text="The document's best BM25 chunk holds it.")
     score = serializers.FloatField(help_text="Its part of that chunk's BM25 score (the parts sum to it).")
+    feedback = serializers.BooleanField(help_text="Added by the catalog's BM25 feedback (from the query's best "
+                                                  "first hits), not in the query itself.")
 
 
 class ComponentStageSerializer(serializers.Serializer[dict[str, Any]]):
@@ -152,9 +154,12 @@ def explanation_sentences(explanation: Explanation, source: str, path: str) -> l
 
 
 def _bm25_sentences(stage: ComponentStage) -> list[str]:
-    matched = [f"{term.term} ({term.score:.3g})" for term in stage.terms if term.in_chunk]
+    own = [term for term in stage.terms if not term.feedback]
+    matched = [f"{term.term} ({term.score:.3g})" for term in own if term.in_chunk]
     missing = [term.term + ("" if term.in_catalog else " (in no chunk of the catalog)")
-               for term in stage.terms if not term.in_chunk]
+               for term in own if not term.in_chunk]
+    added = [f"{term.term} ({term.score:.3g})" if term.in_chunk else term.term
+             for term in stage.terms if term.feedback]
     sentences = [f"Its best BM25 chunk {stage.chunk_id} scores {stage.score:.4g}"
                  + (f", rank {stage.rank} of the {stage.depth} read." if stage.rank else
                     f", not among the {stage.depth} read." if stage.ran else " (BM25 did not rank this mode).")]
@@ -162,6 +167,9 @@ def _bm25_sentences(stage: ComponentStage) -> list[str]:
         sentences.append("It holds the query terms " + ", ".join(matched) + ".")
     if missing:
         sentences.append("It lacks the query terms " + ", ".join(missing) + ".")
+    if added:
+        sentences.append("Feedback from the best first hits added the terms " + ", ".join(added)
+                         + " (with the part of the score each adds, where it holds it).")
     return sentences
 
 

@@ -53,6 +53,7 @@ class QueryTerm:
     # The BM25 parameters it is scored with: every term of a query has the same.
     k1: float = K1
     b: float = B
+    repeats: int = 1  # times in the query; 0 for a term feedback added (its weight is its share)
 
 
 def query_terms(
@@ -68,7 +69,65 @@ def query_terms(
     for text, repeats in counts.items():
         term_id, df = stats[text]
         weight = idf(n_docs, df, average_idf) * repeats
-        terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1), df, k1, b))
+        terms.append(QueryTerm(term_id, weight, max(weight, 0.0) * (k1 + 1), df, k1, b, repeats))
+    return sorted(terms, key=lambda t: (-t.upper_bound, t.term_id))
+
+
+# --- pseudo-relevance feedback (RM3) ------------------------------------------------------
+
+# Feedback leaves out the terms of more than this share of the chunks (as Anserini's RM3
+# does): they say little about what the first hits are about.
+FEEDBACK_DF_SHARE = 0.1
+
+
+class FeedbackChunk(NamedTuple):
+    """A first-pass hit as feedback reads it: its score and its forward row."""
+
+    score: float
+    terms: Sequence[int]
+    tfs: Sequence[int]
+    length: int
+
+
+def relevance_model(chunks: Sequence[FeedbackChunk], kept: int, allowed: Callable[[int], bool]) -> dict[int, float]:
+    """RM1 over the first hits: each chunk's term distribution (tf / length) cut to its
+    best `kept` terms and summed to 1, weighted by the chunk's score; the sum cut to
+    its best `kept` terms that `allowed` keeps, summed to 1 ({} when nothing is left).
+    Ties go to the lower term id, so the model does not depend on the rows' order."""
+    model: dict[int, float] = {}
+    for chunk in chunks:
+        if chunk.score <= 0 or chunk.length <= 0:
+            continue
+        own = sorted(((tf / chunk.length, term) for term, tf in zip(chunk.terms, chunk.tfs, strict=True)
+                      if allowed(term)), key=lambda pair: (-pair[0], pair[1]))[:kept]
+        total = sum(p for p, _ in own)
+        for p, term in own:
+            model[term] = model.get(term, 0.0) + chunk.score * p / total
+    best = sorted(model.items(), key=lambda item: (-item[1], item[0]))[:kept]
+    total = sum(weight for _, weight in best)
+    return {term: weight / total for term, weight in best} if total > 0 else {}
+
+
+def expanded_terms(original: Sequence[QueryTerm], model: dict[int, float], stats: dict[int, int], *,
+                   weight: float, n_docs: int, average_idf: float) -> list[QueryTerm]:
+    """RM3: the query's own terms (each its share of the query's tokens) and the
+    relevance `model`'s, interpolated: (1 - weight) * query + weight * model, times the
+    query's token count, so that weight 0 gives the query's own weights back. `stats`:
+    each model term's document frequency. Highest bound first, as query_terms."""
+    if not original:
+        return []
+    k1, b = original[0].k1, original[0].b
+    idfs = {t.term_id: t.weight / t.repeats for t in original if t.repeats}
+    tokens = sum(t.repeats for t in original)
+    share = {t.term_id: (1 - weight) * t.repeats / tokens for t in original}
+    for term, p in model.items():
+        share[term] = share.get(term, 0.0) + weight * p
+    dfs = {t.term_id: t.df for t in original} | stats
+    terms = []
+    for term, p in share.items():
+        term_idf = idfs[term] if term in idfs else idf(n_docs, dfs[term], average_idf)
+        w = term_idf * p * tokens
+        terms.append(QueryTerm(term, w, max(w, 0.0) * (k1 + 1), dfs[term], k1, b, repeats=0))
     return sorted(terms, key=lambda t: (-t.upper_bound, t.term_id))
 
 

@@ -9,6 +9,7 @@ term ids and tfs) are the reference (bm25_walk), and give the scores of given ch
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 import psycopg
@@ -201,6 +202,36 @@ def bm25_top(catalog: Catalog, terms: list[bm25.QueryTerm], limit: int,
     if not terms:
         return [], 0
     return _bm25_blocks(catalog, terms, limit, withheld), 1
+
+
+# A term feedback may add: a word or number of 2 to 20 letters or digits (any script).
+_FEEDBACK_WORD = re.compile(r"[^\W_]{2,20}")
+
+
+def feedback_terms(catalog: Catalog, terms: list[bm25.QueryTerm], first: list[Row], *, kept: int,
+                   weight: float) -> list[bm25.QueryTerm]:
+    """The query's `terms` expanded by pseudo-relevance feedback (RM3, retrieval.search.bm25)
+    from its `first` hits (allowed ones: nothing withheld feeds the query): the `kept`
+    terms most typical of them, weighted by `weight` against the query's own. Terms of
+    more than a tenth of the chunks, and any not a plain word or number
+    (_FEEDBACK_WORD), are left out.
+    Two statements: the hits' forward rows, the candidate terms' text and df."""
+    if not terms or not first:
+        return terms
+    with read_connection().cursor() as cursor:
+        cursor.execute("SELECT chunk_id, terms, tfs, length FROM catalog_postings "
+                       "WHERE catalog_id = %s AND chunk_id = ANY(%s)", [catalog.pk, [row.chunk for row in first]])
+        forward = {chunk: (ids, tfs, length) for chunk, ids, tfs, length in cursor.fetchall()}
+        candidates = sorted({term for ids, _, _ in forward.values() for term in ids})
+        cursor.execute("SELECT id, text, df FROM catalog_term WHERE catalog_id = %s AND id = ANY(%s::int[])",
+                       [catalog.pk, candidates])
+        found = cursor.fetchall()
+    most = bm25.FEEDBACK_DF_SHARE * catalog.chunk_count
+    usable = {term: df for term, text, df in found if df <= most and _FEEDBACK_WORD.fullmatch(text)}
+    chunks = [bm25.FeedbackChunk(row.score, *forward[row.chunk]) for row in first if row.chunk in forward]
+    model = bm25.relevance_model(chunks, kept, usable.__contains__)
+    return bm25.expanded_terms(terms, model, usable, weight=weight, n_docs=catalog.chunk_count,
+                               average_idf=catalog.average_idf)
 
 
 def bm25_scores(catalog: Catalog, terms: list[bm25.QueryTerm], chunk_pks: list[int]) -> dict[int, float]:

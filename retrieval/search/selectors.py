@@ -45,7 +45,7 @@ from catalog.ranking import RankingSettings
 from catalog.reads import read_connection
 from catalog.sources.locators import cite
 from retrieval.search import bm25, fusion, lexical
-from retrieval.search.lexical import bm25_score_sql, bm25_terms, bm25_top
+from retrieval.search.lexical import bm25_score_sql, bm25_terms, bm25_top, feedback_terms
 from retrieval.search.rows import Params, Row
 from retrieval.search.vector import (
     SearchUnavailable,
@@ -134,6 +134,9 @@ class SearchOptions:
     fusion_depth: int | None = None
     vector_feedback: int | None = None
     feedback_weight: float | None = None
+    bm25_feedback: int | None = None
+    bm25_feedback_terms: int | None = None
+    bm25_feedback_weight: float | None = None
 
     def settled(self, ranking: RankingSettings) -> SettledOptions:
         """Every setting this search left open taken from `ranking`."""
@@ -144,7 +147,11 @@ class SearchOptions:
             rrf_k=self.rrf_k or ranking.rrf_k, k1=ranking.k1 if self.k1 is None else self.k1,
             b=ranking.b if self.b is None else self.b, fusion_depth=self.fusion_depth or ranking.fusion_depth,
             vector_feedback=ranking.vector_feedback if self.vector_feedback is None else self.vector_feedback,
-            feedback_weight=ranking.feedback_weight if self.feedback_weight is None else self.feedback_weight)
+            feedback_weight=ranking.feedback_weight if self.feedback_weight is None else self.feedback_weight,
+            bm25_feedback=ranking.bm25_feedback if self.bm25_feedback is None else self.bm25_feedback,
+            bm25_feedback_terms=self.bm25_feedback_terms or ranking.bm25_feedback_terms,
+            bm25_feedback_weight=ranking.bm25_feedback_weight if self.bm25_feedback_weight is None
+            else self.bm25_feedback_weight)
 
     @classmethod
     def of(cls, ranking: RankingSettings, **given: Any) -> SearchOptions:
@@ -152,7 +159,9 @@ class SearchOptions:
         return cls(mode=ranking.mode, fusion=ranking.fusion, normalization=ranking.normalization,
                    weights=ranking.weights, rrf_k=ranking.rrf_k, k1=ranking.k1, b=ranking.b,
                    fusion_depth=ranking.fusion_depth, vector_feedback=ranking.vector_feedback,
-                   feedback_weight=ranking.feedback_weight, **given)
+                   feedback_weight=ranking.feedback_weight, bm25_feedback=ranking.bm25_feedback,
+                   bm25_feedback_terms=ranking.bm25_feedback_terms,
+                   bm25_feedback_weight=ranking.bm25_feedback_weight, **given)
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,9 @@ class SettledOptions:
     fusion_depth: int
     vector_feedback: int
     feedback_weight: float
+    bm25_feedback: int = 0
+    bm25_feedback_terms: int = 10
+    bm25_feedback_weight: float = 0.5
 
 
 def _ranked(rows: list[Row], dedup: bool) -> list[Row]:
@@ -213,7 +225,7 @@ class Ranking:
     options: SettledOptions  # as run: mode bm25 when degraded
     degraded: str | None
     depth: int  # how deep each component list was read
-    terms: list[bm25.QueryTerm]
+    terms: list[bm25.QueryTerm]  # what BM25 ranked by: the query's terms, with feedback's added
     vector: str | None
     vector_chars: int | None
     lists: dict[str, list[Row]]
@@ -273,7 +285,12 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
     # once: a pasted passage takes milliseconds to analyse
     terms = bm25_terms(catalog, query, k1=run.k1, b=run.b)
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        read["bm25"], passes = bm25_top(catalog, terms, depth, withheld)
+        if run.bm25_feedback and terms:  # the query expanded from its best allowed hits, searched again
+            first, passes = bm25_top(catalog, terms, run.bm25_feedback, withheld)
+            terms = feedback_terms(catalog, terms, first, kept=run.bm25_feedback_terms,
+                                   weight=run.bm25_feedback_weight)
+        read["bm25"], more = bm25_top(catalog, terms, depth, withheld)
+        passes += more
     # vector is None only where an unavailable model turned the mode to bm25
     if mode in ("vector", "hybrid") and vector is not None:
         read["vector"] = vector_search(catalog=catalog, vector=vector, limit=max(depth, run.vector_feedback),

@@ -93,11 +93,13 @@ def random_queries(rng: random.Random, count: int) -> list[str]:
 # --- the property: explain says what search did -------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
-def test_what_explain_says_of_rank_and_cut_off_is_what_search_returned(lib, agent_token, mode):
+@pytest.mark.parametrize(("mode", "feedback"), [("bm25", 0), ("vector", 0), ("hybrid", 0), ("bm25", 2),
+                                                ("hybrid", 2)])
+def test_what_explain_says_of_rank_and_cut_off_is_what_search_returned(lib, agent_token, mode, feedback):
     # A fusion depth below the catalog's chunk count, so that hybrid leaves documents out too
-    # (below the least a curator may set: the catalog's settings are read as stored).
-    Catalog.objects.filter(pk=lib.pk).update(ranking={"fusion_depth": 4})
+    # (below the least a curator may set: the catalog's settings are read as stored); with
+    # BM25 feedback, the terms it adds score too.
+    Catalog.objects.filter(pk=lib.pk).update(ranking={"fusion_depth": 4, "bm25_feedback": feedback})
     token, client, rng = agent_token("lib-agent", [lib]), APIClient(), random.Random(24)
     outcomes: set[str] = set()
     for query in random_queries(rng, 20):
@@ -149,6 +151,22 @@ def test_a_document_lacking_query_terms_is_told_which(indexed_catalog, agent_tok
     assert body["catalog"] == {"source_found": True, "source_status": "ready", "last_error": None,
                                "document_found": True, "chunks": 1}
     assert body["governance"] == {"withheld": False, "state": "allowed", "reason": "", "request_id": None}
+
+
+def test_terms_bm25_feedback_added_are_told_apart_and_their_parts_count(lib, agent_token):
+    Catalog.objects.filter(pk=lib.pk).update(ranking={"bm25_feedback": 2})
+    token = agent_token("lib-agent", [lib])
+    body = explain(APIClient(), token, catalog="lib", query="retry backoff", source="ops", document="retries.md",
+                   mode="bm25")
+
+    own = [term for term in body["bm25"]["terms"] if not term["feedback"]]
+    added = [term for term in body["bm25"]["terms"] if term["feedback"]]
+    assert [term["term"] for term in own] == analysis.analyze("retry backoff")
+    assert added and any(term["in_chunk"] and term["score"] > 0 for term in added)
+    # every part of the score is told: the query's terms' and feedback's
+    assert sum(term["score"] for term in body["bm25"]["terms"]) == pytest.approx(body["bm25"]["score"])
+    assert any(sentence.startswith("Feedback from the best first hits added the terms ")
+               for sentence in body["sentences"])
 
 
 def test_a_document_without_any_query_term_says_so(indexed_catalog, agent_token):

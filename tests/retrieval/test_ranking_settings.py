@@ -271,3 +271,80 @@ def test_a_stale_ranking_form_does_not_revert_another_curators_change(corpus, co
     assert response.status_code == 302
     corpus.refresh_from_db()
     assert corpus.ranking == {"k1": 0.9, "rrf_k": 30}
+
+
+# --- BM25 feedback (RM3) --------------------------------------------------------------------------
+
+
+def test_the_relevance_model_weighs_each_hits_typical_terms_by_its_score():
+    from retrieval.search.bm25 import FeedbackChunk, relevance_model
+
+    chunks = [FeedbackChunk(3.0, [1, 2, 3], [2, 1, 1], 4), FeedbackChunk(1.0, [2, 4], [1, 1], 2),
+              FeedbackChunk(0.0, [5], [9], 9)]  # a hit scoring 0 says nothing
+    # chunk 1: 1 -> .5, 2 -> .25, 3 -> .25 (the best 2 kept, the tie to the lower id: 1, 2;
+    # summed to 1: 2/3, 1/3), times its score 3: 1 -> 2, 2 -> 1; chunk 2: 2 -> .5, 4 -> .5,
+    # times 1. Summed: 1 -> 2, 2 -> 1.5, 4 -> .5; the best 2, summed to 1.
+    assert relevance_model(chunks, 2, lambda term: True) == pytest.approx({1: 4 / 7, 2: 3 / 7})
+    # without term 1: 2 -> 1.5 + .5, 3 -> 1.5, 4 -> .5
+    assert relevance_model(chunks, 2, lambda term: term != 1) == pytest.approx({2: 4 / 7, 3: 3 / 7})
+    assert relevance_model([], 10, lambda term: True) == {}
+
+
+def test_bm25_feedback_at_weight_zero_ranks_as_the_query_alone(corpus, cora):
+    for query in QUERIES:
+        plain = chunk_ranking(catalog=corpus, query=query, options=SearchOptions(mode="bm25", top_k=20))
+        zero = chunk_ranking(catalog=corpus, query=query, options=SearchOptions(
+            mode="bm25", top_k=20, bm25_feedback=3, bm25_feedback_weight=0.0))
+        assert [row.chunk for row in zero.lists["bm25"]] == [row.chunk for row in plain.lists["bm25"]], query
+        assert [row.score for row in zero.lists["bm25"]] == pytest.approx(
+            [row.score for row in plain.lists["bm25"]], abs=1e-6)
+
+
+def test_bm25_feedback_expands_the_query_from_the_best_hits_the_caller_may_be_shown(corpus, cora):
+    from catalog.models import ReferenceSource, Term
+    from catalog.sources.documents import DocumentInput
+    from retrieval.search.lexical import bm25_scores
+
+    text = "Cache retry backoff. Cache retry backoff zeppelin quokka."  # the best hit, were it not withheld
+    governed = import_documents(catalog=corpus, slug="governed", documents=[
+        DocumentInput("near.md", "Near", text, len(text))])
+    ReferenceSource.objects.filter(pk=governed.pk).update(requires_approval=True)
+    corpus.refresh_from_db()
+    held_terms = set(Term.objects.filter(catalog=corpus, text__in=["zeppelin", "quokka"]).values_list("pk", flat=True))
+    catalog_ranking_update(catalog=corpus, values={"bm25_feedback": 3}, by=cora)
+    corpus.refresh_from_db()
+
+    plain = chunk_ranking(catalog=corpus, query="cache retry backoff",
+                          options=SearchOptions(mode="bm25", top_k=10, bm25_feedback=0))
+    expanded = chunk_ranking(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="bm25", top_k=10))
+    own = {term.term_id for term in plain.terms}
+    added = {term.term_id for term in expanded.terms} - own
+    assert len(held_terms) == 2 and added and not added & held_terms
+    assert all(term.repeats == 0 for term in expanded.terms if term.term_id in added)
+    # the added terms are those of the first hits (the allowed ones): each is held by one of them
+    first = [row.chunk for row in plain.lists["bm25"][:3]]
+    holders = set(Chunk.objects.filter(pk__in=first, postings__terms__overlap=list(added)).values_list("pk", flat=True))
+    assert holders
+    # the list is ranked by the expanded query: each score is its BM25 score over those terms
+    scores = bm25_scores(corpus, expanded.terms, [row.chunk for row in expanded.lists["bm25"]])
+    assert [row.score for row in expanded.lists["bm25"]] == pytest.approx(
+        [scores[row.chunk] for row in expanded.lists["bm25"]], abs=1e-6)
+    assert expanded.lists["bm25"] != plain.lists["bm25"]
+    hits = chunk_search(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="bm25")).hits
+    assert [hit.chunk_pk for hit in hits] == [row.chunk for row in expanded.lists["bm25"]][: len(hits)]
+    assert not {hit.source for hit in hits} & {"governed"}
+
+
+def test_the_catalog_page_and_api_show_and_set_bm25_feedback(corpus, cora, client_for):
+    client = client_for(cora)
+    posted = {**RankingSettings().__dict__, "bm25_feedback": "10", "bm25_feedback_terms": "12",
+              "semantic_threshold": "", "semantic_margin": ""}
+    assert client.post("/catalogs/tuned/ranking", posted).status_code == 302
+    corpus.refresh_from_db()
+    assert corpus.ranking == {"bm25_feedback": 10, "bm25_feedback_terms": 12}
+    assert "12 terms from the best 10 chunks, weight 0.5" in client.get("/catalogs/tuned/").content.decode()
+    body = client.get("/api/v1/catalogs/tuned/ranking").json()
+    assert body["settings"]["bm25_feedback"] == 10 and body["settings"]["bm25_feedback_weight"] == 0.5
+    refused = client.patch("/api/v1/catalogs/tuned/ranking", {"bm25_feedback_weight": 1.5},
+                           content_type="application/json")
+    assert refused.status_code == 400 and "bm25_feedback_weight" in refused.content.decode()

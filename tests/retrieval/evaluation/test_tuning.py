@@ -56,7 +56,9 @@ def test_each_settings_grid_figure_is_what_search_with_it_scores(judged):
     assert grid[0] == catalog.ranking_settings and len(grid) == len(set(grid)) > 1000
     table = tuning._grid_scores(catalog, query_set.queries, query_set.qrels, grid, lambda *args: None)
     rng = random.Random(3)
-    for i in [0, len(grid) - 1, *rng.sample(range(len(grid)), 30)]:
+    with_bm25_feedback = [next(i for i, s in enumerate(grid) if s.bm25_feedback and s.mode == mode)
+                          for mode in ("bm25", "hybrid")]
+    for i in [0, len(grid) - 1, *with_bm25_feedback, *rng.sample(range(len(grid)), 30)]:
         settings = grid[i]
         for column, (query_id, text) in enumerate(query_set.queries.items()):
             ranked, _ = rank_query(catalog=catalog, mode=settings.mode, text=text, ranking=settings)
