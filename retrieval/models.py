@@ -202,6 +202,9 @@ class EvaluationRun(models.Model):
     judged_documents = models.PositiveIntegerField(default=0)
     missing_documents = models.PositiveIntegerField(
         default=0, help_text="Judged documents the catalog has no document for (by its id or path).")
+    ranking = models.JSONField(null=True, blank=True, help_text=(
+        "The catalog's ranking settings it ran with, as Catalog.ranking stores them (their difference from "
+        "the defaults); null: a run from before runs recorded them."))
     error = models.TextField(blank=True)
     created_by = models.CharField(max_length=150, help_text="The person's username, or the agent's name.")
     created_at = models.DateTimeField(auto_now_add=True)

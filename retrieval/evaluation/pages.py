@@ -27,7 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from catalog.auth import CURATOR_GROUP, role_required
 from catalog.forms import apply_errors
-from catalog.ranking import MODES
+from catalog.ranking import MODES, RankingSettings
 from catalog.web import from_htmx, person
 from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.chart import Chart, bar_chart
@@ -151,6 +151,7 @@ def _run_context(request: HttpRequest, run: EvaluationRun, compare: CompareForm 
     if run.status != EvaluationRun.Status.SUCCEEDED:
         return context
     before = previous_run(run)
+    context.update(_ranking_context(run, before))
     context.update(before=before, rows=_table(run, before), chart=_chart_groups(run.metrics),
                    chart_text=_chart_text(run.metrics), latency=_latency_chart(run.metrics),
                    latency_text="; ".join(f"{entry['mode']}: p50 {entry['p50_ms']:.1f} ms, p95 {entry['p95_ms']:.1f} ms"
@@ -158,6 +159,18 @@ def _run_context(request: HttpRequest, run: EvaluationRun, compare: CompareForm 
     if len(run.modes) > 1:
         context.update(_comparison(run, compare or CompareForm.chosen(request.GET, run)))
     return context
+
+
+def _ranking_context(run: EvaluationRun, before: EvaluationRun | None) -> dict[str, Any]:
+    """What the run ranked with (`ranked_with`: setting -> value, {} for the defaults,
+    None where the run did not record it) and, where the run before recorded its own,
+    each setting changed since (`ranking_changes`: setting -> [before, now])."""
+    if run.ranking is None:
+        return {"ranked_with": None}
+    changes = None
+    if before is not None and before.ranking is not None:
+        changes = RankingSettings.from_stored(before.ranking).changes(RankingSettings.from_stored(run.ranking))
+    return {"ranked_with": run.ranking, "ranking_changes": changes}
 
 
 def _comparison(run: EvaluationRun, form: CompareForm) -> dict[str, Any]:

@@ -151,7 +151,8 @@ def _evaluate(run: EvaluationRun) -> None:
     judged, found = _judged_documents(catalog, qrels, withheld=set(withheld))
     EvaluationRun.objects.filter(pk=run.pk).update(
         withheld=sorted(ReferenceSource.objects.filter(pk__in=withheld).values_list("slug", flat=True)),
-        judged_documents=judged, missing_documents=judged - found)
+        judged_documents=judged, missing_documents=judged - found,
+        ranking=catalog.ranking_settings.stored())  # what every search below ranks with: `catalog` is read once
     progress = _Progress(run)
     scores: dict[str, dict[str, dict[str, float]]] = {query_id: {} for query_id in queries}
     reports = []

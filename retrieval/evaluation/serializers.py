@@ -71,14 +71,17 @@ class EvaluationSerializer(serializers.ModelSerializer[EvaluationRun]):
     withheld = serializers.ListField(child=serializers.CharField(), help_text=(
         "Sources left out of every ranking: they need approval, which people are never granted."))
     stage = serializers.CharField(help_text="The mode being run; `done` once it succeeded.")
+    ranking = serializers.DictField(allow_null=True, help_text=(
+        "The catalog's ranking settings it ran with: those differing from the defaults ({}: the defaults; "
+        "null: a run from before runs recorded them)."))
     pairwise = serializers.SerializerMethodField()
     page = serializers.SerializerMethodField()
 
     class Meta:
         model = EvaluationRun
         fields = ["id", "catalog", "query_set", "modes", "status", "stage", "progress", "queries_done",
-                  "queries_total", "metrics", "pairwise", "withheld", "judged_documents", "missing_documents",
-                  "error", "created_by", "created_at", "started_at", "finished_at", "page"]
+                  "queries_total", "metrics", "pairwise", "withheld", "ranking", "judged_documents",
+                  "missing_documents", "error", "created_by", "created_at", "started_at", "finished_at", "page"]
         read_only_fields = fields
 
     @extend_schema_field(QuerySetNameSerializer)

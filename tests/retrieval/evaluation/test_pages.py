@@ -106,6 +106,33 @@ def test_a_later_run_shows_its_change_since_the_one_before(curator_client, done_
     assert 'id="comparison"' not in html  # one mode: nothing to compare
 
 
+def test_a_run_records_the_ranking_it_ran_with_and_names_what_changed_since_the_run_before(
+        curator_client, done_run):
+    from catalog.catalogs import catalog_ranking_update
+
+    assert done_run.ranking == {}
+    html = curator_client.get(f"/evaluations/{done_run.pk}/").content.decode()
+    assert "Ranked with the catalog's ranking settings: the defaults." in html
+
+    catalog_ranking_update(catalog=done_run.catalog, values={"k1": 0.9, "bm25_feedback": 5}, by=None)
+    again = EvaluationRun.objects.create(catalog=done_run.catalog, query_set=done_run.query_set, modes=["bm25"],
+                                         queries_total=5, created_by="cora")
+    done = evaluation_execute(run_id=again.pk)
+    assert done is not None and done.ranking == {"k1": 0.9, "bm25_feedback": 5}
+    html = curator_client.get(f"/evaluations/{again.pk}/").content.decode()
+    assert "k1 <code>0.9</code>, bm25_feedback <code>5</code>." in html
+    assert (f"Changed since run #{done_run.pk}: k1 <code>1.2</code> → <code>0.9</code>, "
+            "bm25_feedback <code>0</code> → <code>5</code>.") in html
+    body = curator_client.get(f"/api/v1/evaluations/{again.pk}").json()
+    assert body["ranking"] == {"k1": 0.9, "bm25_feedback": 5}
+
+    # a run from before runs recorded their settings says so, and nothing is compared with it
+    EvaluationRun.objects.filter(pk=done_run.pk).update(ranking=None)
+    html = curator_client.get(f"/evaluations/{done_run.pk}/").content.decode()
+    assert "did not record the catalog's ranking settings" in html
+    assert "Changed since" not in curator_client.get(f"/evaluations/{again.pk}/").content.decode()
+
+
 def test_comparing_two_modes_and_a_refusal_in_place(curator_client, done_run):
     url = f"/evaluations/{done_run.pk}/compare"
     htmx = {"HX-Request": "true"}

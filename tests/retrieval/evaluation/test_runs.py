@@ -81,12 +81,15 @@ def test_the_migration_gives_each_set_the_catalog_of_its_runs(as_owner):
 
         executor = MigrationExecutor(connection)
         executor.migrate([("retrieval", "0009_evaluation_set_catalog")])
+        # read as 0009 has them: today's models hold columns later migrations add
+        then = executor.loader.project_state([("retrieval", "0009_evaluation_set_catalog")]).apps
+        Run, Set = then.get_model("retrieval", "EvaluationRun"), then.get_model("retrieval", "EvaluationSet")
 
-        first_set, second_set = (EvaluationRun.objects.get(pk=run.pk).query_set for run in (first, second))
+        first_set, second_set = (Run.objects.get(pk=run.pk).query_set for run in (first, second))
         assert (first_set.pk, first_set.catalog_id) == (shared.pk, ops.pk)
         assert second_set.pk != shared.pk and second_set.catalog_id == other.pk
         assert (second_set.name, second_set.queries) == ("shared", shared.queries)
-        assert EvaluationSet.objects.get(pk=unrun.pk).catalog_id is None
+        assert Set.objects.get(pk=unrun.pk).catalog_id is None
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
