@@ -126,7 +126,8 @@ class SearchOptions:
     top_k: int = 10
     fusion: str | None = None
     normalization: str | None = None
-    weights: dict[str, float] | None = None  # per component (convex: divided by their sum)
+    weights: dict[str, float] | None = None  # per component (convex: divided by their sum); one named alone
+    # keeps the catalog's weight for the other
     dedup: bool = False
     rrf_k: int | None = None
     k1: float | None = None
@@ -143,7 +144,7 @@ class SearchOptions:
         return SettledOptions(
             mode=self.mode or ranking.mode, top_k=self.top_k, fusion=self.fusion or ranking.fusion,
             normalization=self.normalization or ranking.normalization,
-            weights=self.weights if self.weights is not None else ranking.weights, dedup=self.dedup,
+            weights={**ranking.weights, **(self.weights or {})}, dedup=self.dedup,
             rrf_k=self.rrf_k or ranking.rrf_k, k1=ranking.k1 if self.k1 is None else self.k1,
             b=ranking.b if self.b is None else self.b, fusion_depth=self.fusion_depth or ranking.fusion_depth,
             vector_feedback=ranking.vector_feedback if self.vector_feedback is None else self.vector_feedback,

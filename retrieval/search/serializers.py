@@ -49,7 +49,8 @@ _WEIGHT = {"type": "number", "minimum": 0, "maximum": 100}
 
 @extend_schema_field({
     "type": "object", "properties": {"bm25": _WEIGHT, "vector": _WEIGHT}, "additionalProperties": False,
-    "description": "Per-component weights (RRF or convex); at least one positive.",
+    "description": "Per-component weights (RRF or convex); at least one positive. A component not named "
+                   "keeps the catalog's weight.",
     "anyOf": [{"required": ["bm25"], "properties": {"bm25": {"minimum": 0, "exclusiveMinimum": True}}},
               {"required": ["vector"], "properties": {"vector": {"minimum": 0, "exclusiveMinimum": True}}}],
 })

@@ -137,6 +137,17 @@ def test_convex_weights_are_divided_by_their_sum(corpus, cora):
     assert max(score for _, score in ranking.fused) <= 1.0 + 1e-9
 
 
+def test_a_request_naming_one_weight_keeps_the_catalogs_other(corpus, cora):
+    catalog_ranking_update(catalog=corpus, values={"fusion": "convex", "bm25_weight": 3.0, "vector_weight": 1.0},
+                           by=cora)
+    corpus.refresh_from_db()
+    ranking = chunk_ranking(catalog=corpus, query="cache retry backoff",
+                            options=SearchOptions(top_k=5, weights={"vector": 3.0}))
+    assert ranking.options.weights == {"bm25": 3.0, "vector": 3.0}
+    rankings = {name: [(row.chunk, row.score) for row in rows] for name, rows in ranking.lists.items()}
+    assert ranking.fused == fusion.convex(rankings, weights={"bm25": 0.5, "vector": 0.5})
+
+
 def test_a_search_naming_no_mode_runs_the_catalogs_and_one_naming_it_runs_its_own(corpus, cora):
     catalog_ranking_update(catalog=corpus, values={"mode": "bm25"}, by=cora)
     corpus.refresh_from_db()
