@@ -12,7 +12,7 @@ from pathlib import Path
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
-from retrieval.evaluation.beir import read_qrels, read_queries
+from retrieval.evaluation.beir import read_files
 
 Log = Callable[[str], None]
 
@@ -37,9 +37,7 @@ def dataset_check(dataset: Path) -> Path:
 def nfcorpus_test_judged(dataset: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
     """Every query's text, and the judgements of qrels/test.tsv (query -> document -> grade)."""
     try:
-        with (dataset / "queries.jsonl").open(encoding="utf-8") as q, \
-                (dataset / "qrels" / "test.tsv").open(encoding="utf-8", newline="") as r:
-            return read_queries(q), read_qrels(r)
+        return read_files(dataset / "queries.jsonl", dataset / "qrels" / "test.tsv")
     except FileNotFoundError as exc:
         raise BenchmarkError(f"no such file: {exc.filename}") from None
 

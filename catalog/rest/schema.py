@@ -29,6 +29,10 @@ class ErrorSerializer(serializers.Serializer[dict[str, Any]]):
     error = ErrorContentSerializer()
 
 
+# The 400 where an operation's input serializer refuses a field (an operation may add its own reasons).
+INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
+
+
 def errors(described: dict[int, str]) -> dict[int, OpenApiResponse]:
     """Error responses for `@extend_schema(responses=...)`: status -> when it happens."""
     return {status: OpenApiResponse(ErrorSerializer, description=text) for status, text in described.items()}

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import request_user
-from catalog.rest.schema import errors
+from catalog.rest.schema import INVALID, errors
 from retrieval.conversations.serializers import (
     ConversationSearchInputSerializer,
     ConversationSearchOutputSerializer,
@@ -20,7 +20,7 @@ from retrieval.conversations.serializers import (
     conversation_response,
     enrich_conversation_response,
 )
-from retrieval.enrichment.serializers import INVALID, NO_CATALOG
+from retrieval.enrichment.serializers import NO_CATALOG
 
 
 class ConversationSearchApi(APIView):

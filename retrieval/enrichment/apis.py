@@ -10,11 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import request_user
-from catalog.rest.schema import errors
+from catalog.rest.schema import INVALID, errors
 from retrieval.enrichment.caller import Caller
 from retrieval.enrichment.references import select_references
 from retrieval.enrichment.serializers import (
-    INVALID,
     NO_CATALOG,
     EnrichInputSerializer,
     EnrichOutputSerializer,

@@ -32,9 +32,6 @@ from retrieval.models import Trace
 VIAS = ["mention", "tag", "semantic", "path", "link", "search"]  # search: a search trace's hints
 
 
-INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
-
-
 NO_CATALOG = "`not_found`: a catalog in `catalogs` does not exist for this caller."
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from retrieval.evaluation import metrics
 
@@ -107,6 +108,12 @@ def read_qrels(lines: Iterable[str]) -> dict[str, dict[str, int]]:
         qrels.setdefault(query_id, {})[document_id] = grade
     problems.raise_any()
     return qrels
+
+
+def read_files(queries: Path, qrels: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """A queries.jsonl and a qrels TSV read from disk; FileNotFoundError names a missing one."""
+    with queries.open(encoding="utf-8") as q, qrels.open(encoding="utf-8", newline="") as r:
+        return read_queries(q), read_qrels(r)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -108,20 +109,26 @@ def run_lock_if_free(run_id: int, namespace: int = LOCK_NAMESPACE) -> Iterator[b
 # --- executing ------------------------------------------------------------------------------
 
 
-class _Progress:
-    """Writes the mode being run and how many searches are done to the run: every change
-    of mode at once, searches within a mode at most twice a second."""
+class ThrottledProgress:
+    """A run's progress (stage, done, total) passed on to `write`, which stores it: every
+    change of stage at once (a reader waiting on a stage must see it), reports within a
+    stage at most twice a second."""
 
-    def __init__(self, run: EvaluationRun) -> None:
-        self.run_id, self.total, self._last, self._mode = run.pk, max(run.queries_total, 1), 0.0, ""
+    def __init__(self, write: Callable[[str, int, int], None]) -> None:
+        self.write, self._last, self._stage = write, 0.0, ""
 
-    def __call__(self, mode: str, done: int) -> None:
+    def __call__(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if mode == self._mode and now - self._last < 0.5:
+        if stage == self._stage and now - self._last < 0.5:
             return
-        self._last, self._mode = now, mode
-        EvaluationRun.objects.filter(pk=self.run_id).update(
-            stage=mode, queries_done=done, progress=min(99, done * 100 // self.total))
+        self._last, self._stage = now, stage
+        self.write(stage, done, total)
+
+
+def _progress_write(run_id: int, mode: str, done: int, total: int) -> None:
+    """The mode being run, and how many of the run's searches (every mode's) are done."""
+    EvaluationRun.objects.filter(pk=run_id).update(
+        stage=mode, queries_done=done, progress=min(99, done * 100 // max(total, 1)))
 
 
 def evaluation_execute(*, run_id: int) -> EvaluationRun | None:
@@ -153,12 +160,12 @@ def _evaluate(run: EvaluationRun) -> None:
         withheld=sorted(ReferenceSource.objects.filter(pk__in=withheld).values_list("slug", flat=True)),
         judged_documents=judged, missing_documents=judged - found,
         ranking=catalog.ranking_settings.stored())  # what every search below ranks with: `catalog` is read once
-    progress = _Progress(run)
+    progress = ThrottledProgress(partial(_progress_write, run.pk))
     scores: dict[str, dict[str, dict[str, float]]] = {query_id: {} for query_id in queries}
     reports = []
     done = 0
     for mode in run.modes:
-        progress(mode, done)
+        progress(mode, done, run.queries_total)
         mode_scores: dict[str, QueryScore] = {}
         latencies = []
         for query_id, text in queries.items():
@@ -167,7 +174,7 @@ def _evaluate(run: EvaluationRun) -> None:
             scores[query_id][mode] = {**mode_scores[query_id].as_dict(), "ms": round(took, 3)}
             latencies.append(took)
             done += 1
-            progress(mode, done)
+            progress(mode, done, run.queries_total)
         reports.append(summarise(mode, mode_scores, latencies).as_dict())
     _record_success(run, reports, {query_id: (queries[query_id], by_mode) for query_id, by_mode in scores.items()})
 

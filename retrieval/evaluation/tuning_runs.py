@@ -17,7 +17,7 @@ tunings_recover() runs when a worker starts, as evaluations_recover does.
 from __future__ import annotations
 
 import logging
-import time
+from functools import partial
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
@@ -30,7 +30,7 @@ from catalog.errors import ConflictError
 from catalog.indexing.runs import index_run_request, pending_task_names
 from catalog.models import Agent, Catalog, IndexRun
 from catalog.ranking import RankingSettings
-from retrieval.evaluation.runs import run_lock_if_free
+from retrieval.evaluation.runs import ThrottledProgress, run_lock_if_free
 from retrieval.evaluation.shadows import shadow_drop, shadow_execute
 from retrieval.evaluation.tuning import FOLDS, ranking_tune
 from retrieval.models import EvaluationSet, TuningRun
@@ -98,24 +98,15 @@ def _enqueue(run_id: int) -> None:
     async_task("retrieval.tasks.tune", run_id, task_name=TASK_NAME.format(run_id), group="tuning")
 
 
-class _Progress:
-    """Writes the stage and the share done: every change of stage at once, within one
-    at most twice a second. The grid is most of a run's time; the held-out searches the
-    rest."""
+# A stage's part of the progress, from and to: the grid is most of a run's time, the
+# held-out searches the rest.
+STAGE_SHARES = {"grid": (0, 80), "held out": (80, 99)}
 
-    SHARES = {"grid": (0, 80), "held out": (80, 99)}
 
-    def __init__(self, run_id: int) -> None:
-        self.run_id, self._last, self._stage = run_id, 0.0, ""
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if stage == self._stage and now - self._last < 0.5:
-            return
-        self._last, self._stage = now, stage
-        low, high = self.SHARES.get(stage, (0, 99))
-        TuningRun.objects.filter(pk=self.run_id).update(
-            stage=stage, progress=low + (high - low) * done // max(total, 1))
+def _progress_write(run_id: int, stage: str, done: int, total: int) -> None:
+    """The stage and the run's share done."""
+    low, high = STAGE_SHARES.get(stage, (0, 99))
+    TuningRun.objects.filter(pk=run_id).update(stage=stage, progress=low + (high - low) * done // max(total, 1))
 
 
 def tuning_execute(*, run_id: int) -> TuningRun | None:
@@ -128,13 +119,14 @@ def tuning_execute(*, run_id: int) -> TuningRun | None:
         run = TuningRun.objects.select_related("catalog", "query_set").filter(pk=run_id).first()
         if not claimed or run is None:
             return run
+        progress = ThrottledProgress(partial(_progress_write, run.pk))
         try:
             if run.kind == TuningRun.Kind.CHUNKING:
-                stored = shadow_execute(run=run, progress=_Progress(run.pk))
+                stored = shadow_execute(run=run, progress=progress)
                 current, chosen = stored["current"], stored["proposal"]
             else:
                 stored = ranking_tune(catalog=run.catalog, queries=run.query_set.queries, qrels=run.query_set.qrels,
-                                      progress=_Progress(run.pk), folds=run.folds).as_dict()
+                                      progress=progress, folds=run.folds).as_dict()
                 current, chosen = stored["current"], stored["chosen"]
         except Exception as exc:  # recorded on the run
             logger.exception("tuning %s failed", run.pk)

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.auth import request_user
-from catalog.rest.schema import errors
+from catalog.rest.schema import INVALID, errors
 from retrieval.explain.serializers import (
     EnrichmentExplainInputSerializer,
     EnrichmentExplainOutputSerializer,
@@ -27,7 +27,7 @@ class ExplainApi(APIView):
     @extend_schema(
         request=ExplainInputSerializer, operation_id="explain_search",
         responses={200: ExplainOutputSerializer, **errors({
-            400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
+            400: INVALID,
             404: "`not_found`: no such catalog for this caller (a missing source or document is an answer, "
                  "not an error).",
             409: "`embeddings_unavailable`: `mode: vector` while no embedding model is loaded.",
@@ -48,7 +48,7 @@ class EnrichmentExplainApi(APIView):
     @extend_schema(
         request=EnrichmentExplainInputSerializer, operation_id="explain_enrichment",
         responses={200: EnrichmentExplainOutputSerializer, **errors({
-            400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
+            400: INVALID,
             404: "`not_found`: a catalog in `catalogs` does not exist for this caller (an unknown reference is "
                  "an answer, not an error).",
         })},

@@ -19,10 +19,11 @@ instructions), and structuredContent has `request_id` beside each.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
 from mcp.types import CallToolResult, ToolAnnotations
@@ -73,6 +74,11 @@ RECORDS = ToolAnnotations(read_only_hint=False, open_world_hint=False)  # a sele
 
 Slug = Annotated[str, Field(max_length=64, pattern=SLUG)]
 ReferenceId = Annotated[str, Field(max_length=200, pattern=REFERENCE_ID)]
+ToolFunction = TypeVar("ToolFunction", bound=Callable[..., Awaitable[CallToolResult]])
+# A text as long as enrich reads: a query, a prompt, a tool result (each tool says which).
+LongText = Annotated[str, Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN),
+                     SkipValidation]
+Surface = Literal["prompt", "tool_result"]
 Catalogs = Annotated[
     list[Slug] | None,
     Field(max_length=50, description="Restrict to these catalogs (default: all the agent may see)."),
@@ -184,11 +190,9 @@ SEARCH = Operation(SearchInputSerializer, _search, fill_defaults=_search_default
 
 # rag_search's arguments, explain_search's too (it explains that search).
 Query = Annotated[
-    str,
-    Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
-          description="What to look for, in natural language; or a whole passage (a tool result, an "
+    LongText,
+    Field(description="What to look for, in natural language; or a whole passage (a tool result, an "
                       "argument) to find its counterpart."),
-    SkipValidation,
 ]
 SearchCatalog = Annotated[
     Slug | None, Field(description="The catalog to search; default: the agent's only catalog."), SkipValidation
@@ -242,21 +246,39 @@ async def rag_search(
 # --- explain_search -----------------------------------------------------------------------
 
 
-def _explain(agent: Agent, params: dict[str, Any]) -> CallToolResult:
-    """The stages as sentences; a withheld source named again with the request to follow."""
-    source = params["source"]
-    body = explain_response(agent, params)
+def _explained(agent: Agent, body: dict[str, Any], *, catalog: str, source_id: str) -> CallToolResult:
+    """An explanation's sentences as text; the source or reference it explains named again
+    with the request to follow when the gate withheld it."""
     governance = body["governance"]
     note = ""
     if governance is not None and governance["withheld"]:
-        ref = ref_of(qualifies(agent), params["catalog"], source)
+        ref = ref_of(qualifies(agent), catalog, source_id)
         note = withheld_text([(ref, governance["reason"], governance["request_id"])])
     return json_result(body, text="\n".join(body["sentences"]), note=note)
+
+
+def _explain(agent: Agent, params: dict[str, Any]) -> CallToolResult:
+    """The stages as sentences; a withheld source named again with the request to follow."""
+    body = explain_response(agent, params)
+    return _explained(agent, body, catalog=params["catalog"], source_id=params["source"])
 
 
 EXPLAIN = Operation(ExplainInputSerializer, _explain, fill_defaults=_search_defaults)
 
 
+def _with_search_options(tool: ToolFunction) -> ToolFunction:
+    """Publishes `tool`, whose own parameters end in **options, with rag_search's options
+    (its parameters with a default) in their place: the signature the SDK reads for the
+    input schema. The tool's body reads its arguments from the call, not from them."""
+    own = inspect.signature(tool, eval_str=True).parameters.values()
+    options = inspect.signature(rag_search, eval_str=True).parameters.values()
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]  # read by inspect.signature
+        [*(p for p in own if p.kind is not p.VAR_KEYWORD), *(p for p in options if p.default is not p.empty)],
+        return_annotation=CallToolResult)
+    return tool
+
+
+@_with_search_options
 async def explain_search(
     ctx: Ctx,
     query: Query,
@@ -269,13 +291,7 @@ async def explain_search(
                    description="The document's path within the source (a search hit's `document_id`)."),
         SkipValidation,
     ],
-    catalog: SearchCatalog = None,
-    top_k: TopK = None,
-    mode: Mode = None,
-    fusion: Fusion = None,
-    normalization: Normalization = None,
-    weights: WeightsArgument = None,
-    dedup: Dedup = False,
+    **options: Any,
 ) -> CallToolResult:
     """Why a document was or was not among rag_search's results for the same query and options, stage
     by stage: the source and document in the catalog, the approval gate, its best chunk's BM25 score
@@ -505,16 +521,9 @@ ENRICH = Operation(EnrichInputSerializer, _enrich)
 
 async def enrich(
     ctx: Ctx,
-    text: Annotated[
-        str,
-        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
-              description="The user prompt or tool result."),
-        SkipValidation,
-    ],
+    text: Annotated[LongText, Field(description="The user prompt or tool result.")],
     surface: Annotated[
-        Literal["prompt", "tool_result"],
-        Field(description="prompt (a user message) or tool_result (a tool's output)."),
-        SkipValidation,
+        Surface, Field(description="prompt (a user message) or tool_result (a tool's output)."), SkipValidation
     ],
     catalogs: Catalogs = None,
     selected: Annotated[
@@ -539,12 +548,7 @@ async def enrich(
 def _explain_enrichment(agent: Agent, params: dict[str, Any]) -> CallToolResult:
     """The passes as sentences; a withheld reference named again with the request to follow."""
     body = enrichment_explain_response(agent, params)
-    governance = body["governance"]
-    note = ""
-    if governance is not None and governance["withheld"]:
-        ref = ref_of(qualifies(agent), body["catalog"], body["source_id"])
-        note = withheld_text([(ref, governance["reason"], governance["request_id"])])
-    return json_result(body, text="\n".join(body["sentences"]), note=note)
+    return _explained(agent, body, catalog=body["catalog"], source_id=body["source_id"])
 
 
 EXPLAIN_ENRICHMENT = Operation(EnrichmentExplainInputSerializer, _explain_enrichment)
@@ -552,19 +556,13 @@ EXPLAIN_ENRICHMENT = Operation(EnrichmentExplainInputSerializer, _explain_enrich
 
 async def explain_enrichment(
     ctx: Ctx,
-    prompt: Annotated[
-        str,
-        Field(max_length=settings.LECTERN_MAX_ENRICH_CHARS, pattern=NOT_BLANK_PATTERN,
-              description="The text enrich would read (its `text`)."),
-        SkipValidation,
-    ],
+    prompt: Annotated[LongText, Field(description="The text enrich would read (its `text`).")],
     reference: Annotated[
         ReferenceId, Field(description="The reference: `id` or `catalog/id` (a leading @ is allowed)."),
         SkipValidation,
     ],
     surface: Annotated[
-        Literal["prompt", "tool_result"],
-        Field(description="prompt (a user message) or tool_result (a tool's output), as for enrich."),
+        Surface, Field(description="prompt (a user message) or tool_result (a tool's output), as for enrich."),
         SkipValidation,
     ] = "prompt",
     catalogs: Catalogs = None,

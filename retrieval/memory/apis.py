@@ -19,7 +19,7 @@ from catalog.errors import ForbiddenError, InvalidError, NotFoundError
 from catalog.models import Agent
 from catalog.reads import replica_read
 from catalog.rest.fields import StrictCharField, StrictRegexField
-from catalog.rest.schema import errors
+from catalog.rest.schema import INVALID, errors
 from retrieval.conversations.serializers import user_id_field
 from retrieval.memory.selectors import facts_of, memories_of, memory_export, memory_search
 from retrieval.memory.serializers import (
@@ -33,7 +33,6 @@ from retrieval.memory.serializers import (
 )
 from retrieval.memory.services import fact_delete, fact_set, memory_erase
 
-INVALID = "`invalid_input`: a field is missing or out of range; `details.fields` says which."
 AGENTS_ONLY = "`forbidden`: facts and memory are an agent's; call with the agent's token."
 LIST_MAX = 200
 

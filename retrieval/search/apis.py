@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from catalog.auth import request_user, visible_catalogs
 from catalog.models import Catalog
-from catalog.rest.schema import errors
+from catalog.rest.schema import INVALID, errors
 from retrieval.search.serializers import SearchInputSerializer, SearchOutputSerializer, search_response
 
 
@@ -21,7 +21,7 @@ class SearchApi(APIView):
     @extend_schema(
         request=SearchInputSerializer, operation_id="rag_search",
         responses={200: SearchOutputSerializer, **errors({
-            400: "`invalid_input`: a field is missing or out of range; `details.fields` says which.",
+            400: INVALID,
             404: "`not_found`: no such catalog for this caller.",
             409: "`embeddings_unavailable`: `mode: vector` while no embedding model is loaded.",
         })},

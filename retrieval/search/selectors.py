@@ -203,20 +203,6 @@ def _key(row: Row, dedup: bool) -> int:
     return row.document if dedup else row.chunk
 
 
-def _fuse(lists: dict[str, list[Row]], options: SettledOptions) -> list[tuple[int, float]]:
-    rankings = {name: [(_key(row, options.dedup), row.score) for row in rows] for name, rows in lists.items()}
-    if options.mode == "hybrid" and options.fusion == "convex":
-        total = sum(options.weights.values())
-        weights = {name: weight / total for name, weight in options.weights.items()}
-        return fusion.convex(rankings, weights=weights, normalise=options.normalization)
-    if options.mode == "hybrid":
-        return fusion.rrf(rankings, k=options.rrf_k, weights=options.weights)
-    if options.mode == "bm25_tiebreak":
-        vector = dict(rankings.get("vector", []))
-        return fusion.tiebreak(rankings["bm25"], vector)
-    return rankings[options.mode]
-
-
 @dataclass
 class Ranking:
     """Everything chunk_search ranks before it cuts to top_k: the component lists and
@@ -260,7 +246,17 @@ def component_lists(read: dict[str, list[Row]], run: SettledOptions) -> dict[str
 
 def fused_ranking(lists: dict[str, list[Row]], run: SettledOptions) -> list[tuple[int, float]]:
     """Every key of `lists` fused as `run` says, best first."""
-    return _fuse(lists, run)
+    rankings = {name: [(_key(row, run.dedup), row.score) for row in rows] for name, rows in lists.items()}
+    if run.mode == "hybrid" and run.fusion == "convex":
+        total = sum(run.weights.values())
+        weights = {name: weight / total for name, weight in run.weights.items()}
+        return fusion.convex(rankings, weights=weights, normalise=run.normalization)
+    if run.mode == "hybrid":
+        return fusion.rrf(rankings, k=run.rrf_k, weights=run.weights)
+    if run.mode == "bm25_tiebreak":
+        vector = dict(rankings.get("vector", []))
+        return fusion.tiebreak(rankings["bm25"], vector)
+    return rankings[run.mode]
 
 
 def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
@@ -306,7 +302,7 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
         sims = vector_scores_for(catalog=catalog, vector=vector, chunk_pks=pks)
         lists["vector"] = sorted((Row(row.chunk, row.document, sims[row.chunk]) for row in lists["bm25"]
                                   if row.chunk in sims), key=lambda row: -row.score)
-    return Ranking(run, degraded, depth, terms, vector, vector_chars, lists, _fuse(lists, run), passes,
+    return Ranking(run, degraded, depth, terms, vector, vector_chars, lists, fused_ranking(lists, run), passes,
                    withheld)
 
 

@@ -82,8 +82,18 @@ def test_evaluate_command_refuses_bad_input_with_one_line(indexed_catalog, tmp_p
         call_command("evaluate", catalog="ops", queries=str(queries), qrels=str(qrels), modes="bm25,sparse")
     with pytest.raises(CommandError, match="no catalog"):
         call_command("evaluate", catalog="nope", queries=str(queries), qrels=str(qrels))
-    with pytest.raises(CommandError, match="no such file"):
-        call_command("evaluate", catalog="ops", queries=str(tmp_path / "missing.jsonl"), qrels=str(qrels))
+
+
+@pytest.mark.parametrize("command", ["evaluate", "tune"])
+def test_a_command_refuses_a_test_set_file_it_cannot_read_with_one_line(indexed_catalog, tmp_path, command):
+    (tmp_path / "q.jsonl").write_text("not json\n")
+    (tmp_path / "test.tsv").write_text("q1\tcircuit-breaker.md\t1\n")
+    files = {"queries": str(tmp_path / "q.jsonl"), "qrels": str(tmp_path / "test.tsv")}
+
+    with pytest.raises(CommandError, match="no such file: .*missing.jsonl"):
+        call_command(command, catalog="ops", **{**files, "queries": str(tmp_path / "missing.jsonl")})
+    with pytest.raises(CommandError, match="queries line 1: not valid JSON"):
+        call_command(command, catalog="ops", **files)
 
 
 @pytest.mark.dataset

@@ -6,8 +6,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog
 from catalog.ranking import MODES
-from retrieval.evaluation.beir import EvaluationInputError, ModeReport, read_qrels, read_queries, score_run
+from retrieval.evaluation.beir import EvaluationInputError, ModeReport, score_run
 from retrieval.evaluation.ranking import ModeUnavailable, rank_query
+from retrieval.management.beir import read_test_set
 
 
 class Command(BaseCommand):
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         unknown = [m for m in wanted if m not in MODES]
         if unknown or not wanted:
             raise CommandError(f"unknown modes {unknown}; choose from {', '.join(MODES)}")
-        texts, judged = self._read(Path(queries), Path(qrels))
+        texts, judged = read_test_set(queries, qrels)
         ids = [q for q in judged if q in texts][: limit or None]
         reports = [self._run_mode(target, mode, ids, texts, judged) for mode in wanted]
         header = ("mode", "queries", "nDCG@10", "R@100", "MRR@10", "p50 ms", "p95 ms")
@@ -43,15 +44,6 @@ class Command(BaseCommand):
         if json_out:
             Path(json_out).write_text(json.dumps({"catalog": catalog, "modes": [r.as_dict() for r in reports]},
                                                  indent=2) + "\n")
-
-    def _read(self, queries: Path, qrels: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-        try:
-            with queries.open(encoding="utf-8") as q, qrels.open(encoding="utf-8", newline="") as r:
-                return read_queries(q), read_qrels(r)
-        except FileNotFoundError as exc:
-            raise CommandError(f"no such file: {exc.filename}") from None
-        except EvaluationInputError as exc:
-            raise CommandError(str(exc)) from None
 
     def _run_mode(self, catalog: Catalog, mode: str, ids: list[str], texts: dict[str, str],
                   judged: dict[str, dict[str, int]]) -> ModeReport:

@@ -6,9 +6,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog.models import Catalog
-from retrieval.evaluation.beir import METRICS, EvaluationInputError, read_qrels, read_queries
+from retrieval.evaluation.beir import METRICS
 from retrieval.evaluation.ranking import ModeUnavailable
 from retrieval.evaluation.tuning import FOLDS, ranking_tune
+from retrieval.management.beir import read_test_set
 from retrieval.search.vector import SearchUnavailable
 
 
@@ -31,13 +32,7 @@ class Command(BaseCommand):
             raise CommandError(f"no catalog {catalog!r}")
         if not 2 <= folds <= 10:
             raise CommandError("--folds must be 2 to 10")
-        try:
-            with Path(queries).open(encoding="utf-8") as q, Path(qrels).open(encoding="utf-8", newline="") as r:
-                texts, judged = read_queries(q), read_qrels(r)
-        except FileNotFoundError as exc:
-            raise CommandError(f"no such file: {exc.filename}") from None
-        except EvaluationInputError as exc:
-            raise CommandError(str(exc)) from None
+        texts, judged = read_test_set(queries, qrels)
         started = time.perf_counter()
         try:
             report = ranking_tune(catalog=target, queries=texts, qrels=judged, folds=folds)

@@ -108,7 +108,7 @@ def test_a_run_is_done_mode_by_mode_and_recorded_at_once(governed_ops, django_ca
         return rank(**kwargs)
 
     monkeypatch.setattr(runs, "rank_query", watched)
-    monkeypatch.setattr(runs._Progress, "__call__", _unthrottled(runs._Progress.__call__))
+    monkeypatch.setattr(runs.ThrottledProgress, "__call__", _unthrottled(runs.ThrottledProgress.__call__))
 
     with django_capture_on_commit_callbacks(execute=True):  # the test queue runs the task at once
         run = evaluation_request(catalog=governed_ops, query_set=query_set, modes=["hybrid", "bm25"], by="cora")
@@ -132,9 +132,9 @@ def test_a_run_is_done_mode_by_mode_and_recorded_at_once(governed_ops, django_ca
 
 
 def _unthrottled(call):
-    def every_time(self, mode, done):
+    def every_time(self, stage, done, total):
         self._last = 0.0
-        return call(self, mode, done)
+        return call(self, stage, done, total)
 
     return every_time
 
