@@ -118,6 +118,7 @@ bench: nfcorpus
 	$(BENCH) bench_pages --dataset $(NFCORPUS)
 	$(BENCH) bench_conversation --dataset $(NFCORPUS)
 	$(BENCH) bench_conversation_recall --dataset $(NFCORPUS)
+	$(BENCH) bench_feedback --dataset $(NFCORPUS)
 
 stop-db:
 	$(PY) -m config.embedded_pg stop

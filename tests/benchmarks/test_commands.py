@@ -3,6 +3,7 @@ settings, and read their data only from the paths they are given."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -18,8 +19,8 @@ from tests.config.servers import child_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 COMMANDS = ["bench", "bench_connections", "bench_conversation", "bench_conversation_recall", "bench_detect",
-            "bench_enrich", "bench_files", "bench_formats", "bench_gate", "bench_git", "bench_pages", "bench_query",
-            "bench_reindex", "bench_restart", "bench_topology", "bench_web"]
+            "bench_enrich", "bench_feedback", "bench_files", "bench_formats", "bench_gate", "bench_git", "bench_pages",
+            "bench_query", "bench_reindex", "bench_restart", "bench_topology", "bench_web"]
 
 
 def benchmarks(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,3 +82,22 @@ def test_the_long_query_benchmark_needs_its_corpus_given(indexed_catalog, tmp_pa
     with pytest.raises(CommandError, match="no such file"):
         call_command(command_load("bench_query"), "--catalog", indexed_catalog.slug,
                      "--corpus", str(tmp_path / "corpus.jsonl"))
+
+
+def test_the_feedback_benchmark_times_each_setting_on_the_catalog(indexed_catalog, tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "retry backoff"}\n'
+                                            '{"_id": "q2", "text": "cache invalidation"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tretries.md\t1\nq2\tcaching.md\t1\n")
+    out = tmp_path / "feedback.json"
+    call_command(command_load("bench_feedback"), "--catalog", indexed_catalog.slug, "--dataset", str(tmp_path),
+                 "--rounds", "1", "--json", str(out), stdout=io.StringIO())
+
+    results = json.loads(out.read_text())["feedback"]
+    assert {(r["mode"], r["feedback"]) for r in results} == {
+        ("bm25", "none"), ("bm25", "bm25"), ("hybrid", "none"), ("hybrid", "bm25"), ("hybrid", "vector"),
+        ("hybrid", "both")}
+    assert all(r["queries"] == 2 and r["p95_ms"] >= r["p50_ms"] > 0 for r in results)
+    with pytest.raises(CommandError, match="no such file|not a BEIR"):
+        call_command(command_load("bench_feedback"), "--catalog", indexed_catalog.slug,
+                     "--dataset", str(tmp_path / "nowhere"))
