@@ -97,7 +97,9 @@ class Candidate:
                 "score": None if self.score is None else round(self.score, 4), "injected": self.action,
                 "withheld": bool(self.decision and not self.decision.allowed),
                 "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note,
-                "request_id": self.decision.request_id if self.decision and not self.decision.allowed else None}
+                "request_id": self.decision.request_id if self.decision and not self.decision.allowed else None,
+                "approval_id": self.decision.request_id if self.decision and self.decision.allowed else None,
+                "source_fingerprint": self.card.fingerprint}
         if self.parents:
             data["parents"] = self.parents
         return data

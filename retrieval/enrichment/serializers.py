@@ -87,6 +87,11 @@ class HintSerializer(serializers.Serializer[dict[str, Any]]):
     withheld = serializers.BooleanField()
     reason = serializers.CharField(help_text="Why withheld or cut; empty otherwise.")
     request_id = request_id_field(required=False)  # traces stored before it existed lack it
+    # traces stored before they existed lack these two
+    approval_id = serializers.IntegerField(allow_null=True, required=False, help_text=(
+        "The approval request that let this governed reference through (null: it needs none, or is withheld)."))
+    source_fingerprint = serializers.CharField(required=False, allow_blank=True, help_text=(
+        "The reference's content fingerprint when it was injected: what its approval was given for."))
     parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`: who points at it.")
 
 

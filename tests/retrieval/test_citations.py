@@ -366,3 +366,26 @@ def test_a_person_reading_a_file_gets_its_cite_and_leaves_no_trace(kb):
     body = api(user=cora).get("/api/v1/references/kb/notes/file", {"path": "notes.md"}).json()
     assert body["cite"].startswith("[lectern:kb/notes/notes.md#b0-") and body["approval_id"] is None
     assert not Trace.objects.filter(surface="file").exists()
+
+
+def test_references_enrich_injects_name_the_approval_that_let_them_through(bot, kb):
+    _, token, request_id = bot
+    fingerprints = dict(ReferenceSource.objects.filter(catalog=kb).values_list("slug", "fingerprint"))
+
+    response = api(token).post("/api/v1/enrich", {"text": "Follow @vault and @notes for the rotation.",
+                                                  "surface": "prompt"}, format="json")
+
+    assert response.status_code == 200, response.content
+    hints = {hint["source_id"]: hint for hint in response.json()["hints"]}
+    assert hints["vault"]["injected"] == "expand" and hints["vault"]["approval_id"] == request_id
+    assert hints["notes"]["injected"] == "expand" and hints["notes"]["approval_id"] is None  # ungoverned
+    assert {slug: hint["source_fingerprint"] for slug, hint in hints.items()} == fingerprints
+
+
+def test_a_withheld_reference_names_its_request_and_no_approval(kb):
+    _, token = agent_with_token(name="newcomer", catalogs=[kb])
+
+    response = api(token).post("/api/v1/enrich", {"text": "Follow @vault.", "surface": "prompt"}, format="json")
+
+    hint = next(hint for hint in response.json()["hints"] if hint["source_id"] == "vault")
+    assert hint["withheld"] and hint["approval_id"] is None and hint["request_id"] is not None
