@@ -99,7 +99,7 @@ class RankingForm(forms.Form):
                             "searching again (RM3; 0: off).", whole=True)
     bm25_feedback_terms = _number("bm25_feedback_terms", "Terms added", "How many terms BM25 feedback adds.",
                                   whole=True)
-    bm25_feedback_weight = _number("bm25_feedback_weight", "Their weight",
+    bm25_feedback_weight = _number("bm25_feedback_weight", "Added terms' weight",
                                    "The added terms' share of the query's weight (0 to 1).")
     semantic_threshold = _number("semantic_threshold", "Semantic threshold",
                                  "Enrichment: the least similarity for a hint by meaning; empty: each agent's own.",

@@ -116,10 +116,14 @@ def test_the_ranking_form_refuses_a_bad_value_beside_its_field_and_saves_a_good_
     page.fill("#id_vector_weight", "1")
     page.fill("#id_bm25_weight", "1")
     page.select_option("#id_fusion", "convex")
+    page.fill("#id_bm25_feedback", "10")
     page.click("#ranking-form button[type=submit]")
     page.wait_for_url(f"{live_server.url}/catalogs/ops/#ranking")
     expect(page.locator("#ranking")).to_contain_text("convex, minmax")
-    assert Catalog.objects.get(slug="ops").ranking_settings == RankingSettings(b=0.5, fusion="convex")
+    expect(page.locator("#ranking")).to_contain_text("10 terms from the best 10 chunks, weight 0.5")
+    assert Catalog.objects.get(slug="ops").ranking_settings == RankingSettings(b=0.5, fusion="convex",
+                                                                               bm25_feedback=10)
+    shot(page, "07-ranking-panel")
 
 
 def test_a_better_chunking_on_a_shadow_is_applied_with_one_click(page, live_server, governed_ops):
