@@ -5,12 +5,13 @@ that names them), and noting every request it saw, so a test asserts what a craw
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.local_http import base_url, http_served
 
 HTML = "text/html; charset=utf-8"
 EPOCH = 1_700_000_000  # the first version's Last-Modified; each change is a minute later
@@ -106,17 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def web_server(site: Site) -> Iterator[Site]:
     """Serve `site` on 127.0.0.1 (a free port) while the block runs; its `base` is set."""
-    handler = type("Handler", (_Handler,), {"site": site})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    site.base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with http_served(type("Handler", (_Handler,), {"site": site})) as server:
+        site.base = base_url(server)
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def html_page(title: str, body: str, links: Sequence[str] = ()) -> str:

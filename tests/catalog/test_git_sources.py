@@ -20,6 +20,7 @@ from catalog.sources.locators import chunk_locator
 from catalog.sources.repository import selected
 from tests.documents import pdf_bytes
 from tests.gitserver import Repository, git, git_http_server
+from tests.local_http import base_url, http_served
 
 TOKEN = "glpat-quokka-0123456789abcdef"  # noqa: S105 - a test's token
 
@@ -316,7 +317,7 @@ def test_a_fetch_that_outlasts_its_timeout_is_stopped_and_leaves_no_lock(git_set
     """A server that never answers: the fetch is stopped at LECTERN_GIT_TIMEOUT, with what
     it started, and the mirror it may have locked midway is gone (the next fetch starts clean)."""
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     from catalog.sources.git import mirror_fetch
 
@@ -329,20 +330,15 @@ def test_a_fetch_that_outlasts_its_timeout_is_stopped_and_leaves_no_lock(git_set
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Silent)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     git_settings.LECTERN_GIT_TIMEOUT = 5
     git_settings.LECTERN_OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
-    try:
-        with pytest.raises(GitError, match="took longer than 5 s"):
-            mirror_fetch(991, GitRemote(f"http://127.0.0.1:{server.server_address[1]}/r.git", "main"))
-        assert not mirror_path(991).exists()
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with http_served(Silent) as server:
+        try:
+            with pytest.raises(GitError, match="took longer than 5 s"):
+                mirror_fetch(991, GitRemote(f"{base_url(server)}/r.git", "main"))
+            assert not mirror_path(991).exists()
+        finally:
+            release.set()  # before the server shuts down: it joins its handlers
 
 
 def test_the_scan_goes_on_past_a_failing_source_and_retries_it_once_it_answers(served, repository, make_catalog,

@@ -8,9 +8,8 @@ from __future__ import annotations
 import datetime
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from ipaddress import IPv4Address, ip_address, ip_network
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 from catalog.outbound.addresses import NotAnAddress, host_address, ipv4_spelling, refusal
 from catalog.outbound.client import Destination, OutboundRefused, destination_check, post
 from tests.approvals.receiver import Receiver
+from tests.local_http import http_served
 
 LOOPBACK = [ip_network("127.0.0.0/8")]
 
@@ -205,16 +205,8 @@ def tls_server(tls_files) -> Iterator[tuple[int, list[str]]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_served(Handler, wrap=lambda sock: context.wrap_socket(sock, server_side=True)) as server:
         yield server.server_address[1], names
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.mark.integration
