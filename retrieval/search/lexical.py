@@ -230,6 +230,8 @@ def feedback_terms(catalog: Catalog, terms: list[bm25.QueryTerm], first: list[Ro
     usable = {term: df for term, text, df in found if df <= most and _FEEDBACK_WORD.fullmatch(text)}
     chunks = [bm25.FeedbackChunk(row.score, *forward[row.chunk]) for row in first if row.chunk in forward]
     model = bm25.relevance_model(chunks, kept, usable.__contains__)
+    if not model:  # nothing to add: the query as it was, its scores unscaled
+        return terms
     return bm25.expanded_terms(terms, model, usable, weight=weight, n_docs=catalog.chunk_count,
                                average_idf=catalog.average_idf)
 
