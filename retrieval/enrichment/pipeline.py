@@ -99,7 +99,9 @@ class Candidate:
                 "reason": self.decision.reason if self.decision and not self.decision.allowed else self.note,
                 "request_id": self.decision.request_id if self.decision and not self.decision.allowed else None,
                 "approval_id": self.decision.request_id if self.decision and self.decision.allowed else None,
-                "source_fingerprint": self.card.fingerprint}
+                # not a withheld one's: whether governed content changed is not the caller's to know
+                "source_fingerprint": self.card.fingerprint if not self.decision or self.decision.allowed
+                else None}
         if self.parents:
             data["parents"] = self.parents
         return data

@@ -90,8 +90,9 @@ class HintSerializer(serializers.Serializer[dict[str, Any]]):
     # traces stored before they existed lack these two
     approval_id = serializers.IntegerField(allow_null=True, required=False, help_text=(
         "The approval request that let this governed reference through (null: it needs none, or is withheld)."))
-    source_fingerprint = serializers.CharField(required=False, allow_blank=True, help_text=(
-        "The reference's content fingerprint when it was injected: what its approval was given for."))
+    source_fingerprint = serializers.CharField(required=False, allow_blank=True, allow_null=True, help_text=(
+        "The reference's content fingerprint when it was surfaced: what its approval was given for (null "
+        "where it is withheld)."))
     parents = LinkParentSerializer(many=True, required=False, help_text="For `via: link`: who points at it.")
 
 

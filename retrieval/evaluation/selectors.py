@@ -27,8 +27,8 @@ def runs_listed() -> QuerySet[EvaluationRun]:
     """Runs newest first with their catalog's and set's names: one statement a page."""
     return EvaluationRun.objects.select_related("catalog", "query_set").only(
         "id", "modes", "top_k", "status", "stage", "progress", "queries_done", "queries_total", "metrics",
-        "withheld", "judged_documents", "missing_documents", "error", "created_by", "created_at", "started_at",
-        "finished_at", "catalog__slug", "catalog__name", "query_set__name", "query_set__query_count",
+        "withheld", "ranking", "judged_documents", "missing_documents", "error", "created_by", "created_at",
+        "started_at", "finished_at", "catalog__slug", "catalog__name", "query_set__name", "query_set__query_count",
     ).order_by("-created_at", "-pk")
 
 

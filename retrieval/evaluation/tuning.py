@@ -226,9 +226,11 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
 
 
 def _bm25_read(run: SettledOptions) -> tuple[tuple[str, Any], ...]:
-    """The settings a BM25 list is read with, as _read's keywords."""
-    return (("k1", run.k1), ("b", run.b), ("bm25_feedback", run.bm25_feedback),
-            ("bm25_feedback_terms", run.bm25_feedback_terms), ("bm25_feedback_weight", run.bm25_feedback_weight))
+    """The settings a BM25 list is read with, as _read's keywords (feedback's two
+    parameters only where it is on: off, they change nothing read)."""
+    feedback = ((("bm25_feedback_terms", run.bm25_feedback_terms), ("bm25_feedback_weight", run.bm25_feedback_weight))
+                if run.bm25_feedback else ())
+    return (("k1", run.k1), ("b", run.b), ("bm25_feedback", run.bm25_feedback), *feedback)
 
 
 def _read(catalog: Catalog, text: str, mode: str, depth: int, **settings: Any) -> list[Row]:

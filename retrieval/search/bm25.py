@@ -123,11 +123,14 @@ def expanded_terms(original: Sequence[QueryTerm], model: dict[int, float], stats
     for term, p in model.items():
         share[term] = share.get(term, 0.0) + weight * p
     dfs = {t.term_id: t.df for t in original} | stats
+    repeats = {t.term_id: t.repeats for t in original}
     terms = []
     for term, p in share.items():
+        if p <= 0:  # a term weighted 0 (weight 0 or 1) would only add chunks scoring 0
+            continue
         term_idf = idfs[term] if term in idfs else idf(n_docs, dfs[term], average_idf)
         w = term_idf * p * tokens
-        terms.append(QueryTerm(term, w, max(w, 0.0) * (k1 + 1), dfs[term], k1, b, repeats=0))
+        terms.append(QueryTerm(term, w, max(w, 0.0) * (k1 + 1), dfs[term], k1, b, repeats.get(term, 0)))
     return sorted(terms, key=lambda t: (-t.upper_bound, t.term_id))
 
 

@@ -219,6 +219,7 @@ class Ranking:
     fused: list[tuple[int, float]]  # every key fused, best first: the hits are its first top_k
     passes: int
     withheld: dict[int, InjectionDecision]
+    query_terms: list[bm25.QueryTerm]  # the query's own: what a withheld source is matched by
 
 
 def ranking_depth(run: SettledOptions) -> int:
@@ -280,9 +281,10 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
     read: dict[str, list[Row]] = {}
     passes = 0
     # once: a pasted passage takes milliseconds to analyse
-    terms = bm25_terms(catalog, query, k1=run.k1, b=run.b)
+    terms = query_terms = bm25_terms(catalog, query, k1=run.k1, b=run.b)
     if mode in ("bm25", "hybrid", "bm25_tiebreak"):
-        if run.bm25_feedback and terms:  # the query expanded from its best allowed hits, searched again
+        # the query expanded from its best allowed hits, searched again
+        if run.bm25_feedback and run.bm25_feedback_weight and terms:
             first, passes = bm25_top(catalog, terms, run.bm25_feedback, withheld)
             terms = feedback_terms(catalog, terms, first, kept=run.bm25_feedback_terms,
                                    weight=run.bm25_feedback_weight)
@@ -303,7 +305,7 @@ def chunk_ranking(*, catalog: Catalog, query: str, options: SearchOptions,
         lists["vector"] = sorted((Row(row.chunk, row.document, sims[row.chunk]) for row in lists["bm25"]
                                   if row.chunk in sims), key=lambda row: -row.score)
     return Ranking(run, degraded, depth, terms, vector, vector_chars, lists, fused_ranking(lists, run), passes,
-                   withheld)
+                   withheld, query_terms)
 
 
 def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
@@ -319,7 +321,7 @@ def chunk_search(*, catalog: Catalog, query: str, options: SearchOptions,
     report: list[WithheldHits] = []
     if withheld:
         similar = _similarity_floor(hits, run.top_k) if run.mode in ("vector", "hybrid") and vector else None
-        matched = withheld_hits(catalog, disclosed(withheld), ranking.terms if "bm25" in ranking.lists else [],
+        matched = withheld_hits(catalog, disclosed(withheld), ranking.query_terms if "bm25" in ranking.lists else [],
                                 vectors=[vector] if vector else [], similar=similar)
         report = withheld_named(withheld, matched)
     took = (time.perf_counter() - started) * 1000

@@ -389,3 +389,4 @@ def test_a_withheld_reference_names_its_request_and_no_approval(kb):
 
     hint = next(hint for hint in response.json()["hints"] if hint["source_id"] == "vault")
     assert hint["withheld"] and hint["approval_id"] is None and hint["request_id"] is not None
+    assert hint["source_fingerprint"] is None  # whether governed content changed is not the caller's to know

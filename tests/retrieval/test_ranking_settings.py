@@ -12,7 +12,7 @@ from rank_bm25 import BM25Okapi
 from catalog.analysis import analyze
 from catalog.audit.log import Action
 from catalog.catalogs import catalog_ranking_update
-from catalog.models import AuditEntry, Catalog, Chunk
+from catalog.models import AuditEntry, Catalog, Chunk, Term
 from catalog.ranking import NORMALISATIONS, RankingSettings, ranking_problems
 from retrieval.search import fusion
 from retrieval.search.selectors import SearchOptions, chunk_ranking, chunk_search
@@ -332,6 +332,8 @@ def test_bm25_feedback_expands_the_query_from_the_best_hits_the_caller_may_be_sh
     added = {term.term_id for term in expanded.terms} - own
     assert len(held_terms) == 2 and added and not added & held_terms
     assert all(term.repeats == 0 for term in expanded.terms if term.term_id in added)
+    assert all(term.repeats >= 1 for term in expanded.terms if term.term_id in own)
+    assert expanded.query_terms == plain.terms  # what a withheld source is matched by
     # the added terms are those of the first hits (the allowed ones): each is held by one of them
     first = [row.chunk for row in plain.lists["bm25"][:3]]
     holders = set(Chunk.objects.filter(pk__in=first, postings__terms__overlap=list(added)).values_list("pk", flat=True))
@@ -359,3 +361,38 @@ def test_the_catalog_page_and_api_show_and_set_bm25_feedback(corpus, cora, clien
     refused = client.patch("/api/v1/catalogs/tuned/ranking", {"bm25_feedback_weight": 1.5},
                            content_type="application/json")
     assert refused.status_code == 400 and "bm25_feedback_weight" in refused.content.decode()
+
+
+def test_a_withheld_source_is_matched_by_the_querys_own_terms_not_feedbacks(corpus, cora, monkeypatch):
+    from catalog.models import ReferenceSource
+    from catalog.sources.documents import DocumentInput
+    from retrieval.search import selectors
+
+    catalog_ranking_update(catalog=corpus, values={"bm25_feedback": 3}, by=cora)
+    corpus.refresh_from_db()
+    expanded = chunk_ranking(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="bm25"))
+    added = {term.term_id for term in expanded.terms} - {term.term_id for term in expanded.query_terms}
+    text = " ".join(Term.objects.filter(pk__in=added).values_list("text", flat=True))  # stems, as words
+    governed = import_documents(catalog=corpus, slug="governed", documents=[
+        DocumentInput("only-feedback.md", "Only feedback", text, len(text))])
+    ReferenceSource.objects.filter(pk=governed.pk).update(requires_approval=True)
+    corpus.refresh_from_db()
+    asked: list[set[int]] = []
+    real = selectors.withheld_hits
+
+    def recorded(catalog, withheld, terms, **kwargs):
+        asked.append({term.term_id for term in terms})
+        return real(catalog, withheld, terms, **kwargs)
+
+    monkeypatch.setattr(selectors, "withheld_hits", recorded)
+    chunk_search(catalog=corpus, query="cache retry backoff", options=SearchOptions(mode="bm25"))
+    own = {term.term_id for term in expanded.query_terms}
+    assert asked == [own] and not own & added
+
+
+def test_bm25_feedback_at_weight_one_adds_no_chunk_scoring_zero(corpus, cora):
+    for query in QUERIES:
+        ranking = chunk_ranking(catalog=corpus, query=query, options=SearchOptions(
+            mode="bm25", top_k=50, bm25_feedback=3, bm25_feedback_weight=1.0))
+        assert all(row.score > 0 for row in ranking.lists["bm25"]), query
+        assert all(term.weight > 0 for term in ranking.terms), query
