@@ -27,7 +27,7 @@ import itertools
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -63,14 +63,19 @@ TUNED_MODES = ("bm25", "vector", "hybrid")
 SHOWN_QUERIES = 10  # won and lost, each
 
 
-def candidates(current: RankingSettings) -> list[RankingSettings]:
+Feedback = Sequence[tuple[int, float]]  # vector feedback: (chunks, weight), (0, weight) for off
+
+
+def candidates(current: RankingSettings, feedback: Feedback = FEEDBACK) -> list[RankingSettings]:
     """Every setting a run tries, the current first (a tie keeps it), each once. The
-    enrichment settings are the current ones throughout: no test set judges them."""
+    enrichment settings are the current ones throughout: no test set judges them.
+    `feedback`: the vector feedback values tried (`manage.py tune --vector-feedback`
+    widens them; a wider grid costs time in proportion)."""
     grid = [current]
-    for k1, b, feedback in itertools.product(K1S, BS, BM25_FEEDBACK):
-        bm25 = current.with_values({"k1": k1, "b": b, "bm25_feedback": feedback})
+    for k1, b, expansion in itertools.product(K1S, BS, BM25_FEEDBACK):
+        bm25 = current.with_values({"k1": k1, "b": b, "bm25_feedback": expansion})
         grid.append(bm25.with_values({"mode": "bm25"}))
-        for depth, (chunks, weight) in itertools.product(DEPTHS, FEEDBACK):
+        for depth, (chunks, weight) in itertools.product(DEPTHS, feedback):
             hybrid = bm25.with_values({"mode": "hybrid", "fusion_depth": depth, "vector_feedback": chunks,
                                        "feedback_weight": weight})
             grid += [hybrid.with_values({"fusion": "rrf", "rrf_k": k, "bm25_weight": 1.0, "vector_weight": weight})
@@ -79,7 +84,7 @@ def candidates(current: RankingSettings) -> list[RankingSettings]:
                                          "vector_weight": share})
                      for norm, share in itertools.product(("minmax", "zscore"), CONVEX_VECTOR_SHARES)]
     grid += [current.with_values({"mode": "vector", "vector_feedback": chunks, "feedback_weight": weight})
-             for chunks, weight in FEEDBACK]
+             for chunks, weight in feedback]
     return list(dict.fromkeys(grid))
 
 
@@ -116,12 +121,12 @@ Progress = Callable[[str, int, int], None]  # stage, done, total
 
 
 def ranking_tune(*, catalog: Catalog, queries: dict[str, str], qrels: dict[str, dict[str, int]],
-                 progress: Progress | None = None, folds: int = FOLDS) -> TuningReport:
+                 progress: Progress | None = None, folds: int = FOLDS, feedback: Feedback = FEEDBACK) -> TuningReport:
     """Tune `catalog`'s ranking on the judged `queries` (see the module docstring)."""
     report = progress or (lambda stage, done, total: None)
     seconds: dict[str, float] = {}
     current = catalog.ranking_settings
-    grid = candidates(current)
+    grid = candidates(current, feedback)
     ids = sorted(query_id for query_id in queries if query_id in qrels)
 
     started = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -109,3 +110,23 @@ def test_nfcorpus_test_qrels_parse_as_published():
     assert len(qrels) == 323
     assert sum(len(docs) for docs in qrels.values()) == 12334
     assert set(qrels) <= set(queries)
+
+
+def test_tune_tries_the_vector_feedback_values_it_is_given_and_refuses_bad_ones_with_one_line(indexed_catalog,
+                                                                                              tmp_path):
+    from retrieval.evaluation.tuning import FEEDBACK, candidates
+
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "retry backoff"}\n'
+                                      '{"_id": "q2", "text": "circuit breaker failures"}\n')
+    (tmp_path / "test.tsv").write_text("q1\tretry-backoff.md\t1\nq2\tcircuit-breaker.md\t1\n")
+    files = {"queries": str(tmp_path / "q.jsonl"), "qrels": str(tmp_path / "test.tsv")}
+    for bad in ("3", "3:x", "50:0.5", "3:5", "0:0.5"):
+        with pytest.raises(CommandError, match="--vector-feedback"):
+            call_command("tune", catalog="ops", vector_feedback=bad, **files)
+
+    out = tmp_path / "tune.json"
+    call_command("tune", catalog="ops", vector_feedback="5:1,10:0.3", json=str(out), stdout=io.StringIO(), **files)
+
+    wider = [(0, FEEDBACK[0][1]), (5, 1.0), (10, 0.3)]
+    assert json.loads(out.read_text())["candidates"] == len(candidates(indexed_catalog.ranking_settings, wider))
+    assert len(candidates(indexed_catalog.ranking_settings, wider)) > len(candidates(indexed_catalog.ranking_settings))
