@@ -9,7 +9,8 @@ ranking_tune() does, over a test set's judged queries:
      (chunk_ranking: BM25 once per k1, b and feedback, the vector list once per feedback), as deep as the
      deepest setting reads; each setting's ranking then comes from those lists, shaped
      and fused by search's own component_lists and fused_ranking: nDCG@10 per query
-     and setting, without a search per setting
+     and setting, without a search per setting (the hybrid settings of one shape fused
+     together by fusion.rrf_tops and convex_tops, which give rrf's and convex's own order)
   3. k-fold cross-validation over the queries (a fixed shuffle, FOLDS folds): for each
      fold, the setting with the best mean nDCG@10 on the other folds; its queries then
      searched for real (chunk_search, as an evaluation run searches) with that setting,
@@ -35,6 +36,7 @@ from catalog.models import Catalog, Document
 from catalog.ranking import RankingSettings
 from retrieval.evaluation.beir import METRICS, QueryScore, score_query
 from retrieval.evaluation.ranking import TOP_K, rank_query
+from retrieval.search import fusion
 from retrieval.search.rows import Row
 from retrieval.search.selectors import (
     FUSED_MODES,
@@ -42,7 +44,9 @@ from retrieval.search.selectors import (
     SettledOptions,
     chunk_ranking,
     component_lists,
+    convex_weights,
     fused_ranking,
+    keyed_rankings,
     ranking_depth,
 )
 
@@ -211,6 +215,7 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
                                            feedback_weight=weight) for chunks, weight in vector_settings}
         lexical = {read: _read(catalog, text, "bm25", deepest, **dict(read)) for read in bm25_settings}
         shaped: dict[tuple[Any, ...], dict[str, list[Row]]] = {}  # component lists, per read and shape
+        by_fusion: dict[tuple[Any, ...], list[int]] = {}  # the hybrid settings of a shape and fusion: fused together
         for i, run in enumerate(runs):
             if run.mode == "bm25_tiebreak":  # ties broken by its own hits' similarity: searched for real
                 ranked, _ = rank_query(catalog=catalog, mode=run.mode, text=text, ranking=grid[i])
@@ -225,8 +230,19 @@ def _grid_scores(catalog: Catalog, queries: dict[str, str], qrels: dict[str, dic
                 if reads[1] is not None:
                     read["vector"] = vectors[reads[1]]
                 shaped[shape] = component_lists(read, run)
+            if run.mode == "hybrid":
+                by_fusion.setdefault((shape, run.fusion, run.normalization), []).append(i)
+                continue
             fused = fused_ranking(shaped[shape], run)[: run.top_k]
             table[i][column] = score_query(query_id, [paths[key] for key, _ in fused], qrels[query_id]).ndcg_at_10
+        for (shape, fused_by, normalization), members in by_fusion.items():
+            first = runs[members[0]]  # the shape holds dedup; every run of a grid ranks top_k
+            rankings = keyed_rankings(shaped[shape], first.dedup)
+            tops = fusion.rrf_tops(rankings, [(runs[i].rrf_k, runs[i].weights) for i in members], first.top_k) \
+                if fused_by == "rrf" else \
+                fusion.convex_tops(rankings, [convex_weights(runs[i]) for i in members], normalization, first.top_k)
+            for i, top in zip(members, tops, strict=True):
+                table[i][column] = score_query(query_id, [paths[key] for key in top], qrels[query_id]).ndcg_at_10
     return table
 
 

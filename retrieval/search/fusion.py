@@ -9,6 +9,8 @@ import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
+import numpy as np
+
 K = TypeVar("K", bound=Hashable)
 Ranking = Sequence[tuple[K, float]]
 
@@ -27,6 +29,35 @@ def rrf(
         for rank, (key, _score) in enumerate(ranking, start=1):
             fused[key] = fused.get(key, 0.0) + weight / (k + rank)
     return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def rrf_tops(rankings: Mapping[str, Ranking[K]], settings: Sequence[tuple[int, Mapping[str, float]]],
+             n: int) -> list[list[K]]:
+    """For each (k, weights) of `settings`, the first `n` keys of rrf(rankings, k=k,
+    weights=weights), in its order, for a tuning grid that fuses the same lists many
+    ways: each key's ranks read once, each fusion a few numpy operations. The same
+    floats in the same order of addition, and ties in rrf's order (the keys as the
+    rankings first hold them, a stable sort), so the same keys; rankings holding a key
+    twice are fused by rrf itself."""
+    if any(len({key for key, _ in ranking}) < len(ranking) for ranking in rankings.values()):
+        return [[key for key, _ in rrf(rankings, k=k, weights=weights)[:n]] for k, weights in settings]
+    places: dict[K, int] = {}
+    for ranking in rankings.values():
+        for key, _ in ranking:
+            places.setdefault(key, len(places))
+    keys = list(places)
+    ranks = {}
+    for name, ranking in rankings.items():
+        ranked = np.full(len(keys), np.inf)  # a key absent from a list adds w / inf = 0.0 to its sum
+        ranked[[places[key] for key, _ in ranking]] = np.arange(1, len(ranking) + 1)
+        ranks[name] = ranked
+    tops = []
+    for k, weights in settings:
+        fused = np.zeros(len(keys))
+        for name, ranked in ranks.items():
+            fused = fused + weights.get(name, 1.0) / (k + ranked)
+        tops.append([keys[i] for i in np.argsort(-fused, kind="stable")[:n]])
+    return tops
 
 
 def minmax(scores: Sequence[float]) -> list[float]:
@@ -70,6 +101,31 @@ def convex(
     for key in keys:
         fused[key] = sum(weights.get(name, 0.0) * scores.get(key, floors[name]) for name, scores in normalised.items())
     return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def convex_tops(rankings: Mapping[str, Ranking[K]], settings: Sequence[Mapping[str, float]], normalise: str,
+                n: int) -> list[list[K]]:
+    """For each weights of `settings`, the first `n` keys of convex(rankings,
+    weights=weights, normalise=normalise), in its order, for a tuning grid: each list
+    normalised once (by convex's own normalisers), each fusion a few numpy operations
+    on the same floats added in the same order, over the keys in convex's own order
+    (the same set, built the same way), sorted stably as convex sorts them."""
+    norm = NORMALISERS[normalise]
+    columns: dict[str, tuple[dict[K, float], float]] = {}
+    for name, ranking in rankings.items():
+        if ranking:
+            values = norm([s for _, s in ranking])
+            columns[name] = (dict(zip((key for key, _ in ranking), values, strict=True)),
+                             0.0 if normalise == "minmax" else min(values) - 1.0)
+    keys = list({key for scores, _ in columns.values() for key in scores})
+    scored = {name: np.array([scores.get(key, floor) for key in keys]) for name, (scores, floor) in columns.items()}
+    tops = []
+    for weights in settings:
+        fused = np.zeros(len(keys))
+        for name, column in scored.items():
+            fused = fused + weights.get(name, 0.0) * column
+        tops.append([keys[i] for i in np.argsort(-fused, kind="stable")[:n]])
+    return tops
 
 
 def tiebreak(primary: Ranking[K], secondary: Mapping[K, float], *, places: int = 9) -> list[tuple[K, float]]:

@@ -245,13 +245,22 @@ def component_lists(read: dict[str, list[Row]], run: SettledOptions) -> dict[str
     return lists
 
 
+def convex_weights(run: SettledOptions) -> dict[str, float]:
+    """Convex fusion's weights: the settings' divided by their sum."""
+    total = sum(run.weights.values())
+    return {name: weight / total for name, weight in run.weights.items()}
+
+
+def keyed_rankings(lists: dict[str, list[Row]], dedup: bool) -> dict[str, list[tuple[int, float]]]:
+    """Each list as fusion ranks it: (key, score), the key a chunk or with dedup a document."""
+    return {name: [(_key(row, dedup), row.score) for row in rows] for name, rows in lists.items()}
+
+
 def fused_ranking(lists: dict[str, list[Row]], run: SettledOptions) -> list[tuple[int, float]]:
     """Every key of `lists` fused as `run` says, best first."""
-    rankings = {name: [(_key(row, run.dedup), row.score) for row in rows] for name, rows in lists.items()}
+    rankings = keyed_rankings(lists, run.dedup)
     if run.mode == "hybrid" and run.fusion == "convex":
-        total = sum(run.weights.values())
-        weights = {name: weight / total for name, weight in run.weights.items()}
-        return fusion.convex(rankings, weights=weights, normalise=run.normalization)
+        return fusion.convex(rankings, weights=convex_weights(run), normalise=run.normalization)
     if run.mode == "hybrid":
         return fusion.rrf(rankings, k=run.rrf_k, weights=run.weights)
     if run.mode == "bm25_tiebreak":

@@ -152,3 +152,46 @@ def test_tiebreak_keeps_primary_order_when_scores_differ_beyond_the_places():
 
     assert keys(tiebreak(primary, {"a": 0.0, "b": 1.0})) == ["a", "b"]
     assert keys(tiebreak(primary, {"a": 0.0, "b": 1.0}, places=3)) == ["b", "a"]
+
+
+def test_rrf_tops_are_rrfs_own_first_keys_ties_included():
+    import random
+
+    from retrieval.search.fusion import rrf_tops
+
+    rng = random.Random(7)
+    for _ in range(300):
+        keys = rng.sample(range(60), rng.randint(0, 60))
+        # often the same key at the same rank in one list as another key in the other: equal scores
+        bm25 = [(key, 0.0) for key in rng.sample(keys, rng.randint(0, len(keys)))]
+        vector = [(key, 0.0) for key in rng.sample(keys, rng.randint(0, len(keys)))]
+        rankings = {"bm25": bm25, "vector": vector}
+        settings = [(rng.choice([1, 5, 10, 60]), {"bm25": rng.choice([0.0, 0.5, 1.0]),
+                                                  "vector": rng.choice([0.5, 1.0, 1.5])}) for _ in range(8)]
+        n = rng.choice([1, 10, 100])
+        assert rrf_tops(rankings, settings, n) == [
+            [key for key, _ in rrf(rankings, k=k, weights=weights)[:n]] for k, weights in settings]
+    # a ranking holding a key twice is fused by rrf itself, its repeats counted
+    twice = {"bm25": [(1, 0.0), (2, 0.0), (1, 0.0)], "vector": [(2, 0.0)]}
+    assert rrf_tops(twice, [(60, {"bm25": 1.0, "vector": 1.0})], 2) == [[key for key, _ in rrf(twice, k=60)]]
+
+
+@pytest.mark.parametrize("normalise", ["minmax", "zscore"])
+def test_convex_tops_are_convexs_own_first_keys_ties_included(normalise):
+    import random
+
+    from retrieval.search.fusion import convex_tops
+
+    rng = random.Random(11)
+    for _ in range(300):
+        keys = rng.sample(range(60), rng.randint(0, 60))
+        # scores from a few values: equal normalised scores, and so ties, are common
+        rankings = {}
+        for name in ("bm25", "vector"):
+            held = rng.sample(keys, rng.randint(0, len(keys)))
+            rankings[name] = sorted(((key, float(rng.randint(0, 4))) for key in held), key=lambda pair: -pair[1])
+        shares = rng.sample([0.0, 0.3, 0.5, 0.7, 1.0], 3)
+        settings = [{"bm25": share, "vector": round(1 - share, 2)} for share in shares]
+        n = rng.choice([1, 10, 100])
+        assert convex_tops(rankings, settings, normalise, n) == [
+            [key for key, _ in convex(rankings, weights=weights, normalise=normalise)[:n]] for weights in settings]
