@@ -12,6 +12,7 @@ from pathlib import Path
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
+from catalog.models import Catalog
 from retrieval.evaluation.beir import read_files
 
 Log = Callable[[str], None]
@@ -46,6 +47,14 @@ def nfcorpus_test_queries(dataset: Path) -> list[str]:
     """The texts of the queries judged in qrels/test.tsv, in qrels order."""
     texts, judged = nfcorpus_test_judged(dataset)
     return [texts[query_id] for query_id in judged if query_id in texts]
+
+
+def indexed_catalog(slug: str) -> Catalog:
+    """The live catalog `slug`, refused unless it has chunks (a benchmark that searches it)."""
+    catalog = Catalog.objects.live().filter(slug=slug).first()
+    if catalog is None or not catalog.chunk_count:
+        raise BenchmarkError(f"no indexed catalog {slug!r}: `make nfcorpus` imports NFCorpus")
+    return catalog
 
 
 def machine_info() -> dict[str, str | int | float]:

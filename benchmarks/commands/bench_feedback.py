@@ -4,9 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.common import BenchmarkError, machine_info, nfcorpus_test_queries
+from benchmarks.common import BenchmarkError, indexed_catalog, machine_info, nfcorpus_test_queries
 from benchmarks.feedback import as_dicts, feedback_latency
-from catalog.models import Catalog
 
 
 class Command(BaseCommand):
@@ -25,12 +24,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, catalog: str, dataset: Path, rounds: int, json_out: Path | None,
                **options: Any) -> None:
-        target = Catalog.objects.live().filter(slug=catalog).first()
-        if target is None or not target.chunk_count:
-            raise CommandError(f"no indexed catalog {catalog!r}: `make nfcorpus` imports NFCorpus")
         if rounds < 1:
             raise CommandError("--rounds must be positive")
         try:
+            target = indexed_catalog(catalog)
             queries = nfcorpus_test_queries(dataset)
         except BenchmarkError as exc:
             raise CommandError(str(exc)) from None

@@ -4,9 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.common import machine_info
+from benchmarks.common import BenchmarkError, indexed_catalog, machine_info
 from benchmarks.long_queries import QueryBenchmark, query_benchmark
-from catalog.models import Catalog
 
 
 class Command(BaseCommand):
@@ -29,9 +28,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, catalog: str, corpus: Path, chars: str, passages: int, seed: int,
                merged_terms_max: int | None, json_out: Path | None, **options: Any) -> None:
-        target = Catalog.objects.filter(slug=catalog).first()
-        if target is None or not target.chunk_count:
-            raise CommandError(f"no indexed catalog {catalog!r}: `make nfcorpus` imports NFCorpus")
+        try:
+            target = indexed_catalog(catalog)
+        except BenchmarkError as exc:
+            raise CommandError(str(exc)) from None
         if not corpus.is_file():
             raise CommandError(f"no such file: {corpus} (NFCorpus's: ../shared/datasets/nfcorpus/corpus.jsonl)")
         lengths = [int(n) for n in chars.split(",") if n.strip()]
